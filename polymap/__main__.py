@@ -1,0 +1,4 @@
+"""``python -m polymap`` is the ``polymap`` command."""
+from .cli import entry
+
+entry()

@@ -1,0 +1,113 @@
+"""The ``polymap`` command: argument parsing and dispatch, nothing else.
+
+Every subcommand lives in :mod:`polymap.commands` as ``main(args) -> int``
+over the Python API; this module only knows their options (``cli.md``) and
+turns errors into exit statuses: 2 for bad input, 1 for a "no".
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import PolymapError, Refusal
+
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch")
+
+
+def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
+    if file:
+        p.add_argument("file", help="a .loop file")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a parameter (repeatable)")
+    p.add_argument("--kernel", help="the kernel to act on (default: all)")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="polymap", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("show", help="the polyhedral model")
+    _common(p)
+
+    p = sub.add_parser("run", help="run a kernel on arrays from an .npz file")
+    _common(p)
+    p.add_argument("--inputs", required=False, help="IN.npz with every in/inout tensor")
+    p.add_argument("-o", "--output", required=False, help="OUT.npz for every out/inout tensor")
+    p.add_argument("--target", choices=("reference", "c", "numpy"), default="reference")
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+
+    p = sub.add_parser("deps", help="exact dependences and loop classes")
+    _common(p)
+    p.add_argument("--memory-based", action="store_true", help="all pairs of conflicting accesses")
+    p.add_argument("--plot", metavar="OUT.png", help="draw a 2-D iteration space with dependences")
+    p.add_argument("--loops", metavar="I,J", help="the two loops to plot (default: the two innermost)")
+    p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
+                   help="value of a loop not plotted (repeatable)")
+    p.add_argument("--statement", help="statement to plot (default: the deepest)")
+    p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT")
+
+    p = sub.add_parser("check", help="is a loop order or a mapping legal?")
+    _common(p)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--order", help="loop order outer->inner, e.g. i,k,j")
+    g.add_argument("--mapping", help="a mapping YAML file")
+    p.add_argument("--arch", default=None, help="architecture (preset name or YAML file)")
+
+    p = sub.add_parser("cost", help="exact traffic, energy and cycles of a mapping")
+    _common(p)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--mapping", required=True)
+    p.add_argument("--symbolic", action="store_true", help="also give each count as a formula")
+    p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline")
+
+    p = sub.add_parser("transform", help="the mapped loop nest in the .loop language")
+    _common(p)
+    p.add_argument("--mapping", required=True)
+    p.add_argument("--arch", default=None)
+
+    p = sub.add_parser("compile", help="tiled C and NumPy code, verified")
+    _common(p)
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+    p.add_argument("-o", "--output-dir", default="out")
+    p.add_argument("--target", default="c,numpy", help="comma-separated: c, numpy")
+    p.add_argument("--no-verify", action="store_true")
+
+    p = sub.add_parser("arch", help="show an architecture (preset or file)")
+    _common(p, file=False)
+    p.add_argument("name", nargs="?", help="preset name or YAML file")
+    p.add_argument("--list", action="store_true", help="list the presets")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return its exit status (0 yes, 1 no, 2 bad input)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the usage error
+        return 0 if exc.code == 0 else 2
+    try:
+        module = importlib.import_module(f"polymap.commands.{args.command}")
+        return int(module.main(args) or 0)
+    except PolymapError as exc:
+        print(exc.render(), file=sys.stderr)
+        return exc.exit_status
+    except Refusal as exc:
+        if getattr(args, "json", False) and exc.payload:
+            import json
+
+            print(json.dumps(exc.payload, indent=2))
+        else:
+            print(exc.message, file=sys.stderr)
+        return exc.exit_status
+    except KeyboardInterrupt:
+        return 130
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Code generators: C, NumPy and the .loop language, plus building and running."""

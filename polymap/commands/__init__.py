@@ -1,0 +1,1 @@
+"""One module per subcommand, each ``main(args) -> int`` over the Python API."""

@@ -1,0 +1,106 @@
+"""Reading kernels the way every command does: file, ``--kernel``, ``-D``.
+
+These helpers are shared by the commands and the Python API so that a
+kernel selected or sized from the command line and from Python means the
+same thing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import ir
+from .errors import InputError
+
+
+def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
+    """Parse ``.loop`` text into a :class:`~polymap.ir.Program`.
+
+    With ``check`` (the default) the semantic checks of ``dsl.md`` run too,
+    and every error found is raised together in one
+    :class:`~polymap.errors.PolymapError`; warnings are returned on
+    ``program_warnings``.
+    """
+    from .grammar import parse_program
+    from .passes.semantics import checked
+
+    program = parse_program(text, filename)
+    return checked(program) if check else program
+
+
+def load_program(path: str | Path, *, check: bool = True) -> ir.Program:
+    """Read and parse a ``.loop`` file (``InputError`` when it cannot be read)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file") from None
+    return parse(text, str(path), check=check)
+
+
+def select_kernels(program: ir.Program, name: str | None) -> tuple[ir.Kernel, ...]:
+    """All kernels, or the one named by ``--kernel`` (``InputError`` if absent)."""
+    if name is None:
+        return program.kernels
+    k = program.kernel(name)
+    if k is None:
+        known = ", ".join(x.name for x in program.kernels)
+        raise InputError(f"{program.source.name}: no kernel named '{name}' (the file has: {known})")
+    return (k,)
+
+
+def parse_defines(defines: list[str] | tuple[str, ...]) -> dict[str, int]:
+    """``["N=8", "M=4"]`` -> ``{"N": 8, "M": 4}``; a malformed one is an ``InputError``."""
+    out: dict[str, int] = {}
+    for d in defines:
+        name, sep, value = d.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise InputError(f"-D {d}: expected NAME=VALUE")
+        try:
+            out[name.strip()] = int(value)
+        except ValueError:
+            raise InputError(f"-D {d}: the value of {name.strip()} must be an integer") from None
+    return out
+
+
+def param_values(kernel: ir.Kernel, defines: dict[str, int] | None = None) -> dict[str, int]:
+    """Numbers for every parameter: ``-D`` values over defaults.
+
+    A parameter with neither is an error at the parameter's declaration;
+    a ``-D`` for a name the kernel lacks is ignored only when the file holds
+    several kernels (the caller decides; here it is simply not used). Values
+    must be >= 1 and satisfy the kernel's ``where`` clause.
+    """
+    from .errors import Diagnostic
+
+    defines = defines or {}
+    values: dict[str, int] = {}
+    diags = []
+    for p in kernel.params:
+        if p.name in defines:
+            values[p.name] = defines[p.name]
+        elif p.default is not None:
+            values[p.name] = p.default
+        else:
+            diags.append(Diagnostic(
+                f"parameter '{p.name}' of kernel '{kernel.name}' has no default and no -D {p.name}=VALUE was given",
+                p.loc))
+    if diags:
+        raise InputError(diags)
+    for name, v in values.items():
+        if v < 1:
+            raise InputError(f"-D {name}={v}: parameters are sizes and must be >= 1")
+    _check_where(kernel, values)
+    return values
+
+
+def _check_where(kernel: ir.Kernel, values: dict[str, int]) -> None:
+    from .errors import Diagnostic
+    from .passes.evaluate import eval_int_condition
+
+    for cond in kernel.where:
+        if not eval_int_condition(cond, values):
+            shown = ", ".join(f"{k}={v}" for k, v in values.items())
+            raise InputError([Diagnostic(
+                f"parameter values {shown} violate the kernel's 'where' clause", cond.loc)])
