@@ -1,0 +1,323 @@
+"""The only bridge from the IR to ISL: the polyhedral model of a kernel.
+
+For every statement: its iteration domain, its read and write access
+relations (one per reference, domain constraints included) and its place in
+the original schedule, a map into one time space shared by the kernel's
+statements. Everything stays symbolic in the parameters, under the kernel's
+context (parameters ``>= 1`` plus ``where``).
+
+``for i in 0..N { for j in 0..i { S: A[i, j] = B[j] } }`` becomes::
+
+    domain   [N] -> { S[i, j] : 0 <= i < N and 0 <= j < i }
+    schedule [N] -> { S[i, j] -> [0, i, 0, j, 0] }
+    write    [N] -> { S[i, j] -> A[i, j] : 0 <= i < N and 0 <= j < i }
+    read     [N] -> { S[i, j] -> B[j] : 0 <= i < N and 0 <= j < i }
+
+The schedule is the classic 2d+1 form: loop values interleaved with the
+textual rank of each item within its loop body, padded with zeros to the
+deepest nest. Expressions become ISL text (``floor(e/c)``, ``e mod c``,
+``min``/``max``) and ISL parses them; the semantic checks have already made
+sure they are quasi-affine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Mapping
+
+from . import ir
+from .errors import AnalysisError, Diagnostic
+from .islcheck import isl
+
+# ISL reserves these words; a name that collides gets a suffix inside ISL text only.
+_ISL_WORDS = {"min", "max", "floor", "ceil", "mod", "exists", "and", "or", "not", "implies",
+              "true", "false", "infty", "NaN", "floord", "domain", "range", "rat"}
+
+
+def isl_name(name: str) -> str:
+    """The identifier used for ``name`` inside ISL text."""
+    return f"{name}_" if name in _ISL_WORDS else name
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+def aff_text(e: ir.Expr) -> str:
+    """ISL text of a quasi-affine expression (``floor(i / 2) + 1`` -> ``(floor((i)/2) + 1)``)."""
+    match e:
+        case ir.Const(value=v):
+            return str(int(v))
+        case ir.Var(name=n):
+            return isl_name(n)
+        case ir.Neg(operand=a):
+            return f"(-{aff_text(a)})"
+        case ir.BinOp(op="+" | "-" | "*", lhs=a, rhs=b):
+            return f"({aff_text(a)} {e.op} {aff_text(b)})"
+        case ir.BinOp(op="%", lhs=a, rhs=b):
+            return f"({aff_text(a)} mod {aff_text(b)})"
+        case ir.BinOp(op="/", lhs=a, rhs=b):
+            return f"floor(({aff_text(a)})/{aff_text(b)})"
+        case ir.Call(func="floor", args=(a,)):
+            return aff_text(a)  # the "/" inside already floors
+        case ir.Call(func="min" | "max", args=args):
+            return _fold(e.func, [aff_text(a) for a in args])
+    raise AnalysisError(Diagnostic("not a quasi-affine expression", getattr(e, "loc", None)))
+
+
+def _fold(func: str, parts: list[str]) -> str:
+    out = parts[0]
+    for p in parts[1:]:
+        out = f"{func}({out}, {p})"
+    return out
+
+
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+def cond_text(e: ir.Expr, *, negate: bool = False) -> str:
+    """ISL text of an affine condition; ``negate`` pushes a ``not`` down (De Morgan)."""
+    match e:
+        case ir.Compare(op=op, lhs=a, rhs=b):
+            op = _NEGATE[op] if negate else op
+            x, y = aff_text(a), aff_text(b)
+            if op == "!=":
+                return f"({x} < {y} or {x} > {y})"
+            return f"({x} {'=' if op == '==' else op} {y})"
+        case ir.BoolOp(op=op, operands=args):
+            joiner = {"and": " or ", "or": " and "}[op] if negate else f" {op} "
+            return "(" + joiner.join(cond_text(a, negate=negate) for a in args) + ")"
+        case ir.Not(operand=a):
+            return cond_text(a, negate=not negate)
+    raise AnalysisError(Diagnostic("not an affine condition", getattr(e, "loc", None)))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Access:
+    """One reference of one statement: ``relation`` maps its instances to elements."""
+
+    tensor: str
+    kind: str  # "read" | "write"
+    relation: isl.Map
+    ref: ir.Ref
+    tag: str  # unique per statement and reference: "acc_r0", "acc_w0"
+
+
+@dataclass(frozen=True)
+class StatementModel:
+    """A statement's domain, schedule and accesses."""
+
+    context: ir.StatementContext
+    domain: isl.Set
+    schedule: isl.Map
+    accesses: tuple[Access, ...]
+
+    @property
+    def name(self) -> str:
+        return self.context.name
+
+    @property
+    def loops(self) -> tuple[str, ...]:
+        return self.context.iterators
+
+    @property
+    def stmt(self) -> ir.Assign:
+        return self.context.stmt
+
+    @property
+    def reads(self) -> tuple[Access, ...]:
+        return tuple(a for a in self.accesses if a.kind == "read")
+
+    @property
+    def writes(self) -> tuple[Access, ...]:
+        return tuple(a for a in self.accesses if a.kind == "write")
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """The polyhedral model of one kernel."""
+
+    kernel: ir.Kernel
+    params: tuple[str, ...]
+    context: isl.Set
+    statements: tuple[StatementModel, ...]
+    time_dims: int
+
+    def statement(self, name: str) -> StatementModel:
+        return next(s for s in self.statements if s.name == name)
+
+    def nest_statements(self, nest: int) -> tuple[StatementModel, ...]:
+        """The statements inside top-level loop ``nest``."""
+        return tuple(s for s in self.statements if s.context.nest == nest)
+
+    @cached_property
+    def domains(self) -> isl.UnionSet:
+        return _union_set([s.domain for s in self.statements], self.context)
+
+    @cached_property
+    def schedule(self) -> isl.UnionMap:
+        return _union_map([s.schedule for s in self.statements], self.context)
+
+    @cached_property
+    def reads(self) -> isl.UnionMap:
+        return _union_map([a.relation for s in self.statements for a in s.reads], self.context)
+
+    @cached_property
+    def writes(self) -> isl.UnionMap:
+        return _union_map([a.relation for s in self.statements for a in s.writes], self.context)
+
+
+def _union_set(sets, context: isl.Set) -> isl.UnionSet:
+    out = isl.UnionSet.empty(context.get_space())
+    for s in sets:
+        out = out.union(isl.UnionSet.from_set(s))
+    return out
+
+
+def _union_map(maps, context: isl.Set) -> isl.UnionMap:
+    out = isl.UnionMap.empty(context.get_space())
+    for m in maps:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
+
+
+def _params_prefix(kernel: ir.Kernel) -> str:
+    return f"[{', '.join(isl_name(p) for p in kernel.param_names)}]"
+
+
+def context_of(kernel: ir.Kernel) -> isl.Set:
+    """``[M, N] -> { : M >= 1 and N >= 1 and <where> }``."""
+    conds = [f"{isl_name(p)} >= 1" for p in kernel.param_names]
+    conds += [cond_text(w) for w in kernel.where]
+    body = " and ".join(conds) if conds else "true"
+    return isl.Set(f"{_params_prefix(kernel)} -> {{ : {body} }}")
+
+
+def _loop_constraints(loop: ir.Loop) -> list[str]:
+    v = isl_name(loop.var)
+    out = [f"{v} >= {aff_text(lo)}" for lo in loop.lower]
+    out += [f"{v} < {aff_text(hi)}" for hi in loop.upper]
+    if loop.step != 1:
+        start = _fold("max", [aff_text(lo) for lo in loop.lower])
+        out.append(f"({v} - {start}) mod {loop.step} = 0")
+    return out
+
+
+def _domain_text(kernel: ir.Kernel, ctx: ir.StatementContext) -> tuple[str, str]:
+    """(tuple text ``S[i, j]``, constraint text) of a statement's domain."""
+    tup = f"{ctx.name}[{', '.join(isl_name(v) for v in ctx.iterators)}]"
+    conds = [c for lp in ctx.loops for c in _loop_constraints(lp)]
+    conds += [cond_text(iff.cond, negate=not branch) for iff, branch in ctx.conditions]
+    return tup, " and ".join(conds) if conds else "true"
+
+
+def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
+    """For each statement (by id), its textual rank within every enclosing loop body.
+
+    Items of a loop body are its statements and loops, counted in textual
+    order, looking through ``if`` (which opens no loop).
+    """
+    out: dict[int, tuple[int, ...]] = {}
+
+    def items(nodes):
+        for n in nodes:
+            if isinstance(n, ir.If):
+                yield from items(n.then)
+                yield from items(n.orelse)
+            else:
+                yield n
+
+    def walk(nodes, prefix):
+        for rank, n in enumerate(items(nodes)):
+            if isinstance(n, ir.Assign):
+                out[id(n)] = prefix + (rank,)
+            else:
+                walk(n.body, prefix + (rank,))
+
+    walk(kernel.body, ())
+    return out
+
+
+def build_model(kernel: ir.Kernel) -> KernelModel:
+    """The polyhedral model of a (semantically checked) kernel."""
+    contexts = kernel.statements()
+    depth = max((len(c.loops) for c in contexts), default=0)
+    betas = _betas(kernel)
+    context = context_of(kernel)
+    prefix = _params_prefix(kernel)
+    statements = []
+    for ctx in contexts:
+        tup, cond = _domain_text(kernel, ctx)
+        try:
+            domain = isl.Set(f"{prefix} -> {{ {tup} : {cond} }}").intersect_params(context)
+        except isl.Error as exc:
+            raise AnalysisError(Diagnostic(f"ISL cannot model this statement's domain: {exc}", ctx.stmt.loc)) from None
+        beta = betas[id(ctx.stmt)]
+        time = []
+        for k in range(depth + 1):
+            time.append(str(beta[k]) if k < len(beta) else "0")
+            if k < depth:
+                time.append(isl_name(ctx.iterators[k]) if k < len(ctx.iterators) else "0")
+        schedule = isl.Map(f"{prefix} -> {{ {tup} -> [{', '.join(time)}] }}").intersect_domain(domain)
+        accesses = []
+        for kind, refs in (("read", ir.reads_of(ctx.stmt)), ("write", (ctx.stmt.target,))):
+            for k, ref in enumerate(refs):
+                idx = ", ".join(aff_text(x) for x in ref.indices)
+                try:
+                    rel = isl.Map(f"{prefix} -> {{ {tup} -> {ref.tensor}[{idx}] }}")
+                except isl.Error as exc:
+                    raise AnalysisError(Diagnostic(f"ISL cannot model this access: {exc}", ref.loc)) from None
+                accesses.append(Access(ref.tensor, kind, rel.intersect_domain(domain), ref,
+                                       f"{ctx.name}_{kind[0]}{k}"))
+        statements.append(StatementModel(ctx, domain, schedule, tuple(accesses)))
+    return KernelModel(kernel, kernel.param_names, context, tuple(statements), 2 * depth + 1)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def param_set(model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]) -> isl.Set:
+    """The parameter set fixing every parameter to ``values`` (``[N] -> { : N = 8 }``)."""
+    kernel = model_or_kernel.kernel if isinstance(model_or_kernel, KernelModel) else model_or_kernel
+    conds = " and ".join(f"{isl_name(p)} = {int(values[p])}" for p in kernel.param_names) or "true"
+    return isl.Set(f"{_params_prefix(kernel)} -> {{ : {conds} }}")
+
+
+def fix_params(obj, model_or_kernel, values: Mapping[str, int]):
+    """``obj`` (any ISL set or map, union or not) with the parameters fixed to ``values``."""
+    return obj.intersect_params(param_set(model_or_kernel, values))
+
+
+def count(obj) -> "isl.PwQPolynomial | isl.UnionPwQPolynomial":
+    """The number of points (pairs, for a map) of ``obj``, as ISL's piecewise quasi-polynomial."""
+    if isinstance(obj, (isl.Map, isl.UnionMap)):
+        obj = obj.wrap()
+    return obj.card()
+
+
+def to_int(qp, values: Mapping[str, int] | None = None) -> int:
+    """Evaluate a (union) piecewise quasi-polynomial count at parameter ``values``.
+
+    Iterates the pieces (extracting by space can silently give 0) and sums
+    them; a point outside every piece counts 0.
+    """
+    if isinstance(qp, isl.UnionPwQPolynomial):
+        parts: list = []
+        qp.foreach_pw_qpolynomial(parts.append)
+        return sum(to_int(pw, values) for pw in parts)
+    space = qp.get_domain_space()
+    point = isl.Point.zero(space)
+    for k in range(space.dim(isl.dim_type.param)):
+        name = space.get_dim_name(isl.dim_type.param, k)
+        key = name[:-1] if name.endswith("_") and name[:-1] in _ISL_WORDS else name
+        if values is None or key not in values:
+            raise AnalysisError(f"a number is needed for parameter '{key}'")
+        point = point.set_coordinate_val(isl.dim_type.param, k, int(values[key]))
+    val = qp.eval(point)
+    if val.is_nan():
+        return 0
+    if not val.is_int():
+        raise AnalysisError(f"a count evaluated to the fraction {val}")
+    return int(val.to_python())
