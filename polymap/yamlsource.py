@@ -1,0 +1,115 @@
+"""YAML documents that remember where each entry came from.
+
+Architecture and mapping files are YAML; an error in one must point at the
+entry (``gemm.map.yaml:12:11``) and quote the line, like errors in ``.loop``
+files. PyYAML's composer keeps a mark on every node, so we compose, build
+plain Python data ourselves and keep a table from the *path* of each entry
+(``("levels", 2, "tile", "j")``) to its location::
+
+    levels:                      path ("levels",)
+      - level: RF                path ("levels", 0); key ("levels", 0, "level")
+        tile: {j: 0}             value ("levels", 0, "tile", "j") -> 3:19
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from .errors import Diagnostic, MappingError
+from .ir import Loc, SourceFile
+
+YamlPath = tuple[Any, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class YamlDocument:
+    """Plain data read from YAML, with the location of every value and key."""
+
+    data: Any
+    source: SourceFile
+    values: dict[YamlPath, Loc] = field(default_factory=dict, repr=False)
+    keys: dict[YamlPath, Loc] = field(default_factory=dict, repr=False)
+
+    def loc(self, path: YamlPath, *, key: bool = False) -> Loc:
+        """Where ``path`` is (its key with ``key=True``); falls back to the nearest enclosing entry."""
+        table = self.keys if key else self.values
+        if path in table:
+            return table[path]
+        for cut in range(len(path) - 1, -1, -1):
+            if path[:cut] in self.values:
+                return self.values[path[:cut]]
+        return file_loc(self.source.name, self.source)
+
+    def fail(self, path: YamlPath, message: str, *, key: bool = False) -> NoReturn:
+        """Raise a :class:`MappingError` with ``message`` at the entry ``path``."""
+        raise MappingError(message, self.loc(path, key=key))
+
+    @classmethod
+    def of_data(cls, data: Any, name: str) -> "YamlDocument":
+        """Data built in Python (no text): errors name the file ``name`` without a line."""
+        return cls(data, SourceFile(name, ""))
+
+
+def file_loc(name: str, source: SourceFile | None = None) -> Loc:
+    """A location naming a file but no line (for data that did not come from text)."""
+    return Loc(0, 0, 0, 0, source if source is not None else SourceFile(name, ""))
+
+
+def _loc(node: yaml.Node, source: SourceFile) -> Loc:
+    s, e = node.start_mark, node.end_mark
+    return Loc(s.line + 1, s.column + 1, e.line + 1, e.column + 1, source)
+
+
+def _build(node: yaml.Node, path: YamlPath, doc: YamlDocument, ctor: SafeConstructor) -> Any:
+    doc.values[path] = _loc(node, doc.source)
+    if isinstance(node, yaml.MappingNode):
+        out: dict[Any, Any] = {}
+        for knode, vnode in node.value:
+            key = ctor.construct_object(knode, deep=True)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise MappingError(f"a key must be a name, not {key!r}", _loc(knode, doc.source))
+            if key in out:
+                raise MappingError(f"duplicate key '{key}'", _loc(knode, doc.source))
+            doc.keys[path + (key,)] = _loc(knode, doc.source)
+            out[key] = _build(vnode, path + (key,), doc, ctor)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(v, path + (k,), doc, ctor) for k, v in enumerate(node.value)]
+    return ctor.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, name: str) -> YamlDocument:
+    """Parse YAML ``text`` (read from ``name``); bad YAML is a :class:`MappingError` at its line."""
+    source = SourceFile(name, text)
+    doc = YamlDocument(None, source)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        loc = Loc(mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2, source) if mark else file_loc(name, source)
+        raise MappingError(f"not valid YAML: {exc.problem or exc.context}", loc) from None
+    except yaml.YAMLError as exc:
+        raise MappingError(f"not valid YAML: {exc}", file_loc(name, source)) from None
+    if node is None:
+        return doc
+    try:
+        data = _build(node, (), doc, SafeConstructor())
+    except yaml.constructor.ConstructorError as exc:
+        raise MappingError(f"not valid YAML: {exc.problem}", file_loc(name, source)) from None
+    object.__setattr__(doc, "data", data)
+    return doc
+
+
+def read_yaml(path: str | Path) -> YamlDocument:
+    """Read and parse a YAML file; an unreadable file is a :class:`MappingError` naming it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise MappingError(Diagnostic(f"cannot read file: {exc.strerror or exc}", file_loc(str(path)))) from None
+    except UnicodeDecodeError:
+        raise MappingError(Diagnostic("not a text file", file_loc(str(path)))) from None
+    return parse_yaml(text, str(path))
