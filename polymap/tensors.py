@@ -1,0 +1,165 @@
+"""Tensors as NumPy arrays: dtypes, shapes, validation, ``.npz`` files, random data.
+
+Everything that turns a kernel's declarations into concrete arrays lives
+here, so that ``run``, ``compile --verify`` and the tests agree on what a
+valid input is::
+
+    in A[M, K] : f32   with M=4, K=3   ->   np.ndarray, shape (4, 3), dtype float32
+"""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import ir
+from .errors import Diagnostic, InputError
+from .passes.evaluate import eval_int
+
+_NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
+#: Roles whose arrays the caller gives.
+INPUT_ROLES = ("in", "inout")
+#: Roles whose arrays a run gives back.
+OUTPUT_ROLES = ("out", "inout")
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """``'f32'`` -> ``float32``, ``'f64'`` -> ``float64``, ``'i32'``, ``'i64'``."""
+    try:
+        return np.dtype(_NUMPY_DTYPES[dtype])
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r} (expected one of {', '.join(ir.DTYPES)})") from None
+
+
+def dtype_name(dtype: np.dtype) -> str:
+    """The ``.loop`` name of a NumPy dtype (``float32`` -> ``'f32'``), or NumPy's own name."""
+    for name, t in _NUMPY_DTYPES.items():
+        if np.dtype(t) == dtype:
+            return name
+    return str(dtype)
+
+
+def shape_of(decl: ir.Decl, params: Mapping[str, int]) -> tuple[int, ...]:
+    """The concrete shape of a declaration (``()`` for a scalar)."""
+    shape = tuple(eval_int(e, params) for e in decl.shape)
+    if any(n < 0 for n in shape):
+        raise InputError(_diag(
+            f"tensor '{decl.name}' gets the negative shape {shape} with {_show(params)}", decl))
+    return shape
+
+
+def io_tensors(kernel: ir.Kernel) -> tuple[ir.Decl, ...]:
+    """The tensors a caller must give (``in`` and ``inout``), in declaration order."""
+    return tuple(d for d in kernel.decls if d.role in INPUT_ROLES)
+
+
+def output_tensors(kernel: ir.Kernel) -> tuple[ir.Decl, ...]:
+    """The tensors a run gives back (``out`` and ``inout``), in declaration order."""
+    return tuple(d for d in kernel.decls if d.role in OUTPUT_ROLES)
+
+
+def allocate(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """A zero-filled array of the declared shape and dtype for every tensor."""
+    return {d.name: np.zeros(shape_of(d, params), numpy_dtype(d.dtype)) for d in kernel.decls}
+
+
+def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mapping[str, int],
+                    *, source_name: str = "<arrays>", allow_extra: bool = False) -> None:
+    """Check that ``arrays`` holds exactly the ``in``/``inout`` tensors, well shaped and typed.
+
+    Every problem is reported together in one :class:`InputError` that names
+    the tensor, the expected and the given shape/dtype. Arrays for other
+    names are an error too, unless ``allow_extra``.
+    """
+    diags: list[Diagnostic] = []
+    for d in io_tensors(kernel):
+        want_shape, want_dtype = shape_of(d, params), numpy_dtype(d.dtype)
+        expected = f"shape {_shape(want_shape)} and dtype {d.dtype} ({want_dtype})"
+        if d.name not in arrays:
+            diags.append(_diag(f"{source_name}: no array for {d.role} tensor '{d.name}' "
+                               f"(expected {expected})", d))
+            continue
+        a = np.asarray(arrays[d.name])
+        if a.shape != want_shape or a.dtype != want_dtype:
+            wrong = " and ".join(w for w, bad in (("shape", a.shape != want_shape),
+                                                  ("dtype", a.dtype != want_dtype)) if bad)
+            diags.append(_diag(
+                f"{source_name}: array '{d.name}' has the wrong {wrong}: expected {expected}, "
+                f"given shape {_shape(a.shape)} and dtype {dtype_name(a.dtype)} ({a.dtype})", d))
+    known = {d.name for d in io_tensors(kernel)}
+    extra = sorted(set(arrays) - known)
+    if extra and not allow_extra:
+        wanted = ", ".join(sorted(known)) or "none"
+        diags.append(Diagnostic(
+            f"{source_name}: unexpected array(s) {', '.join(repr(x) for x in extra)}: kernel "
+            f"'{kernel.name}' takes only its in/inout tensors ({wanted})"))
+    if diags:
+        raise InputError(diags)
+
+
+def load_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, by name (``InputError`` when unreadable)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise InputError(f"{path}: not an .npz archive (a single .npy array?)")
+            return {name: data[name] for name in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: cannot read arrays: {exc}") from None
+
+
+def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write ``arrays`` to exactly ``path`` (NumPy would append ``.npz`` to a bare name)."""
+    try:
+        with open(path, "wb") as f:
+            np.savez(f, **dict(arrays))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write arrays: {exc.strerror or exc}") from None
+
+
+def random_inputs(kernel: ir.Kernel, params: Mapping[str, int], *, seed: int = 0,
+                  well_conditioned: bool = False) -> dict[str, np.ndarray]:
+    """Random arrays for every ``in``/``inout`` tensor, reproducible from ``seed``.
+
+    Floats are uniform in [0.5, 1.5) (no cancellation to zero, no huge
+    quotients); integers are in [1, 5) (never a zero divisor). With
+    ``well_conditioned``, every square 2-D tensor becomes symmetric and
+    strictly diagonally dominant with a positive diagonal, hence symmetric
+    positive definite: LU, Cholesky and triangular solves stay stable.
+    """
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for d in io_tensors(kernel):
+        shape, dt = shape_of(d, params), numpy_dtype(d.dtype)
+        if np.issubdtype(dt, np.integer):
+            a = rng.integers(1, 5, size=shape).astype(np.float64)
+        else:
+            a = rng.uniform(0.5, 1.5, size=shape)
+        if well_conditioned and len(shape) == 2 and shape[0] == shape[1]:
+            a = _spd(a)
+        out[d.name] = np.asarray(a).astype(dt)
+    return out
+
+
+def _spd(a: np.ndarray) -> np.ndarray:
+    """Symmetrise ``a`` and add to the diagonal more than any off-diagonal row sum."""
+    sym = (a + a.T) / 2
+    if np.issubdtype(a.dtype, np.floating) and np.all(a == np.round(a)):
+        sym = np.ceil(sym)  # integer data stays integral
+    off = np.abs(sym).sum(axis=1) - np.abs(np.diag(sym))
+    return sym + np.diag(off + sym.shape[0] + 1.0)
+
+
+def _diag(message: str, decl: ir.Decl) -> Diagnostic:
+    loc = decl.loc if decl.loc.line > 0 else None
+    return Diagnostic(message, loc)
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ", ".join(str(n) for n in shape) + ")"
+
+
+def _show(params: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "no parameters"
