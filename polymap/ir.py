@@ -194,6 +194,8 @@ class Loop:
     step: int
     body: tuple["Node", ...]
     loc: Loc = NOWHERE
+    #: Where the ``step`` expression was written (semantics reports a bad step there).
+    step_loc: Loc = field(default=NOWHERE, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
