@@ -1,0 +1,71 @@
+"""``polymap arch [NAME|FILE] [--list] [--json]``: show an architecture or list the presets.
+
+::
+
+    $ polymap arch toy
+    toy: 3 levels, 16 compute units x 1 op/cycle, 1 pJ/op, 1 GHz
+    level  capacity        instances  read pJ  write pJ  bandwidth
+    DRAM   unbounded               1      200       200  8 el/cycle
+    ...
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..arch import Architecture, load_architecture, presets
+from ..errors import InputError
+
+_ABOUT = {
+    "host": "this machine: caches from /sys, cores x vector lanes as compute units",
+    "toy": "the example of mapping.md: DRAM, a 16384-element buffer, 16 64-element register files",
+    "eyeriss": "Eyeriss-like: DRAM, a 108 KiB global buffer, 12 x 14 PEs with private register files",
+}
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def _hz(f: float) -> str:
+    for unit, scale in (("GHz", 1e9), ("MHz", 1e6), ("kHz", 1e3)):
+        if f >= scale:
+            return f"{f / scale:.3g} {unit}"
+    return f"{f:g} Hz"
+
+
+def render(arch: Architecture) -> str:
+    """The human-readable table of an architecture."""
+    c = arch.compute
+    head = (f"{arch.name}: {len(arch.levels)} levels, {c.instances} compute units x {_num(c.ops_per_cycle)} "
+            f"op/cycle, {_num(c.energy)} pJ/op, {_hz(c.frequency)}")
+    rows = [("level", "capacity", "instances", "read pJ", "write pJ", "bandwidth")]
+    for lv in arch.levels:
+        bw = f"{_num(lv.bandwidth)} el/cycle" if lv.bandwidth is not None else "unbounded"
+        rows.append((lv.name, lv.capacity_text(), str(lv.instances), _num(lv.read_energy),
+                     _num(lv.write_energy), bw))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    right = {2, 3, 4}  # numbers align right
+    lines = [head]
+    for r in rows:
+        cells = [cell.rjust(w) if k in right else cell.ljust(w) for k, (cell, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.list:
+        if args.json:
+            print(json.dumps({"presets": [{"name": p, "description": _ABOUT.get(p, "")} for p in presets()]},
+                             indent=2))
+        else:
+            width = max(len(p) for p in presets())
+            for p in presets():
+                print(f"{p.ljust(width)}  {_ABOUT.get(p, '')}")
+        return 0
+    if not args.name:
+        raise InputError("polymap arch: give a preset name or an architecture file, or --list "
+                         f"(presets: {', '.join(presets())})")
+    arch = load_architecture(args.name)
+    print(json.dumps(arch.to_dict(), indent=2) if args.json else render(arch))
+    return 0
