@@ -1,0 +1,299 @@
+"""The kernel's whole schedule and its ISL AST: what every code printer walks.
+
+One time space holds the kernel: the mapped nests use their mapped schedule
+(:func:`polymap.passes.tiling.mapped_schedule`), every other statement its
+original 2d+1 schedule. Dimension 0 is the top-level textual rank (so nests
+keep their order); the rest is padded with zeros to one common length::
+
+    gemm, mapping DRAM order (i, j, k), GLB tile {i: 32, j: 32, k: 16} order (k, i, j)
+    acc[i, j, k] -> [0, fl(i/32), fl(j/32), 1, fl(k/16), 1, k%16, i%32, j%32, 1]
+    init[i, j]   -> [0, fl(i/32), fl(j/32), 0, 0,        0, 0,    i%32, j%32, 0]
+
+ISL's AST generator names the iterator of a loop over time dimension ``k``
+``c<k>``, which is how :func:`ast_loops_info` tells, for every AST ``for``,
+which dimension it walks: its level, its loop, whether the mapping made it
+spatial, and whether it is *parallel* (no two conflicting statement
+instances — same element, one a write — lie in different iterations of it
+while agreeing on every outer dimension; a reduction loop is not parallel).
+
+Typical use by a printer::
+
+    ks = kernel_schedule(model, [mapping])
+    root = build_ast(model, ks.union)
+    info = ast_loops_info(ks, root)          # {iterator name: LoopInfo}
+    for node in walk(root): ...              # for / if / block / user nodes
+    name, args = user_statement(user_node)   # "acc", (AstExpr for i, j, k)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Mapping, Sequence
+
+from ..islcheck import isl
+from ..poly import KernelModel, isl_name, param_set
+
+#: ISL names the iterator of time dimension k like this (``c0``, ``c1``...).
+ITERATOR_PREFIX = "c"
+
+
+@dataclass(frozen=True)
+class DimInfo:
+    """What time dimension ``index`` means for the statements of one top-level item."""
+
+    index: int
+    level: int  # mapping level (-1: not a mapped loop: original schedule, padding or text rank)
+    loop: str  # loop name ("" when the dimension is no loop of the mapping)
+    kind: str  # "top" | "coord" | "phase" | "text" | "original" | "pad"
+    spatial: bool = False
+
+
+@dataclass(frozen=True)
+class KernelSchedule:
+    """The whole kernel in one time space.
+
+    ``union`` maps every statement instance to its time vector; ``dims`` gives,
+    per top-level rank, the meaning of each dimension; ``mapped`` names the
+    mapped nests (by nest index) and ``top_rank`` the top-level rank of each
+    statement.
+    """
+
+    model: KernelModel
+    union: isl.UnionMap
+    length: int
+    dims: tuple[tuple[int, tuple[DimInfo, ...]], ...]  # (top rank, dims) pairs
+    top_rank: tuple[tuple[str, int], ...]  # (statement, top rank)
+    mapped: tuple[int, ...]
+
+    def dims_of(self, rank: int) -> tuple[DimInfo, ...]:
+        return dict(self.dims)[rank]
+
+    def rank_of(self, statement: str) -> int:
+        return dict(self.top_rank)[statement]
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """One AST ``for`` loop: the time dimension it walks and what may run in parallel."""
+
+    iterator: str
+    dim: int
+    rank: int  # top-level rank of the statements under it
+    level: int
+    loop: str
+    spatial: bool  # the mapping made it spatial
+    parallel: bool  # carries no conflict (see the module docstring)
+    innermost: bool  # no for loop inside it
+    statements: tuple[str, ...]
+
+
+def _pad(m: isl.Map, front: int, length: int) -> isl.Map:
+    """Add the top rank in front of ``m``'s range and zeros after it up to ``length`` dims."""
+    n = m.dim(isl.dim_type.out)
+    space = m.get_space()
+    params = [space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))]
+    outs = [f"o{k}" for k in range(n)]
+    full = [str(front)] + outs + ["0"] * (length - 1 - n)
+    shift = isl.Map(f"[{', '.join(params)}] -> {{ [{', '.join(outs)}] -> [{', '.join(full)}] }}")
+    return m.apply_range(shift)
+
+
+def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedule:
+    """The whole kernel's schedule, with ``mappings`` (one per mapped nest) applied.
+
+    A mapping is anything :func:`polymap.passes.tiling.mapped_schedule` takes
+    (``nest``, ``loops``, ``levels``). Statements of unmapped nests and
+    statements outside every loop keep their original schedule (its first
+    dimension, the top rank, is kept; the rest follows it).
+    """
+    from ..passes.tiling import mapped_schedule
+
+    by_nest = {m.nest: m for m in mappings}
+    parts: list[tuple[str, int, isl.Map]] = []  # (statement, top rank, map without the top rank)
+    dim_tables: dict[int, tuple[DimInfo, ...]] = {}
+    for nest, mapping in sorted(by_nest.items()):
+        ms = mapped_schedule(model, mapping)
+        for name, m in ms.maps:
+            rank = _top_rank(model, name)
+            parts.append((name, rank, m))
+            dim_tables[rank] = tuple(
+                DimInfo(k + 1, d.level, d.loop, d.kind, d.spatial) for k, d in enumerate(ms.dims))
+    for s in model.statements:
+        if s.context.nest in by_nest:
+            continue
+        rank = _top_rank(model, s.name)
+        drop_top = s.schedule.project_out(isl.dim_type.out, 0, 1)
+        parts.append((s.name, rank, drop_top))
+        dim_tables.setdefault(rank, tuple(
+            DimInfo(k + 1, -1, "", "original") for k in range(model.time_dims - 1)))
+    length = 1 + max((m.dim(isl.dim_type.out) for _, _, m in parts), default=0)
+    union = isl.UnionMap.empty(model.context.get_space())
+    for _, rank, m in parts:
+        union = union.union(isl.UnionMap.from_map(_pad(m, rank, length)))
+    dims = []
+    for rank, table in sorted(dim_tables.items()):
+        full = (DimInfo(0, -1, "", "top"),) + table
+        full += tuple(DimInfo(k, -1, "", "pad") for k in range(len(full), length))
+        dims.append((rank, full))
+    return KernelSchedule(model, union, length, tuple(dims),
+                          tuple((n, r) for n, r, _ in parts), tuple(sorted(by_nest)))
+
+
+def _top_rank(model: KernelModel, statement: str) -> int:
+    """The first coordinate of a statement's original schedule (its top-level textual rank)."""
+    rng = model.statement(statement).schedule.range()
+    return int(rng.dim_max_val(0).to_python())
+
+
+def build_ast(model: KernelModel, schedule: isl.UnionMap, *,
+              params: Mapping[str, int] | None = None) -> isl.AstNode:
+    """ISL's AST for ``schedule`` (instances -> time) under the kernel's context.
+
+    With ``params`` the parameters are fixed to those numbers (smaller code,
+    for printers that generate code for one size); without, the code is valid
+    for every parameter value of the context.
+    """
+    context = model.context
+    if params is not None:
+        context = context.intersect(param_set(model, params))
+        schedule = schedule.intersect_params(param_set(model, params))
+    build = isl.AstBuild.from_context(context)
+    return build.node_from_schedule_map(schedule)
+
+
+# --------------------------------------------------------------------------- walking the AST
+
+
+def children(node: isl.AstNode) -> list[isl.AstNode]:
+    """The direct child nodes (a block's list, a for's body, an if's branches)."""
+    t = node.get_type()
+    if t == isl.ast_node_type.block:
+        lst = node.block_get_children()
+        return [lst.get_at(k) for k in range(lst.n_ast_node())]
+    if t == isl.ast_node_type.for_:
+        return [node.for_get_body()]
+    if t == isl.ast_node_type.if_:
+        out = [node.if_get_then_node()]
+        if node.if_has_else_node():
+            out.append(node.if_get_else_node())
+        return out
+    if t == isl.ast_node_type.mark:
+        return [node.mark_get_node()]
+    return []
+
+
+def walk(node: isl.AstNode) -> Iterator[isl.AstNode]:
+    """Every node, pre-order."""
+    yield node
+    for c in children(node):
+        yield from walk(c)
+
+
+def expr_args(expr: isl.AstExpr) -> list[isl.AstExpr]:
+    """The arguments of an operation expression."""
+    return [expr.op_get_arg(k) for k in range(expr.op_get_n_arg())]
+
+
+def user_statement(node: isl.AstNode) -> tuple[str, tuple[isl.AstExpr, ...]]:
+    """A user node's statement name and the AST expressions of its original iterators.
+
+    ``acc(c1, c2, 16 * c4 + c6)`` -> ``("acc", (c1, c2, 16 * c4 + c6))``: the
+    k-th expression is the value of the statement's k-th loop iterator.
+    """
+    call = node.user_get_expr()
+    args = expr_args(call)
+    return args[0].get_id().get_name(), tuple(args[1:])
+
+
+def iterator_dim(name: str) -> int | None:
+    """``"c7"`` -> 7: the time dimension an AST iterator walks (None for other ids)."""
+    if name.startswith(ITERATOR_PREFIX) and name[len(ITERATOR_PREFIX):].isdigit():
+        return int(name[len(ITERATOR_PREFIX):])
+    return None
+
+
+def statements_under(node: isl.AstNode) -> tuple[str, ...]:
+    """Names of the statements (user nodes) inside ``node``, first occurrence order."""
+    seen: dict[str, None] = {}
+    for n in walk(node):
+        if n.get_type() == isl.ast_node_type.user:
+            seen.setdefault(user_statement(n)[0], None)
+    return tuple(seen)
+
+
+def ast_loops_info(ks: KernelSchedule, root: isl.AstNode) -> list[LoopInfo]:
+    """One :class:`LoopInfo` per AST for loop, in pre-order (the order :func:`walk` visits them).
+
+    Iterator names are not unique (two sibling loops may walk the same
+    dimension), so printers match loops by visiting order, or call
+    :func:`loop_info` on the node at hand.
+    """
+    analysis = LoopAnalysis(ks)
+    return [analysis.info(n) for n in walk(root) if n.get_type() == isl.ast_node_type.for_]
+
+
+def loop_info(ks: KernelSchedule, node: isl.AstNode) -> LoopInfo:
+    """The :class:`LoopInfo` of one AST for node (see :class:`LoopAnalysis` to reuse work)."""
+    return LoopAnalysis(ks).info(node)
+
+
+class LoopAnalysis:
+    """Computes :class:`LoopInfo` for AST for nodes, caching the parallelism tests."""
+
+    def __init__(self, ks: KernelSchedule):
+        self.ks = ks
+        self._conflicts: isl.UnionMap | None = None
+        self._parallel: dict[tuple[int, int], bool] = {}
+
+    def is_parallel(self, rank: int, dim: int) -> bool:
+        key = (rank, dim)
+        if key not in self._parallel:
+            if self._conflicts is None:
+                self._conflicts = _time_conflicts(self.ks)
+            self._parallel[key] = _parallel(self._conflicts, self.ks.length, rank, dim)
+        return self._parallel[key]
+
+    def info(self, node: isl.AstNode) -> LoopInfo:
+        ks = self.ks
+        it = node.for_get_iterator().get_id().get_name()
+        dim = iterator_dim(it)
+        stmts = statements_under(node)
+        ranks = {ks.rank_of(s) for s in stmts}
+        innermost = not any(c.get_type() == isl.ast_node_type.for_ for c in walk(node.for_get_body()))
+        if dim is None or len(ranks) != 1:
+            return LoopInfo(it, -1 if dim is None else dim, -1, -1, "", False, False, innermost, stmts)
+        rank = ranks.pop()
+        d = ks.dims_of(rank)[dim]
+        loop = d.loop
+        if d.kind == "original" and dim % 2 == 1:
+            # original 2d+1 schedule: dimension 2k+1 walks the k-th iterator (dim 0 is the top rank)
+            loops = ks.model.statement(stmts[0]).loops
+            loop = loops[(dim - 1) // 2] if (dim - 1) // 2 < len(loops) else ""
+        par = self.is_parallel(rank, dim)
+        return LoopInfo(it, dim, rank, d.level, loop, d.spatial, par, innermost, stmts)
+
+
+def _time_conflicts(ks: KernelSchedule) -> isl.UnionMap:
+    """Pairs of time points whose instances touch one element, at least one writing it."""
+    m = ks.model
+    w, r = m.writes, m.reads
+    inst = w.apply_range(w.reverse()).union(w.apply_range(r.reverse())).union(r.apply_range(w.reverse()))
+    return inst.apply_domain(ks.union).apply_range(ks.union)
+
+
+def _parallel(conflicts: isl.UnionMap, length: int, rank: int, dim: int) -> bool:
+    """No conflict in the item of top rank ``rank`` agrees before ``dim`` and differs at it."""
+    t = [f"t{k}" for k in range(length)]
+    u = [f"u{k}" for k in range(length)]
+    eq = [f"t{k} = u{k}" for k in range(dim)] + [f"t0 = {rank}"]
+    for sign in ("<", ">"):
+        cond = " and ".join(eq + [f"t{dim} {sign} u{dim}"])
+        probe = isl.UnionMap(f"{{ [{', '.join(t)}] -> [{', '.join(u)}] : {cond} }}")
+        probe = probe.align_params(conflicts.get_space())
+        if not conflicts.intersect(probe).is_empty():
+            return False
+    return True
+
+
+def isl_param_names(model: KernelModel) -> dict[str, str]:
+    """ISL identifier -> kernel parameter name (ISL renames reserved words)."""
+    return {isl_name(p): p for p in model.params}
