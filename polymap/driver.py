@@ -6,6 +6,7 @@ same thing.
 """
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from . import ir
@@ -17,14 +18,57 @@ def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Pro
 
     With ``check`` (the default) the semantic checks of ``dsl.md`` run too,
     and every error found is raised together in one
-    :class:`~polymap.errors.PolymapError`; warnings are returned on
-    ``program_warnings``.
+    :class:`~polymap.errors.PolymapError`; warnings are returned by
+    :func:`warnings_of` (:func:`print_warnings` shows them on stderr).
     """
     from .grammar import parse_program
     from .passes.semantics import checked
 
     program = parse_program(text, filename)
-    return checked(program) if check else program
+    if not check:
+        return program
+    program = checked(program)
+    _check_with_isl(program)
+    return program
+
+
+# Warnings found while checking a program, by program (frozen IR cannot carry them).
+_WARNINGS: "weakref.WeakKeyDictionary[ir.Program, dict[str, list]]" = weakref.WeakKeyDictionary()
+
+
+def _check_with_isl(program: ir.Program) -> None:
+    """The ISL checks of ``dsl.md`` (bounds, uninitialised reads) on every kernel.
+
+    Errors raise one :class:`~polymap.errors.SemanticError`; warnings are kept
+    for :func:`warnings_of`.
+    """
+    from .errors import SemanticError
+    from .passes.bounds import bounds_diagnostics
+
+    found = {k.name: bounds_diagnostics(k) for k in program.kernels}
+    errors = [d for ds in found.values() for d in ds if d.severity == "error"]
+    if errors:
+        raise SemanticError(errors)
+    _WARNINGS[program] = {name: [d for d in ds if d.severity != "error"] for name, ds in found.items()}
+
+
+def warnings_of(program: ir.Program, kernel: str | None = None) -> list:
+    """The warnings :func:`parse` found in ``program`` (or in its kernel ``kernel``), as Diagnostics."""
+    found = _WARNINGS.get(program, {})
+    if kernel is not None:
+        return list(found.get(kernel, []))
+    return [d for ds in found.values() for d in ds]
+
+
+def print_warnings(program: ir.Program, kernels=None) -> None:
+    """Render the warnings of ``program`` (restricted to ``kernels``, if given) on stderr."""
+    import sys
+
+    names = None if kernels is None else {k.name for k in kernels}
+    for name, ds in _WARNINGS.get(program, {}).items():
+        if names is None or name in names:
+            for d in ds:
+                print(d.render(), file=sys.stderr)
 
 
 def load_program(path: str | Path, *, check: bool = True) -> ir.Program:
