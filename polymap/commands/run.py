@@ -1,0 +1,123 @@
+"""``polymap run FILE --inputs IN.npz -o OUT.npz``: run one kernel on given arrays.
+
+``--target reference`` (the default) executes the original program from the
+IR (:mod:`polymap.reference`); ``c`` and ``numpy`` run generated code through
+:func:`polymap.codegen.runner.run_generated`. ``IN.npz`` must hold exactly the
+``in``/``inout`` tensors with their declared shapes and dtypes; ``OUT.npz``
+receives every ``out`` and ``inout`` tensor.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import numpy as np
+
+from .. import ir
+from ..driver import load_program, param_values, parse_defines, select_kernels
+from ..errors import InputError
+from ..tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
+
+
+def main(args) -> int:
+    """Run the selected kernel; print one summary line per output tensor (or JSON)."""
+    program = load_program(args.file)
+    _print_warnings(program)
+    kernel = _the_kernel(program, args.kernel)
+    defines = parse_defines(args.defines)
+    _check_defines(program, kernel, defines)
+    params = param_values(kernel, defines)
+    arrays = _inputs(kernel, args.inputs)
+    validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")
+    outputs = _execute(kernel, arrays, params, args)
+    if args.output:
+        save_npz(args.output, outputs)
+    if args.json:
+        print(json.dumps(_document(kernel, args.target, outputs, args.output), indent=2))
+    else:
+        print(_report(kernel, args.target, outputs, args.output))
+    return 0
+
+
+def _the_kernel(program: ir.Program, name: str | None) -> ir.Kernel:
+    kernels = select_kernels(program, name)
+    if len(kernels) != 1:
+        names = ", ".join(k.name for k in kernels)
+        raise InputError(f"{program.source.name}: the file holds several kernels ({names}); "
+                         f"pick one with --kernel NAME")
+    return kernels[0]
+
+
+def _check_defines(program: ir.Program, kernel: ir.Kernel, defines: dict[str, int]) -> None:
+    """A ``-D`` for a parameter the only kernel lacks is a typo, not something to ignore."""
+    unknown = sorted(set(defines) - set(kernel.param_names))
+    if unknown and len(program.kernels) == 1:
+        known = ", ".join(kernel.param_names) or "none"
+        raise InputError(f"-D {unknown[0]}: kernel '{kernel.name}' has no parameter "
+                         f"'{unknown[0]}' (its parameters: {known})")
+
+
+def _inputs(kernel: ir.Kernel, path: str | None) -> dict[str, np.ndarray]:
+    if path is not None:
+        return load_npz(path)
+    needed = io_tensors(kernel)
+    if needed:
+        names = ", ".join(d.name for d in needed)
+        raise InputError(f"kernel '{kernel.name}' reads the tensors {names}: "
+                         f"give them with --inputs IN.npz")
+    return {}
+
+
+def _execute(kernel: ir.Kernel, arrays, params, args) -> dict[str, np.ndarray]:
+    if args.target == "reference":
+        from ..reference import execute
+
+        return execute(kernel, arrays, params)
+    try:
+        from ..codegen.runner import run_generated
+    except ImportError as exc:
+        if exc.name is not None and exc.name.startswith("polymap.codegen"):
+            raise InputError(f"--target {args.target}: target not available in this build") from None
+        raise
+    return run_generated(kernel, arrays, params, target=args.target, arch=args.arch,
+                         mapping_path=args.mapping)
+
+
+def _stats(a: np.ndarray) -> dict[str, Any]:
+    """min/max/mean as JSON-safe floats (None for empty arrays or non-finite values)."""
+    if a.size == 0:
+        return {"min": None, "max": None, "mean": None}
+    values = {"min": a.min(), "max": a.max(), "mean": a.mean(dtype=np.float64)}
+    return {k: (float(v) if np.isfinite(v) else None) for k, v in values.items()}
+
+
+def _document(kernel: ir.Kernel, target: str, outputs, path: str | None) -> dict[str, Any]:
+    return {
+        "kernel": kernel.name,
+        "target": target,
+        "output_file": path,
+        "outputs": {name: {"shape": list(a.shape), "dtype": dtype_name(a.dtype), **_stats(a)}
+                    for name, a in outputs.items()},
+    }
+
+
+def _report(kernel: ir.Kernel, target: str, outputs, path: str | None) -> str:
+    done = f"wrote {path}" if path else "no -o given, nothing written"
+    rows = [("tensor", "shape", "dtype", "min", "max", "mean")]
+    for name, a in outputs.items():
+        if a.size:
+            num = [f"{float(v):.6g}" for v in (a.min(), a.max(), a.mean(dtype=np.float64))]
+        else:
+            num = ["-", "-", "-"]
+        rows.append((name, "x".join(map(str, a.shape)) or "scalar", dtype_name(a.dtype), *num))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    lines = ["  " + "  ".join(cell.ljust(w) if c < 3 else cell.rjust(w)
+                              for c, (cell, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
+    return "\n".join([f"kernel {kernel.name} ({target}): {done}", *lines])
+
+
+def _print_warnings(program: ir.Program) -> None:
+    """Warnings the semantic checks found (e.g. reads of never-written elements)."""
+    for w in getattr(program, "program_warnings", ()) or ():
+        print(w.render() if hasattr(w, "render") else str(w), file=sys.stderr)
