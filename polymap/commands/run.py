@@ -9,13 +9,12 @@ receives every ``out`` and ``inout`` tensor.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import numpy as np
 
 from .. import ir
-from ..driver import load_program, param_values, parse_defines, select_kernels
+from ..driver import load_program, param_values, parse_defines, print_warnings, select_kernels
 from ..errors import InputError
 from ..tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
@@ -23,8 +22,8 @@ from ..tensors import dtype_name, io_tensors, load_npz, save_npz, validate_input
 def main(args) -> int:
     """Run the selected kernel; print one summary line per output tensor (or JSON)."""
     program = load_program(args.file)
-    _print_warnings(program)
     kernel = _the_kernel(program, args.kernel)
+    print_warnings(program, (kernel,))
     defines = parse_defines(args.defines)
     _check_defines(program, kernel, defines)
     params = param_values(kernel, defines)
@@ -115,9 +114,3 @@ def _report(kernel: ir.Kernel, target: str, outputs, path: str | None) -> str:
     lines = ["  " + "  ".join(cell.ljust(w) if c < 3 else cell.rjust(w)
                               for c, (cell, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
     return "\n".join([f"kernel {kernel.name} ({target}): {done}", *lines])
-
-
-def _print_warnings(program: ir.Program) -> None:
-    """Warnings the semantic checks found (e.g. reads of never-written elements)."""
-    for w in getattr(program, "program_warnings", ()) or ():
-        print(w.render() if hasattr(w, "render") else str(w), file=sys.stderr)
