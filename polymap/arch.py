@@ -184,12 +184,13 @@ def _capacity(doc: YamlDocument, path: tuple, value: Any, what: str) -> tuple[in
 
 def _level(doc: YamlDocument, k: int, data: Any) -> Level:
     path = ("levels", k)
-    what = f"levels[{k}]"
-    data = _keys(doc, path, data, LEVEL_KEYS, what)
+    if not isinstance(data, dict):
+        doc.fail(path, f"levels[{k}] must be a mapping with keys {', '.join(LEVEL_KEYS)}")
     name = data.get("name")
     if not isinstance(name, str) or not name:
-        doc.fail(path, f"{what}: every level needs a 'name'")
+        doc.fail(path, f"levels[{k}]: every level needs a 'name'")
     what = f"levels[{k}] ({name})"
+    _keys(doc, path, data, LEVEL_KEYS, what)
     elements = nbytes = None
     if "capacity" in data:
         if k == 0:
