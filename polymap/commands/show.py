@@ -1,0 +1,64 @@
+"""``polymap show FILE [-D NAME=VALUE] [--kernel NAME] [--json]``: the polyhedral model.
+
+For every selected kernel: its parameters (defaults overridden by ``-D``;
+null in JSON when a parameter has neither), context, tensors and, per
+statement, the iteration domain, the 2d+1 original schedule and the access
+relations (:mod:`polymap.model_report` renders them). The model itself stays
+symbolic: ``show`` never needs numbers, so a parameter without a value is
+not an error here.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from .. import ir
+from ..driver import load_program, param_values, parse_defines, select_kernels, warnings_of
+from ..errors import InputError
+from ..model_report import kernel_json, kernel_report
+from ..poly import build_model
+
+
+def main(args) -> int:
+    """Print the model of every selected kernel (one JSON document with ``--json``)."""
+    program = load_program(args.file)
+    kernels = select_kernels(program, args.kernel)
+    defines = parse_defines(args.defines)
+    _check_defines(program, kernels, defines)
+    models = [(build_model(k), shown_params(k, defines)) for k in kernels]
+    if args.json:
+        for k in kernels:
+            for d in warnings_of(program, k.name):
+                print(d.render(), file=sys.stderr)
+        doc = {"kernels": [kernel_json(m, p) for m, p in models]}
+        print(json.dumps(doc, indent=2))
+        return 0
+    blocks = [kernel_report(m, p, warnings_of(program, m.kernel.name)) for m, p in models]
+    print("\n\n".join(blocks))
+    return 0
+
+
+def shown_params(kernel: ir.Kernel, defines: dict[str, int]) -> dict[str, int | None]:
+    """``-D`` values over defaults, None for a parameter with neither.
+
+    When every parameter has a number, they are validated as any command
+    would (``>= 1``, the ``where`` clause).
+    """
+    values = {p.name: defines.get(p.name, p.default) for p in kernel.params}
+    if all(v is not None for v in values.values()):
+        return dict(param_values(kernel, defines))
+    for name, v in values.items():
+        if v is not None and v < 1:
+            raise InputError(f"-D {name}={v}: parameters are sizes and must be >= 1")
+    return values
+
+
+def _check_defines(program: ir.Program, kernels, defines: dict[str, int]) -> None:
+    """A ``-D`` that no selected kernel has is a typo when the file holds one kernel."""
+    known = {p for k in kernels for p in k.param_names}
+    unknown = sorted(set(defines) - known)
+    if unknown and len(program.kernels) == 1:
+        k = kernels[0]
+        names = ", ".join(k.param_names) or "none"
+        raise InputError(f"-D {unknown[0]}: kernel '{k.name}' has no parameter "
+                         f"'{unknown[0]}' (its parameters: {names})")
