@@ -23,11 +23,12 @@ _WORDS = {
     "NAME": "a name",
     "INT": "an integer",
     "FLOAT": "a number",
-    "_NL": "a newline or ';'",
+    "_NL": "a newline",
     "COMPARE_OP": "a comparison",
     "EQUAL": "'='",
     "AUG_OP": "an assignment operator",
     "$END": "the end of the file",
+    "SEMICOLON": "';'",
 }
 
 
@@ -51,6 +52,8 @@ def describe_expected(expected: set[str], parser: Lark) -> str:
     if {"EQUAL", "AUG_OP"} <= expected:
         words.append("'=' or an assignment operator such as '+='")
         expected -= {"EQUAL", "AUG_OP"}
+    if "_NL" in expected:
+        expected.add("SEMICOLON")  # the same separator, spelled both ways
     rest = [_terminal_words(name, parser) for name in expected]
     words += sorted(rest, key=lambda w: (not w[0].isalpha(), w))
     return _join(words) if words else "something else"
@@ -78,6 +81,22 @@ def _found(token) -> str:
     return f"'{token.value}'"
 
 
+def _acceptable(exc: UnexpectedToken) -> set[str]:
+    """The terminals that could really come next.
+
+    ``exc.expected`` is the LALR state's lookahead set, which after a default
+    reduction includes tokens valid only in other contexts; asking the
+    interactive parser which tokens it would actually shift is exact.
+    """
+    ip = getattr(exc, "interactive_parser", None)
+    if ip is None:
+        return set(exc.expected)
+    try:
+        return set(ip.accepts()) or set(exc.expected)
+    except Exception:  # pragma: no cover - lark internals; fall back to the lookahead set
+        return set(exc.expected)
+
+
 def _end_of_text(source: ir.SourceFile) -> ir.Loc:
     lines = source.text.rstrip().splitlines() or [""]
     n, col = len(lines), len(lines[-1]) + 1
@@ -97,7 +116,7 @@ def syntax_error(exc: UnexpectedInput, parser: Lark, source: ir.SourceFile) -> L
         else:
             width = 1 if tok.type == "_NL" else max(1, len(tok.value))
             loc = ir.Loc(tok.line, tok.column, tok.line, tok.column + width, source)
-        expected = describe_expected(exc.expected, parser)
+        expected = describe_expected(_acceptable(exc), parser)
         return LoopSyntaxError(Diagnostic(f"expected {expected}, found {_found(tok)}", loc))
     line = getattr(exc, "line", 0) or 0
     col = getattr(exc, "column", 0) or 0

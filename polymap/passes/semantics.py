@@ -78,17 +78,33 @@ def _check_decls(kernel: ir.Kernel) -> list[Diagnostic]:
     for d in kernel.decls:
         if d.name in params:
             out.append(Diagnostic(f"tensor '{d.name}' is already defined as a parameter of kernel "
-                                  f"'{kernel.name}' (line {params[d.name].loc.line})", d.loc))
+                                  f"'{kernel.name}' (line {params[d.name].loc.line})", _name_loc(d)))
         elif d.name in seen:
             out.append(Diagnostic(f"tensor '{d.name}' is declared twice "
-                                  f"(first at line {seen[d.name].loc.line})", d.loc))
+                                  f"(first at line {seen[d.name].loc.line})", _name_loc(d)))
         seen.setdefault(d.name, d)
         if d.dtype not in ir.DTYPES:
             out.append(Diagnostic(f"unknown dtype '{d.dtype}' for tensor '{d.name}' "
-                                  f"(expected {', '.join(ir.DTYPES[:-1])} or {ir.DTYPES[-1]})", d.loc))
+                                  f"(expected {', '.join(ir.DTYPES[:-1])} or {ir.DTYPES[-1]})", _dtype_loc(d)))
         for extent in d.shape:
             out += index_problems(extent, scope, "extent")
     return out
+
+
+def _name_loc(d: ir.Decl) -> ir.Loc:
+    """The span of the declared name (a Decl's loc covers the whole declaration)."""
+    src = d.loc.source
+    if src is None or d.loc.line <= 0:
+        return d.loc
+    line = src.line(d.loc.line)
+    col = line.find(d.name, d.loc.col - 1 + len(d.role)) + 1
+    return ir.Loc(d.loc.line, col, d.loc.line, col + len(d.name), src) if col > 0 else d.loc
+
+
+def _dtype_loc(d: ir.Decl) -> ir.Loc:
+    """The span of the dtype, written last in the declaration."""
+    end = d.loc.end_col
+    return ir.Loc(d.loc.end_line, end - len(d.dtype), d.loc.end_line, end, d.loc.source)
 
 
 def _check_labels(kernel: ir.Kernel) -> list[Diagnostic]:
