@@ -1,0 +1,294 @@
+"""Mapping files: resolution, validation with located errors, round trips and the numbers."""
+from __future__ import annotations
+
+import json
+from itertools import product
+from math import prod
+
+import pytest
+import yaml
+
+from polymap import ir
+from polymap.arch import load_architecture
+from polymap.driver import parse
+from polymap.errors import MappingError
+from polymap.mapping import (Mapping, check_fanout, load_mapping, loop_extents, nest_loops, nest_tensors,
+                             trip_counts)
+from polymap.passes.evaluate import iterate_statement_instances
+
+GEMM = """
+kernel gemm(M = 64, N = 64, K = 64) {
+  in    A[M, K] : f32
+  in    B[K, N] : f32
+  out   C[M, N] : f32
+  for i in 0..M, j in 0..N {
+    init: C[i, j] = 0
+    for k in 0..K {
+      acc: C[i, j] += A[i, k] * B[k, j]
+    }
+  }
+}
+"""
+
+LU = """
+kernel lu(N = 9) {
+  inout A[N, N] : f64
+  for k in 0..N {
+    for i in k+1..N {
+      A[i, k] /= A[k, k]
+    }
+    for i in k+1..N, j in k+1..N {
+      A[i, j] -= A[i, k] * A[k, j]
+    }
+  }
+}
+"""
+
+TWO = """
+kernel first(N = 8) {
+  in X[N]
+  out Y[N]
+  out Z[N]
+  for i in 0..N { Y[i] = X[i] }
+  for j in 0..N { if j > 2 { Z[j] = X[j] } }
+}
+kernel second(N = 8) {
+  inout X[N]
+  for i in 0..N { X[i] = 0 }
+}
+"""
+
+SPEC_MAPPING = """\
+kernel: gemm
+nest: 0
+levels:
+  - level: DRAM
+    order: [i, j, k]
+  - level: GLB
+    tile: {i: 32, j: 32, k: 16}
+    order: [k, i, j]
+    keep: [A, B, C]
+  - level: RF
+    tile: {i: 1, j: 16, k: 1}
+    order: [j]
+    spatial: [j]
+"""
+
+
+@pytest.fixture(scope="module")
+def gemm() -> ir.Kernel:
+    return parse(GEMM, "gemm.loop").kernels[0]
+
+
+@pytest.fixture(scope="module")
+def lu() -> ir.Kernel:
+    return parse(LU, "lu.loop").kernels[0]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_architecture("toy")
+
+
+def load_text(tmp_path, text, kernel, arch, name="m.yaml") -> Mapping:
+    p = tmp_path / name
+    p.write_text(text)
+    return load_mapping(p, kernel=kernel, arch=arch)
+
+
+# --------------------------------------------------------------------------- the nest
+
+
+def test_nest_loops(gemm, lu):
+    assert nest_loops(gemm, 0) == ("i", "j", "k")
+    assert nest_loops(lu, 0) == ("k", "i", "j")
+    two = parse(TWO, "two.loop")
+    assert nest_loops(two.kernels[0], 1) == ("j",)
+    assert nest_tensors(two.kernels[0], 1) == ("X", "Z")
+    assert nest_tensors(gemm, 0) == ("A", "B", "C")
+
+
+def brute_extents(kernel, params):
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+    for ctx, env in iterate_statement_instances(kernel, params):
+        for x in ctx.iterators:
+            lo[x] = min(lo.get(x, env[x]), env[x])
+            hi[x] = max(hi.get(x, env[x]), env[x])
+    return {x: hi[x] - lo[x] + 1 for x in lo}
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_loop_extents_lu_brute_force(lu, n):
+    expected = brute_extents(lu, {"N": n})
+    got = loop_extents(lu, 0, {"N": n})
+    assert {x: v for x, v in got.items() if v} == expected
+    assert set(got) == {"k", "i", "j"}
+
+
+def test_loop_extents_gemm(gemm):
+    assert loop_extents(gemm, 0, {"M": 3, "N": 5, "K": 7}) == brute_extents(gemm, {"M": 3, "N": 5, "K": 7})
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+def test_spec_mapping_resolves(tmp_path, gemm, toy):
+    m = load_text(tmp_path, SPEC_MAPPING, gemm, toy)
+    assert m.kernel == "gemm" and m.nest == 0 and m.loops == ("i", "j", "k")
+    assert [lm.level for lm in m.levels] == ["DRAM", "GLB", "RF"]
+    assert m.levels[0].tile == (None, None, None)
+    assert m.levels[1].tile == (32, 32, 16)
+    assert m.levels[2].tile == (1, 16, 1)
+    assert m.levels[2].order == ("j", "i", "k")
+    assert m.levels[2].spatial == ("j",)
+    assert all(lm.keep == ("A", "B", "C") for lm in m.levels)
+
+
+def test_inheritance_and_defaults(gemm, toy):
+    data = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"k": 8}, "order": ["k"], "keep": ["C", "A"]},
+                       {"level": "RF", "tile": {"i": 4}}]}
+    m = Mapping.from_dict(data, kernel=gemm, arch=toy)
+    assert m.levels[1].tile == (None, None, 8)
+    assert m.levels[2].tile == (4, None, 8)  # k inherited from GLB, j still the whole loop
+    assert m.levels[1].order == ("k", "i", "j")
+    assert m.levels[0].order == ("i", "j", "k")
+    assert m.levels[1].keep == ("A", "C")  # declaration order
+    assert m.levels[2].keep == ("A", "B", "C")
+
+
+@pytest.mark.parametrize("codec", ["yaml", "json"])
+def test_round_trip(tmp_path, gemm, toy, codec):
+    m = load_text(tmp_path, SPEC_MAPPING.replace("keep: [A, B, C]", "keep: [C]"), gemm, toy)
+    d = m.to_dict()
+    again = yaml.safe_load(yaml.safe_dump(d)) if codec == "yaml" else json.loads(json.dumps(d))
+    assert Mapping.from_dict(again, kernel=gemm, arch=toy) == m
+    assert again["levels"][1]["keep"] == ["C"]
+
+
+def test_program_with_several_kernels(tmp_path, toy):
+    prog = parse(TWO, "two.loop")
+    m = Mapping.from_dict({"kernel": "first", "nest": 1, "levels": [{"level": "DRAM"}, {"level": "GLB"},
+                                                                     {"level": "RF"}]}, kernel=prog, arch=toy)
+    assert (m.kernel, m.nest, m.loops, m.levels[2].keep) == ("first", 1, ("j",), ("X", "Z"))
+    m2 = Mapping.from_dict({"kernel": "second", "levels": [{"level": n} for n in ("DRAM", "GLB", "RF")]},
+                           kernel=prog.kernels, arch=toy)
+    assert m2.kernel == "second"
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _edit(old: str, new: str) -> str:
+    assert old in SPEC_MAPPING
+    return SPEC_MAPPING.replace(old, new)
+
+
+ERRORS = [
+    (_edit("kernel: gemm", "kernel: gemv"), "no kernel named 'gemv'", 1, "kernel"),
+    (_edit("nest: 0", "nest: 3"), "no nest 3", 2, "nest"),
+    (_edit("nest: 0", "nest: zero"), "index of a loop nest", 2, "nest"),
+    (_edit("level: GLB", "level: L2"), "unknown level 'L2'", 6, "levels[1]"),
+    (_edit("level: GLB", "level: RF"), "expected level 'GLB' here", 6, "levels[1]"),
+    (SPEC_MAPPING.split("  - level: RF")[0], "no entry for RF", 4, "levels"),
+    (SPEC_MAPPING + "  - level: RF\n", "listed twice", 14, "levels[3]"),
+    (_edit("order: [k, i, j]", "order: [k, i, q]"), "unknown loop 'q'", 8, "levels[1] (GLB): order"),
+    (_edit("order: [k, i, j]", "order: [k, i, k]"), "'k' is listed twice", 8, "levels[1] (GLB): order"),
+    (_edit("order: [j]", "order: j"), "must be a list", 12, "levels[2] (RF): order"),
+    (_edit("spatial: [j]", "spatial: [z]"), "unknown loop 'z'", 13, "levels[2] (RF): spatial"),
+    (_edit("{i: 1, j: 16, k: 1}", "{i: 1, j: 0, k: 1}"), "positive integers", 11, "levels[2] (RF)"),
+    (_edit("{i: 1, j: 16, k: 1}", "{i: 1, j: 2.5, k: 1}"), "positive integers", 11, "levels[2] (RF)"),
+    (_edit("{i: 1, j: 16, k: 1}", "{i: 1, j: 64, k: 1}"), "cannot grow inward", 11, "levels[2] (RF)"),
+    (_edit("{i: 1, j: 16, k: 1}", "{i: 1, x: 2, k: 1}"), "unknown loop 'x'", 11, "levels[2] (RF)"),
+    (_edit("order: [i, j, k]", "order: [i, j, k]\n    tile: {i: 8}"), "backing store's tile", 6, "levels[0] (DRAM)"),
+    (_edit("keep: [A, B, C]", "keep: [A, D]"), "unknown tensor 'D'", 9, "levels[1] (GLB)"),
+    (_edit("keep: [A, B, C]", "keep: [A, A]"), "twice", 9, "levels[1] (GLB)"),
+    (_edit("order: [i, j, k]", "order: [i, j, k]\n    keep: [A, B]"), "keeps every tensor", 6, "levels[0] (DRAM)"),
+    (_edit("    spatial: [j]", "    spatial: [j]\n    colour: red"), "unknown key 'colour'", 14, "levels[2]"),
+    (_edit("nest: 0", "nest: 0\nwho: me"), "unknown key 'who'", 3, ""),
+    ("kernel: gemm\nlevels: 3\n", "expected a list", 2, "levels"),
+]
+
+
+@pytest.mark.parametrize("text,what,line,entry", ERRORS)
+def test_errors_point_at_the_entry(tmp_path, gemm, toy, text, what, line, entry):
+    with pytest.raises(MappingError) as info:
+        load_text(tmp_path, text, gemm, toy)
+    d = info.value.diagnostics[0]
+    assert what in d.message and entry in d.message, d.message
+    assert d.loc.filename.endswith("m.yaml") and d.loc.line == line, info.value.render()
+    rendered = info.value.render()
+    assert rendered.startswith(f"{tmp_path / 'm.yaml'}:{line}:") and "^" in rendered
+
+
+def test_bad_yaml_and_unreadable(tmp_path, gemm, toy):
+    with pytest.raises(MappingError, match="not valid YAML"):
+        load_text(tmp_path, "levels: [\n  {level: DRAM\n", gemm, toy)
+    with pytest.raises(MappingError, match="cannot read"):
+        load_mapping(tmp_path / "absent.yaml", kernel=gemm, arch=toy)
+
+
+def test_kernel_missing_when_several(toy):
+    prog = parse(TWO, "two.loop")
+    with pytest.raises(MappingError, match="several kernels") as info:
+        Mapping.from_dict({"levels": [{"level": "DRAM"}]}, kernel=prog, arch=toy, source_name="x.yaml")
+    assert info.value.render().startswith("x.yaml: error:")
+
+
+def test_keep_of_tensor_outside_nest(toy):
+    k = parse(TWO, "two.loop").kernels[0]
+    data = {"nest": 0, "levels": [{"level": "DRAM"}, {"level": "GLB", "keep": ["Z"]}, {"level": "RF"}]}
+    with pytest.raises(MappingError, match="does not access"):
+        Mapping.from_dict(data, kernel=k, arch=toy)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def brute_trips(outer_tile: int, inner_tile: int, extent: int) -> int:
+    """Most inner tiles any outer tile of a loop of ``extent`` contains, by enumeration."""
+    most = 0
+    for start in range(0, extent, outer_tile):
+        points = range(start, min(start + outer_tile, extent))
+        most = max(most, len({(x - start) // inner_tile for x in points}))
+    return most
+
+
+def test_trip_counts_non_dividing(gemm, toy):
+    data = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": 7, "j": 5, "k": 30}},
+                       {"level": "RF", "tile": {"i": 3, "j": 5, "k": 4}}]}
+    m = Mapping.from_dict(data, kernel=gemm, arch=toy)
+    ext = {"i": 20, "j": 13, "k": 9}
+    full = {x: ext[x] for x in m.loops}
+    glb = {"i": 7, "j": 5, "k": 30}
+    rf = {"i": 3, "j": 5, "k": 4}
+    assert trip_counts(m, 0, ext) == {x: brute_trips(full[x], glb[x], ext[x]) for x in ("i", "j", "k")}
+    assert trip_counts(m, 1, ext) == {x: brute_trips(glb[x], rf[x], ext[x]) for x in ("i", "j", "k")}
+    assert trip_counts(m, 2, ext) == {x: brute_trips(rf[x], 1, ext[x]) for x in ("i", "j", "k")}
+    assert list(trip_counts(m, 1, ext)) == list(m.levels[1].order)
+
+
+def test_fanout(gemm, toy):
+    ext = {"i": 64, "j": 64, "k": 64}
+    # mapping.md's example sends 16 j iterations to the single compute unit under each RF.
+    spec = Mapping.from_dict(yaml.safe_load(SPEC_MAPPING), kernel=gemm, arch=toy)
+    problems = check_fanout(spec, toy, ext)
+    assert len(problems) == 1 and problems[0].startswith("levels[2] (RF)") and "16" in problems[0]
+    # 16 j-tiles of one column each across the 16 RFs fit exactly; 17 would not.
+    ok = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": 8, "j": 16, "k": 8}, "spatial": ["j"]},
+                     {"level": "RF", "tile": {"j": 1}}]}
+    assert check_fanout(Mapping.from_dict(ok, kernel=gemm, arch=toy), toy, ext) == []
+    ok["levels"][1]["tile"]["j"] = 17
+    assert len(check_fanout(Mapping.from_dict(ok, kernel=gemm, arch=toy), toy, ext)) == 1
+
+
+def test_fanout_two_loops_on_eyeriss(gemm):
+    eyeriss = load_architecture("eyeriss")
+    ext = {"i": 64, "j": 64, "k": 64}
+    for ti, tj, fits in ((12, 14, True), (13, 14, False), (12, 15, False), (168, 1, True)):
+        data = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": ti, "j": tj}, "spatial": ["i", "j"]},
+                           {"level": "RF", "tile": {"i": 1, "j": 1}}]}
+        m = Mapping.from_dict(data, kernel=gemm, arch=eyeriss)
+        ext_i = {**ext, "i": 200}
+        assert (check_fanout(m, eyeriss, ext_i) == []) == fits
+        assert prod(trip_counts(m, 1, ext_i)[x] for x in ("i", "j")) == min(ti, 200) * tj
