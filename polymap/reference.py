@@ -37,6 +37,7 @@ Value semantics (chosen to match C, documented here once):
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
@@ -63,8 +64,9 @@ def execute(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray],
     for d in kernel.decls:
         if d.role in ("in", "inout"):
             store[d.name] = np.array(arrays[d.name], dtype=numpy_dtype(d.dtype), copy=True)
-    body = _compile_block(kernel.body, _Context(kernel, store, dict(params)))
-    env: Env = dict(params)
+    ints = {k: int(v) for k, v in params.items()}  # iterators and parameters are exact ints
+    body = _compile_block(kernel.body, _Context(kernel, store, ints))
+    env: Env = dict(ints)
     with np.errstate(all="ignore"):
         body(env)
     return {d.name: store[d.name] for d in kernel.decls if d.role in ("out", "inout")}
@@ -141,19 +143,34 @@ _COMBINE = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "max=": "max", "min=": "
 
 
 def _compile_assign(stmt: ir.Assign, ctx: _Context) -> Run:
-    target = stmt.target
+    target, dtype = stmt.target, ctx.dtypes[stmt.target.tensor]
     arr = ctx.store[target.tensor]
     index = compile_subscripts(target, ctx)
     value = _compile_value(stmt.value, ctx)
-    if stmt.op != "=":
-        # C's `t OP= v` is `t = t OP v` with the usual conversions, then stored.
-        old = _Typed(lambda env: arr[index(env)], ctx.dtypes[target.tensor])
-        value = _arith(_COMBINE[stmt.op], old, value, stmt.loc)
-    fn = value.fn
+    if stmt.op == "=":
+        fv = value.fn
 
-    def run(env: Env) -> None:
-        arr[index(env)] = fn(env)
-    return run
+        def assign(env: Env) -> None:
+            arr[index(env)] = fv(env)
+        return assign
+    # C's `t OP= v` is `t = t OP v` with the usual conversions, then stored; the
+    # subscripts are evaluated once, and the target is read after the right-hand side.
+    t = _common(dtype, value.type)
+    op, fv = _value_op(_COMBINE[stmt.op], t, stmt.loc), _cast(value, t)
+    if t != dtype:
+        conv = _CONVERT[t]
+
+        def update_converted(env: Env) -> None:
+            idx = index(env)
+            v = fv(env)
+            arr[idx] = op(conv(arr[idx]), v)
+        return update_converted
+
+    def update(env: Env) -> None:
+        idx = index(env)
+        v = fv(env)
+        arr[idx] = op(arr[idx], v)
+    return update
 
 
 def compile_subscripts(ref: ir.Ref, ctx: _Context) -> Callable[[Env], tuple[int, ...]]:
@@ -180,6 +197,14 @@ def compile_subscripts(ref: ir.Ref, ctx: _Context) -> Callable[[Env], tuple[int,
             i = f0(env)
             return (i,) if 0 <= i < n0 else fail((i,), env)
         return index1
+    if len(fns) == 2 and all(isinstance(e, ir.Var) for e in ref.indices):
+        # `A[i, j]`: one C-level lookup of both iterators.
+        get, (n0, n1) = operator.itemgetter(*(e.name for e in ref.indices)), shape
+
+        def index_vars2(env: Env) -> tuple[int, ...]:
+            i, j = idx = get(env)
+            return idx if 0 <= i < n0 and 0 <= j < n1 else fail(idx, env)
+        return index_vars2
     if len(fns) == 2:
         (f0, f1), (n0, n1) = fns, shape
 
@@ -273,27 +298,28 @@ def _compile_value(expr: ir.Expr, ctx: _Context) -> _Typed:
 def _arith(op: str, a: _Typed, b: _Typed, loc: ir.Loc) -> _Typed:
     """``a OP b`` for OP in ``+ - * / % max min``, in the common type."""
     t = _common(a.type, b.type)
-    fa, fb = _cast(a, t), _cast(b, t)
+    fa, fb, f = _cast(a, t), _cast(b, t), _value_op(op, t, loc)
+    return _Typed(lambda env: f(fa(env), fb(env)), t)
+
+
+def _value_op(op: str, t: str, loc: ir.Loc) -> Callable[[object, object], object]:
+    """The function computing ``x OP y`` on two values already of type ``t``."""
     integer = t in _INTEGER
     match op:
-        case "+":
-            return _Typed(lambda env: fa(env) + fb(env), t)
-        case "-":
-            return _Typed(lambda env: fa(env) - fb(env), t)
-        case "*":
-            return _Typed(lambda env: fa(env) * fb(env), t)
+        case "+" | "-" | "*":
+            return {"+": operator.add, "-": operator.sub, "*": operator.mul}[op]
         case "/" if integer:
-            return _Typed(lambda env: _c_div(fa(env), fb(env), loc), t)
+            return lambda x, y: _c_div(x, y, loc)
         case "/":
-            return _Typed(lambda env: fa(env) / fb(env), t)
+            return operator.truediv
         case "%" if integer:
-            return _Typed(lambda env: _c_rem(fa(env), fb(env), loc), t)
+            return lambda x, y: _c_rem(x, y, loc)
         case "%":
-            return _Typed(lambda env: np.fmod(fa(env), fb(env)), t)
+            return np.fmod
         case "max":
-            return _Typed(lambda env: _max(fa(env), fb(env)), t)
+            return _max
         case "min":
-            return _Typed(lambda env: _min(fa(env), fb(env)), t)
+            return _min
     raise SemanticError(f"unknown operator {op!r}", _loc_of(loc))
 
 

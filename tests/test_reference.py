@@ -325,3 +325,47 @@ def test_small_polybench_gemm_runs_fast():
     out = execute(k, x, p)
     assert time.perf_counter() - t < 2.0  # ~28k instances; well under a second unloaded
     np.testing.assert_allclose(out["C"], x["A"] @ x["B"], rtol=1e-5)
+
+
+def test_instances_run_in_the_original_order_of_evaluate():
+    # Each instance stamps a running counter into its own cell: the stamps give
+    # the execution order, compared with passes.evaluate's independent walker.
+    from polymap.passes.evaluate import iterate_statement_instances
+
+    p = {"N": 10}
+    k = K(p, [D("s_c", "local", "", "i64"), D("T", "out", "N, N", "i64"), D("U", "out", "N", "i64")],
+          S("s_c", "=", "0", "zero"),
+          L("ii", "0", "N",
+            ir.Loop("i", (E("ii"),), (E("ii + 4"), E("N")), 1, (
+                ir.If(E("i % 3 != 0 or i == 9"),
+                      (S("s_c", "+=", "1", "a"), S("U[i]", "=", "s_c", "b")),
+                      (L("j", "floor(i / 2)", "i + 1",
+                         S("s_c", "+=", "1", "c"), S("T[i, j]", "=", "s_c", "d")),)),)),
+            step=4))
+    out = execute(k, {}, p)
+    t, u = np.zeros((10, 10), np.int64), np.zeros(10, np.int64)
+    count = 0
+    for ctx, env in iterate_statement_instances(k, p):
+        if ctx.name in ("a", "c"):
+            count += 1
+        elif ctx.name == "b":
+            u[env["i"]] = count
+        elif ctx.name == "d":
+            t[env["i"], env["j"]] = count
+    assert count > 10
+    np.testing.assert_array_equal(out["T"], t)
+    np.testing.assert_array_equal(out["U"], u)
+
+
+def test_cholesky_on_well_conditioned_inputs_matches_numpy():
+    n = 8
+    k = K({"N": n}, [D("A", "inout", "N, N")],
+          L("i", "0", "N",
+            L("j", "0", "i",
+              L("k", "0", "j", S("A[i, j]", "-=", "A[i, k] * A[j, k]")),
+              S("A[i, j]", "/=", "A[j, j]")),
+            L("k", "0", "i", S("A[i, i]", "-=", "A[i, k] * A[i, k]")),
+            S("A[i, i]", "=", "sqrt(A[i, i])")))
+    x = random_inputs(k, {"N": n}, seed=11, well_conditioned=True)
+    got = execute(k, x, {"N": n})["A"]
+    np.testing.assert_allclose(np.tril(got), np.linalg.cholesky(x["A"]), rtol=1e-12)
