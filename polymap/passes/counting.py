@@ -1,0 +1,282 @@
+"""Exact counts of a mapping: fills, writebacks, reads, updates, footprints.
+
+Implements ``mapping.md`` ("What the counts mean") with ISL set operations
+on the residency relations of :mod:`polymap.passes.residency` and barvinok
+cardinality. For level ``l``, tensor ``X`` kept there, ``D = held``::
+
+    fills      = |D - prev.D| - |(D - prev.D) & write_first|     (entries not born by a write)
+    writebacks = |{ (end of the stay, e) : e written during the stay }|
+    reads      = fills of the nearest inner levels keeping X, one read per
+                 (parent instance, step, element) (multicast), or one per
+                 read reference per statement instance at the innermost keeper
+    updates    = writebacks of the nearest inner keeper, or one per write per
+                 statement instance at the innermost keeper
+    footprint  = max over residencies of sum_X |D_X(r)|
+
+The backing store (level 0) has reads and updates only. Every count is a
+piecewise quasi-polynomial in the kernel's parameters; with ``params``
+given the relations are built with the parameters fixed (much faster) unless
+``symbolic`` asks for the formulas too. This module's :func:`count_mapping`
+is the stable entry point later passes (closed forms, mapping search) build on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping as MappingT
+
+from ..islcheck import isl
+from ..poly import KernelModel, count, param_set, to_int
+from .residency import LevelResidency, Residencies, residencies
+
+DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
+COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
+
+
+@dataclass(frozen=True)
+class TensorCounts:
+    """What one level does with one tensor. ``fills``/``writebacks`` are None at the backing store."""
+
+    tensor: str
+    fills: int | None
+    writebacks: int | None
+    reads: int
+    updates: int
+    formulas: tuple[tuple[str, str], ...] = ()  # ("fills", ISL text) when symbolic
+
+    def formula(self, name: str) -> str | None:
+        return dict(self.formulas).get(name)
+
+
+@dataclass(frozen=True)
+class LevelCounts:
+    """Counts of one architecture level, summed over its instances."""
+
+    name: str
+    index: int
+    tensors: tuple[TensorCounts, ...]
+    footprint: int | None = None  # elements, max over residencies of one instance (None: backing store)
+    footprint_bytes: int | None = None  # the same with each tensor's dtype size
+
+    def tensor(self, name: str) -> TensorCounts:
+        return next(t for t in self.tensors if t.tensor == name)
+
+    @property
+    def reads(self) -> int:
+        return sum(t.reads for t in self.tensors)
+
+    @property
+    def updates(self) -> int:
+        return sum(t.updates for t in self.tensors)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The exact counts of ``mapping.md`` for one mapping at given parameter values."""
+
+    kernel: str
+    params: tuple[tuple[str, int], ...]
+    instances: int
+    levels: tuple[LevelCounts, ...]
+    instances_formula: str | None = None
+    mapping: object = field(default=None, compare=False, repr=False)
+
+    def level(self, name: str) -> LevelCounts:
+        return next(lv for lv in self.levels if lv.name == name)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _card(obj):
+    """Barvinok count of a set or a map (all pairs)."""
+    return count(obj)
+
+
+def _formula_text(pw) -> str:
+    return str(pw.coalesce()) if hasattr(pw, "coalesce") else str(pw)
+
+
+def _keepers(mapping, tensor: str) -> list[int]:
+    """Levels keeping ``tensor``, outermost first (level 0 always)."""
+    return [l for l, lm in enumerate(mapping.levels) if l == 0 or tensor in lm.keep]
+
+
+def _fill_relation(lr: LevelResidency, tensor: str) -> isl.Map:
+    """``r -> e``: e enters residency r from the parent (not born by a write)."""
+    t = lr.tensor(tensor)
+    entering = t.held.subtract(lr.next.reverse().apply_range(t.held))
+    return entering.subtract(t.write_first)
+
+
+def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
+    """``[r -> e]``: e leaves after residency r at the end of a stay in which it was written."""
+    t = lr.tensor(tensor)
+    leaving = t.held.subtract(lr.next.apply_range(t.held))
+    if t.written.is_empty():
+        return leaving.wrap().subtract(leaving.wrap())
+    ident = isl.Map.identity(t.held.range().get_space().map_from_set())
+    # a write at r_w is sent back when its stay ends: the first leaving point at or after r_w
+    step = lr.not_before.product(ident)
+    step = step.intersect_domain(t.written.wrap()).intersect_range(leaving.wrap())
+    return step.lexmin().range()
+
+
+def _multicast(fills: isl.Map, ms, parent: int, child_depth: int) -> isl.Map:
+    """Drop the spatial dims that tell apart the children one parent instance serves."""
+    drop = [j for j, d in enumerate(ms.dims[:child_depth]) if d.spatial and d.level >= parent]
+    for j in reversed(drop):
+        fills = fills.project_out(isl.dim_type.in_, j, 1)
+    return fills
+
+
+def _per_instance(res: Residencies, tensor: str, kind: str):
+    """One access per reference of ``kind`` per statement instance, over the nest."""
+    total = None
+    for st, tmap in zip(res.schedule.statements, res.time_maps):
+        dom = tmap.domain()
+        for acc in st.accesses:
+            if acc.tensor == tensor and acc.kind == kind:
+                c = _card(dom)
+                total = c if total is None else total.add(c)
+    return total
+
+
+class _Counter:
+    """Counts as piecewise quasi-polynomials, then numbers at ``params``."""
+
+    def __init__(self, model: KernelModel, mapping, res: Residencies, params, symbolic: bool):
+        self.model, self.mapping, self.res = model, mapping, res
+        self.params, self.symbolic = params, symbolic
+        self._fills: dict = {}
+        self._wb: dict = {}
+
+    def number(self, pw) -> int:
+        return 0 if pw is None else to_int(pw, self.params)
+
+    def fills(self, level: int, tensor: str) -> isl.Map:
+        key = (level, tensor)
+        if key not in self._fills:
+            self._fills[key] = _fill_relation(self.res.levels[level], tensor)
+        return self._fills[key]
+
+    def writebacks(self, level: int, tensor: str):
+        key = (level, tensor)
+        if key not in self._wb:
+            self._wb[key] = _card(_writeback_ends(self.res.levels[level], tensor))
+        return self._wb[key]
+
+    def tensor_counts(self, level: int, tensor: str) -> TensorCounts:
+        keepers = _keepers(self.mapping, tensor)
+        inner = [c for c in keepers if c > level]
+        if inner:
+            child = inner[0]
+            depth = self.res.levels[child].depth
+            reads = _card(_multicast(self.fills(child, tensor), self.res.schedule, level, depth))
+            updates = self.writebacks(child, tensor)
+        else:
+            reads = _per_instance(self.res, tensor, "read")
+            updates = _per_instance(self.res, tensor, "write")
+        pws = {"reads": reads, "updates": updates}
+        if level > 0:
+            pws["fills"] = _card(self.fills(level, tensor))
+            pws["writebacks"] = self.writebacks(level, tensor)
+        formulas = ()
+        if self.symbolic:
+            formulas = tuple((k, _formula_text(pws[k]) if pws[k] is not None else "0")
+                             for k in COUNT_NAMES if k in pws)
+        nums = {k: self.number(v) for k, v in pws.items()}
+        return TensorCounts(tensor, nums.get("fills"), nums.get("writebacks"), nums["reads"],
+                            nums["updates"], formulas)
+
+
+# --------------------------------------------------------------------------- footprints
+
+
+def _max_value(pw, model: KernelModel, params: MappingT[str, int]) -> int:
+    """Exact maximum of a piecewise quasi-polynomial over its domain at ``params``."""
+    pw = pw.intersect_params(param_set(model, params))
+    if pw.is_zero():
+        return 0
+    fold, tight = pw.bound(isl.fold.max)
+    if tight:
+        return max(to_int(fold, params), 0)
+    best = 0  # ISL's bound is not provably tight: evaluate every residency point
+    for dom, qp in pw.get_pieces():
+        vals: list[int] = []
+        dom.foreach_point(lambda pt: vals.append(int(qp.eval(pt).to_python())))
+        best = max([best] + vals)
+    return best
+
+
+def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str, int]) -> tuple[int, int]:
+    """``(elements, bytes)`` held at once by one instance of the level, at its fullest."""
+    elems = nbytes = None
+    for t in lr.tensors:
+        c = t.held.card()
+        size = DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)
+        scaled = c.scale_val(isl.Val(size))
+        elems = c if elems is None else elems.add(c)
+        nbytes = scaled if nbytes is None else nbytes.add(scaled)
+    if elems is None:
+        return 0, 0
+    return _max_value(elems, model, params), _max_value(nbytes, model, params)
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _default_params(model: KernelModel, params):
+    if params is not None:
+        return dict(params)
+    from ..driver import param_values
+
+    return param_values(model.kernel)
+
+
+def count_mapping(model: KernelModel, mapping, arch, *, params: dict | None = None,
+                  symbolic: bool = False) -> Counts:
+    """The exact counts of ``mapping`` on ``arch`` (``mapping.md``).
+
+    ``params`` gives the parameter values (None: the kernel's defaults); with
+    ``symbolic`` each count also carries its formula (a piecewise
+    quasi-polynomial in the parameters, for the given tiles). ``arch`` names
+    the levels (``mapping.levels[k]`` is ``arch.levels[k]``).
+    """
+    values = _default_params(model, params)
+    res = residencies(model, mapping, params=None if symbolic else values)
+    counter = _Counter(model, mapping, res, values, symbolic)
+    names = tuple(t.tensor for t in res.events)
+    levels = []
+    for l, lm in enumerate(mapping.levels):
+        kept = names if l == 0 else tuple(x for x in names if x in lm.keep)
+        tensors = tuple(counter.tensor_counts(l, x) for x in kept)
+        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values)
+        name = arch.levels[l].name if arch is not None else lm.level
+        levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
+    inst = None
+    for tmap in res.time_maps:
+        c = _card(tmap.domain())
+        inst = c if inst is None else inst.add(c)
+    return Counts(model.kernel.name, tuple(sorted(values.items())), counter.number(inst), tuple(levels),
+                  _formula_text(inst) if symbolic and inst is not None else None, mapping)
+
+
+def capacity_violations(model: KernelModel, mapping, arch, params: dict | None = None) -> list[dict]:
+    """Levels whose footprint exceeds their capacity: ``[{level, capacity, footprint, unit}]``.
+
+    Compared in elements, or in bytes (dtype sizes) when the capacity has a unit.
+    """
+    values = _default_params(model, params)
+    res = residencies(model, mapping, params=values)
+    out = []
+    for l, lv in enumerate(arch.levels):
+        if l == 0 or not lv.bounded:
+            continue
+        elems, nbytes = level_footprint(model, res.levels[l], values)
+        if lv.exceeded_by(elems, nbytes):
+            in_bytes = lv.capacity_elements is None
+            out.append({"level": lv.name,
+                        "capacity": lv.capacity_bytes if in_bytes else lv.capacity_elements,
+                        "footprint": nbytes if in_bytes else elems,
+                        "unit": "bytes" if in_bytes else "elements"})
+    return out
