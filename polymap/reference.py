@@ -151,7 +151,10 @@ def _compile_assign(stmt: ir.Assign, ctx: _Context) -> Run:
         fv = value.fn
 
         def assign(env: Env) -> None:
-            arr[index(env)] = fv(env)
+            try:
+                arr[index(env)] = fv(env)
+            except (ValueError, OverflowError) as exc:  # nan or out of range into an integer
+                _unstorable(stmt, dtype, env, ctx, exc)
         return assign
     # C's `t OP= v` is `t = t OP v` with the usual conversions, then stored; the
     # subscripts are evaluated once, and the target is read after the right-hand side.
@@ -163,14 +166,26 @@ def _compile_assign(stmt: ir.Assign, ctx: _Context) -> Run:
         def update_converted(env: Env) -> None:
             idx = index(env)
             v = fv(env)
-            arr[idx] = op(conv(arr[idx]), v)
+            try:
+                arr[idx] = op(conv(arr[idx]), v)
+            except (ValueError, OverflowError) as exc:
+                _unstorable(stmt, dtype, env, ctx, exc)
         return update_converted
 
     def update(env: Env) -> None:
         idx = index(env)
         v = fv(env)
-        arr[idx] = op(arr[idx], v)
+        try:
+            arr[idx] = op(arr[idx], v)
+        except (ValueError, OverflowError) as exc:
+            _unstorable(stmt, dtype, env, ctx, exc)
     return update
+
+
+def _unstorable(stmt: ir.Assign, dtype: str, env: Env, ctx: _Context, exc: Exception):
+    where = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ctx.params)
+    raise InputError(f"statement {stmt.label}{' at ' + where if where else ''}: the value cannot "
+                     f"be stored in {dtype} tensor '{stmt.target.tensor}' ({exc})", _loc(stmt))
 
 
 def compile_subscripts(ref: ir.Ref, ctx: _Context) -> Callable[[Env], tuple[int, ...]]:

@@ -369,3 +369,10 @@ def test_cholesky_on_well_conditioned_inputs_matches_numpy():
     x = random_inputs(k, {"N": n}, seed=11, well_conditioned=True)
     got = execute(k, x, {"N": n})["A"]
     np.testing.assert_allclose(np.tril(got), np.linalg.cholesky(x["A"]), rtol=1e-12)
+
+
+def test_nan_into_an_integer_tensor_is_reported():
+    k = K({"N": 2}, [D("A", "in", "N"), D("Q", "out", "N", "i32")],
+          L("i", "0", "N", S("Q[i]", "=", "log(A[i])", "bad")))
+    with pytest.raises(InputError, match="statement bad at i=1.*i32 tensor 'Q'"):
+        execute(k, {"A": np.array([1.0, -1.0])}, {"N": 2})
