@@ -100,6 +100,21 @@ def _sys_caches() -> dict[int, int]:
     return out
 
 
+def _sharing_groups(level: int) -> int:
+    """How many distinct copies of a cache level the usable CPUs see."""
+    groups = set()
+    cpus = os.sched_getaffinity(0)
+    for c in cpus:
+        for d in Path(f"/sys/devices/system/cpu/cpu{c}/cache").glob("index*"):
+            if int((d / "level").read_text()) == level and (d / "type").read_text().strip() != "Instruction":
+                shared = set()
+                for part in (d / "shared_cpu_list").read_text().strip().split(","):
+                    lo, _, hi = part.partition("-")
+                    shared.update(range(int(lo), int(hi or lo) + 1))
+                groups.add(frozenset(shared & cpus))
+    return len(groups)
+
+
 @pytest.mark.skipif(not Path("/sys/devices/system/cpu/cpu0/cache").exists(), reason="no /sys cache info")
 def test_host_reflects_sys():
     arch = load_architecture("host")
@@ -111,6 +126,9 @@ def test_host_reflects_sys():
         else:
             assert name not in by_name
     cores = len(os.sched_getaffinity(0))
+    for level, name in ((2, "L2"), (3, "LLC")):
+        if level in caches:
+            assert by_name[name].instances == _sharing_groups(level)
     flags = set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
     lanes = 16 if "avx512f" in flags else 8 if "avx" in flags else 4 if "sse" in flags else 1
     assert by_name["RF"].instances == cores

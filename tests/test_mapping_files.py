@@ -292,3 +292,46 @@ def test_fanout_two_loops_on_eyeriss(gemm):
         ext_i = {**ext, "i": 200}
         assert (check_fanout(m, eyeriss, ext_i) == []) == fits
         assert prod(trip_counts(m, 1, ext_i)[x] for x in ("i", "j")) == min(ti, 200) * tj
+
+
+# --------------------------------------------------------------------------- property: round trip
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def gemm_mappings(draw):
+    """Random valid mapping data for gemm on toy: tiles shrink inward, any orders/spatial/keep."""
+    loops = ["i", "j", "k"]
+    levels = [{"level": "DRAM", "order": draw(st.permutations(loops))[:draw(st.integers(0, 3))]}]
+    bound = {x: 100 for x in loops}
+    for name in ("GLB", "RF"):
+        tile = {}
+        for x in draw(st.lists(st.sampled_from(loops), unique=True)):
+            tile[x] = bound[x] = draw(st.integers(1, bound[x]))
+        entry = {"level": name, "tile": tile, "order": list(draw(st.permutations(loops)))[:draw(st.integers(0, 3))],
+                 "spatial": draw(st.lists(st.sampled_from(loops), unique=True, max_size=2))}
+        if draw(st.booleans()):
+            entry["keep"] = draw(st.lists(st.sampled_from(["A", "B", "C"]), unique=True))
+        levels.append(entry)
+    return {"kernel": "gemm", "levels": levels}
+
+
+_GEMM_TOY = (parse(GEMM, "gemm.loop").kernels[0], load_architecture("toy"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=gemm_mappings())
+def test_round_trip_property(data):
+    kernel, toy = _GEMM_TOY
+    m = Mapping.from_dict(data, kernel=kernel, arch=toy)
+    assert Mapping.from_dict(yaml.safe_load(yaml.safe_dump(m.to_dict())), kernel=kernel, arch=toy) == m
+    for k, lm in enumerate(m.levels):
+        assert sorted(lm.order) == ["i", "j", "k"]
+        given_order = data["levels"][k].get("order", [])
+        assert list(lm.order[:len(given_order)]) == list(given_order)
+        if k:
+            # a loop's tile is the innermost number given for it at or outside this level
+            for x, t in zip(m.loops, lm.tile):
+                named = [e["tile"][x] for e in data["levels"][1:k + 1] if x in e.get("tile", {})]
+                assert t == (named[-1] if named else None)
