@@ -225,10 +225,10 @@ def test_quasi_affine_forms_are_accepted():
 
 
 @pytest.mark.parametrize("decls, needle, fragment", [
-    ("in A[N * M]\nout s", "N * M", "'N * M' in a extent is a product of parameters"),
-    ("in A[N]\nin C[A]\nout s", "A]", "'A' reads a tensor; a extent must be affine in parameters"),
+    ("in A[N * M]\nout s", "N * M", "'N * M' in an extent is a product of parameters"),
+    ("in A[N]\nin C[A]\nout s", "A]", "'A' reads a tensor; an extent must be affine in parameters"),
     ("in A[i]\nout s", "i]", "undefined name 'i'"),
-    ("in A[2.0 * N]\nout s", "2.0", "the float literal '2.0' cannot appear in a extent"),
+    ("in A[2.0 * N]\nout s", "2.0", "the float literal '2.0' cannot appear in an extent"),
 ])
 def test_extents_are_affine_in_parameters(decls, needle, fragment):
     text = kernel("s = 1", decls=decls)
@@ -298,3 +298,10 @@ def test_checked_returns_the_program_and_check_program_lists_nothing_for_good_co
                                    decls="in A[N, N]\nout B[N]\nin s"), "ok.loop")
     assert check_program(program) == []
     assert checked(program) is program
+
+
+def test_empty_file_and_duplicate_kernels():
+    d = one_error("# nothing here\n", SemanticError)
+    assert "the file holds no kernel" in d.message and (d.loc.line, d.loc.col) == (1, 1)
+    text = "kernel a(N) { out x\n x = 1 }\nkernel a(N) { out y\n y = 1 }\n"
+    assert_at(one_error(text), text, "kernel a", "kernel 'a' is defined twice (first at line 1)", nth=1)

@@ -69,6 +69,11 @@ def render(expr: ir.Expr) -> str:
     return "?"
 
 
+def _a(noun: str) -> str:
+    """``'extent'`` -> ``'an extent'``."""
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
 def names_in(expr: ir.Expr) -> Iterator[str]:
     """Every Var name in ``expr`` (not tensor names)."""
     return (e.name for e in ir.subexpressions(expr) if isinstance(e, ir.Var))
@@ -96,7 +101,7 @@ def index_problems(expr: ir.Expr, scope: Scope, where: str) -> list[Diagnostic]:
 def _index(e: ir.Expr, scope: Scope, where: str, out: list[Diagnostic]) -> None:
     match e:
         case ir.Const(value=v) if isinstance(v, float):
-            out.append(Diagnostic(f"the float literal '{text(e)}' cannot appear in a {where}; "
+            out.append(Diagnostic(f"the float literal '{text(e)}' cannot appear in {_a(where)}; "
                                   "index expressions are integers", e.loc))
         case ir.Const():
             pass
@@ -115,28 +120,28 @@ def _index(e: ir.Expr, scope: Scope, where: str, out: list[Diagnostic]) -> None:
         case ir.BinOp(op="%", lhs=a, rhs=b):
             _index(a, scope, where, out)
             if not positive_int_const(b):
-                out.append(Diagnostic(f"'{text(e)}' in a {where}: '%' needs a positive integer "
+                out.append(Diagnostic(f"'{text(e)}' in {_a(where)}: '%' needs a positive integer "
                                       f"constant on its right, not '{text(b)}'", e.loc))
         case ir.BinOp(op="/", lhs=a, rhs=b):
-            out.append(Diagnostic(f"'{text(e)}' in a {where} is a division; "
+            out.append(Diagnostic(f"'{text(e)}' in {_a(where)} is a division; "
                                   f"write floor({text(e)}) for integer division", e.loc))
         case ir.Call(func="floor", args=(ir.BinOp(op="/", lhs=a, rhs=b),)):
             _index(a, scope, where, out)
             if not positive_int_const(b):
-                out.append(Diagnostic(f"'{text(e)}' in a {where}: floor(e / c) needs a positive "
+                out.append(Diagnostic(f"'{text(e)}' in {_a(where)}: floor(e / c) needs a positive "
                                       f"integer constant c, not '{text(b)}'", e.loc))
         case ir.Call(func="floor"):
-            out.append(Diagnostic(f"'{text(e)}' in a {where}: floor must be written "
+            out.append(Diagnostic(f"'{text(e)}' in {_a(where)}: floor must be written "
                                   "floor(e / c) with a positive integer constant c", e.loc))
         case ir.Call(func="min" | "max", args=args) if len(args) >= 2:
             for a in args:
                 _index(a, scope, where, out)
         case ir.Call(func=f):
-            out.append(Diagnostic(f"'{text(e)}' cannot appear in a {where}: only floor, min "
+            out.append(Diagnostic(f"'{text(e)}' cannot appear in {_a(where)}: only floor, min "
                                   f"and max are allowed in index expressions, not '{f}'", e.loc))
         case _:
             out.append(Diagnostic(f"'{text(e)}' is not an integer expression and cannot "
-                                  f"appear in a {where}", e.loc))
+                                  f"appear in {_a(where)}", e.loc))
 
 
 def _data_dependent(ref: ir.Ref, scope: Scope, where: str) -> Diagnostic:
@@ -146,9 +151,9 @@ def _data_dependent(ref: ir.Ref, scope: Scope, where: str) -> Diagnostic:
         return Diagnostic(f"'{text(ref)}' is a data-dependent subscript: subscripts must be "
                           "affine in iterators and parameters", ref.loc)
     if where in ("loop bound", "condition"):
-        return Diagnostic(f"'{text(ref)}' in a {where} is data-dependent control flow: "
+        return Diagnostic(f"'{text(ref)}' in {_a(where)} is data-dependent control flow: "
                           f"a {where} cannot read tensors", ref.loc)
-    return Diagnostic(f"'{text(ref)}' reads a tensor; a {where} must be affine in parameters", ref.loc)
+    return Diagnostic(f"'{text(ref)}' reads a tensor; {_a(where)} must be affine in parameters", ref.loc)
 
 
 def _product(e: ir.BinOp, a: ir.Expr, b: ir.Expr, scope: Scope, where: str,
@@ -168,7 +173,7 @@ def _product(e: ir.BinOp, a: ir.Expr, b: ir.Expr, scope: Scope, where: str,
         what = "a product of a parameter and an iterator"
     else:
         what = "a product of two non-constant terms"
-    out.append(Diagnostic(f"'{text(e)}' in a {where} is {what}, which is not affine; "
+    out.append(Diagnostic(f"'{text(e)}' in {_a(where)} is {what}, which is not affine; "
                           "multiply only by integer constants", e.loc))
 
 
@@ -187,6 +192,6 @@ def condition_problems(cond: ir.Expr, scope: Scope, where: str = "condition") ->
         case ir.Ref():
             out.append(_data_dependent(cond, scope, where))
         case _:
-            out.append(Diagnostic(f"'{text(cond)}' is not a comparison; a {where} is made of "
+            out.append(Diagnostic(f"'{text(cond)}' is not a comparison; {_a(where)} is made of "
                                   "comparisons (< <= > >= == !=) joined by and, or, not", cond.loc))
     return out

@@ -25,7 +25,15 @@ _ARITY = {"sqrt": (1, 1), "exp": (1, 1), "log": (1, 1), "abs": (1, 1), "floor": 
 def check_program(program: ir.Program) -> list[Diagnostic]:
     """Every error and warning in ``program``, in source order per kernel."""
     out: list[Diagnostic] = []
+    if not program.kernels:
+        out.append(Diagnostic("the file holds no kernel; write 'kernel NAME(PARAMS) { ... }'",
+                              ir.Loc(1, 1, 1, 2, program.source)))
+    seen: dict[str, ir.Kernel] = {}
     for kernel in program.kernels:
+        if kernel.name in seen:
+            out.append(Diagnostic(f"kernel '{kernel.name}' is defined twice (first at line "
+                                  f"{seen[kernel.name].loc.line})", kernel.loc))
+        seen.setdefault(kernel.name, kernel)
         out += check_kernel(kernel)
     return out
 
