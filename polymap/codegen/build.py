@@ -1,0 +1,110 @@
+"""Build generated C into a shared library (cached) and call it on NumPy arrays.
+
+``cc -O3 -march=native -fopenmp -shared -fPIC`` as ``cli.md`` promises the
+file compiles with. Builds are cached under ``$POLYMAP_CACHE`` or
+``$XDG_CACHE_HOME/polymap`` (``~/.cache/polymap``), keyed by a hash of the
+source, the compiler and the flags, so tests and repeated runs compile
+each kernel once::
+
+    lib = build_c(source)                       # ~/.cache/polymap/<hash>.so
+    fn = CFunction(lib, kernel)                 # ctypes, signature from the kernel
+    fn(arrays, params)                          # arrays updated in place, no copies
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .. import ir
+from ..errors import EnvironmentProblem, InputError
+from ..tensors import numpy_dtype
+from .c_expr import c_name
+
+DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
+SANITIZE_FLAGS = ("-O1", "-g", "-fopenmp", "-shared", "-fPIC", "-fno-omit-frame-pointer",
+                  "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined")
+
+
+def cache_dir() -> Path:
+    """Where built libraries live (created on demand)."""
+    base = os.environ.get("POLYMAP_CACHE")
+    if base:
+        path = Path(base)
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        path = Path(xdg) / "polymap"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    """The C compiler: ``$CC`` or ``cc`` (EnvironmentProblem when there is none)."""
+    cc = os.environ.get("CC", "cc")
+    if shutil.which(cc) is None:
+        raise EnvironmentProblem(f"no C compiler found ('{cc}' is not on PATH); install one or set CC")
+    return cc
+
+
+def build_c(source: str, *, flags: Sequence[str] = DEFAULT_FLAGS, name: str = "kernel") -> Path:
+    """Compile ``source`` to a shared library and return its path (cached by content)."""
+    cc = compiler()
+    key = hashlib.sha256("\0".join([cc, *flags, source]).encode()).hexdigest()[:24]
+    out = cache_dir() / f"{name}-{key}.so"
+    if out.exists():
+        return out
+    with tempfile.TemporaryDirectory(prefix="polymap-") as tmp:
+        src = Path(tmp) / f"{name}.c"
+        src.write_text(source)
+        lib = Path(tmp) / f"{name}.so"
+        proc = subprocess.run([cc, *flags, str(src), "-o", str(lib), "-lm"],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise EnvironmentProblem(
+                f"the C compiler rejected the generated code for '{name}' (a polymap bug):\n"
+                f"{' '.join([cc, *flags])}\n{proc.stderr.strip()}")
+        # write-then-rename so that a concurrent reader never loads half a library
+        tmp_out = out.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(lib, tmp_out)
+        os.replace(tmp_out, out)
+    return out
+
+
+_CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32, "i64": ctypes.c_int64}
+
+
+class CFunction:
+    """A kernel's C function loaded with ctypes; call it with arrays and parameter values."""
+
+    def __init__(self, library: Path, kernel: ir.Kernel):
+        self.kernel = kernel
+        self.lib = ctypes.CDLL(str(library))
+        self.fn = getattr(self.lib, c_name(kernel.name))
+        self.tensors = tuple(d for d in kernel.decls if d.role != "local")
+        self.fn.argtypes = ([ctypes.POINTER(_CTYPES[d.dtype]) for d in self.tensors]
+                            + [ctypes.c_long] * len(kernel.params))
+        self.fn.restype = None
+
+    def __call__(self, arrays: Mapping[str, np.ndarray], params: Mapping[str, int]) -> None:
+        """Run in place on ``arrays`` (C-contiguous, declared dtype; checked, never copied)."""
+        args = []
+        for d in self.tensors:
+            a = arrays[d.name]
+            if a.dtype != numpy_dtype(d.dtype) or not a.flags.c_contiguous or not a.flags.writeable:
+                raise InputError(f"tensor '{d.name}': the C code needs a writable C-contiguous "
+                                 f"{numpy_dtype(d.dtype)} array, got {a.dtype}")
+            args.append(a.ctypes.data_as(ctypes.POINTER(_CTYPES[d.dtype])))
+        args += [int(params[p]) for p in self.kernel.param_names]
+        self.fn(*args)
+
+
+def load_kernel(source: str, kernel: ir.Kernel, *, flags: Sequence[str] = DEFAULT_FLAGS) -> CFunction:
+    """Build (or reuse) ``source`` and return the callable for ``kernel``."""
+    return CFunction(build_c(source, flags=flags, name=kernel.name), kernel)
