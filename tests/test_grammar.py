@@ -260,3 +260,37 @@ def test_negative_and_non_constant_steps_are_kept_for_semantics():
     k = kernel_of("kernel k(N) { out x[N]\n for i in 0..N step N { x[i] = 0 } }")
     assert k.body[0].step == 0  # not a constant: semantics reports it at step_loc
     assert (k.body[0].step_loc.line, k.body[0].step_loc.col) == (2, 21)
+
+
+# --------------------------------------------------------------------------- precedence, checked by Python itself
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from polymap.passes.evaluate import eval_int, eval_int_condition  # noqa: E402
+
+_atoms = st.sampled_from(["i", "j", "N", "0", "1", "3", "12"])
+
+
+def _combine(children):
+    binary = st.tuples(children, st.sampled_from([" + ", " - ", " * ", "+", "-", "*"]), children).map("".join)
+    return st.one_of(binary, children.map(lambda e: f"-{e}"), children.map(lambda e: f"(\n{e}\n)"))
+
+
+_int_exprs = st.recursive(_atoms, _combine, max_leaves=8)
+_conditions = st.recursive(
+    st.tuples(_int_exprs, st.sampled_from([" < ", " <= ", " > ", " >= ", " == ", " != "]), _int_exprs).map("".join),
+    lambda c: st.one_of(st.tuples(c, st.sampled_from([" and ", " or "]), c).map("".join),
+                        c.map(lambda e: f"not {e}"), c.map(lambda e: f"({e})")),
+    max_leaves=4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_int_exprs, _conditions)
+def test_expressions_mean_what_python_says(expr, cond):
+    """+ - * unary -, comparisons and and/or/not have Python's precedence and associativity."""
+    env = {"i": 5, "j": -2, "N": 7}
+    k = kernel_of(f"kernel k(N) {{ out x\n for i in 0..N, j in 0..N {{ x = {expr}\n if {cond} {{ x = 1 }} }} }}")
+    inner = k.body[0].body[0]
+    assert eval_int(inner.body[0].value, env) == eval(expr.replace("\n", " "), {}, dict(env))
+    assert eval_int_condition(inner.body[1].cond, env) == eval(cond.replace("\n", " "), {}, dict(env))
