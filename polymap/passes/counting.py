@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Mapping as MappingT
 
 from ..islcheck import isl
-from ..poly import KernelModel, count, param_set, to_int
+from ..poly import KernelModel, count, isl_name, param_set, to_int
 from .residency import LevelResidency, Residencies, residencies
 
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
@@ -182,7 +182,8 @@ class _Counter:
             pws["writebacks"] = self.writebacks(level, tensor)
         formulas = ()
         if self.symbolic:
-            formulas = tuple((k, _formula_text(pws[k]) if pws[k] is not None else "0")
+            zero = f"[{', '.join(isl_name(p) for p in self.model.params)}] -> {{ 0 }}"
+            formulas = tuple((k, _formula_text(pws[k]) if pws[k] is not None else zero)
                              for k in COUNT_NAMES if k in pws)
         nums = {k: self.number(v) for k, v in pws.items()}
         return TensorCounts(tensor, nums.get("fills"), nums.get("writebacks"), nums["reads"],

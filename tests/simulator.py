@@ -1,0 +1,231 @@
+"""A step-by-step simulator of a mapped loop nest, independent of ISL.
+
+It enumerates the statement instances of the nest (the original program,
+:func:`polymap.passes.evaluate.iterate_statement_instances`), computes each
+instance's mapped time vector in plain Python from the mapping (tile
+coordinates by floor/mod, phases for missing loops, textual rank), sorts
+them, and walks them level by level: each instance of a level keeps the
+current residency's elements per tensor and counts what enters and leaves,
+exactly as ``mapping.md`` says. The result has the shape of
+:class:`polymap.passes.counting.Counts` flattened into dicts.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from polymap import ir
+from polymap.passes.evaluate import eval_int, iterate_statement_instances
+
+INF = float("inf")
+DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
+
+
+@dataclass(frozen=True)
+class Dim:
+    level: int
+    loop: str
+    kind: str  # "phase" | "coord"
+    spatial: bool
+
+
+@dataclass
+class Event:
+    time: tuple
+    accesses: list  # [(tensor, kind, element)], reads first
+
+
+def _phase(ctx: ir.StatementContext, loop: str, nest: ir.Loop, nest_pos: int) -> int:
+    """0: the statement comes before every loop named ``loop``; 2: after; 1: it has the loop."""
+    if loop in ctx.iterators:
+        return 1
+    positions = []
+
+    def walk(node, pos):
+        if isinstance(node, ir.Loop):
+            if node.var == loop:
+                positions.append(pos)
+            for k, child in enumerate(node.body):
+                walk(child, pos + (k,))
+        elif isinstance(node, ir.If):
+            for k, child in enumerate(node.then):
+                walk(child, pos + (0, k))
+            for k, child in enumerate(node.orelse):
+                walk(child, pos + (1, k))
+
+    walk(nest, (nest_pos,))
+    return 0 if positions and all(ctx.position < p for p in positions) else 2
+
+
+def _dims(mapping, partial: set[str]) -> list[Dim]:
+    out = []
+    for l, lm in enumerate(mapping.levels):
+        for x in lm.order:
+            if x in partial:
+                out.append(Dim(l, x, "phase", False))
+            out.append(Dim(l, x, "coord", x in lm.spatial))
+    return out
+
+
+def _coord(value: int, extents: list, level: int) -> int:
+    """Index of the level+1 tile holding ``value`` inside its level tile (``extents[-1] == 1``)."""
+    outer, inner = extents[level], extents[level + 1]
+    if inner == INF:
+        return 0
+    rest = value if outer == INF else value % outer
+    return rest // inner
+
+
+def events(kernel: ir.Kernel, mapping, params: dict) -> tuple[list[Dim], list[Event]]:
+    """Every statement instance of the nest with its mapped time and accesses, in mapped order."""
+    nest = kernel.nests()[mapping.nest]
+    nest_pos = [k for k, n in enumerate(kernel.body) if n is nest][0]
+    contexts = [c for c in kernel.statements() if c.nest == mapping.nest]
+    rank = {c.name: k for k, c in enumerate(contexts)}
+    loops = tuple(mapping.loops)
+    partial = {x for x in loops if any(x not in c.iterators for c in contexts)}
+    dims = _dims(mapping, partial)
+    ext = {}
+    for k, x in enumerate(loops):
+        chain, last = [INF], INF
+        for lm in mapping.levels[1:]:
+            last = lm.tile[k] if lm.tile[k] is not None else last
+            chain.append(last)
+        ext[x] = chain + [1]
+    out = []
+    for ctx, env in iterate_statement_instances(kernel, params):
+        if ctx.nest != mapping.nest:
+            continue
+        time = []
+        for d in dims:
+            if d.kind == "phase":
+                time.append(_phase(ctx, d.loop, nest, nest_pos))
+            elif d.loop in ctx.iterators:
+                time.append(_coord(env[d.loop], ext[d.loop], d.level))
+            else:
+                time.append(0)
+        time.append(rank[ctx.name])
+        acc = [(r.tensor, "read", tuple(eval_int(i, env) for i in r.indices)) for r in ir.reads_of(ctx.stmt)]
+        t = ctx.stmt.target
+        acc.append((t.tensor, "write", tuple(eval_int(i, env) for i in t.indices)))
+        out.append(Event(tuple(time), acc))
+    out.sort(key=lambda e: e.time)
+    return dims, out
+
+
+def _residencies(dims, evs, level):
+    """{instance id: [(prefix, [events])...]} for ``level`` (prefixes in time order)."""
+    depth = sum(1 for d in dims if d.level < level)
+    spatial = [j for j in range(depth) if dims[j].spatial]
+    per: dict = defaultdict(list)
+    for e in evs:
+        prefix = e.time[:depth]
+        inst = tuple(prefix[j] for j in spatial)
+        seq = per[inst]
+        if not seq or seq[-1][0] != prefix:
+            seq.append((prefix, []))
+        seq[-1][1].append(e)
+    return per
+
+
+def _walk_level(dims, evs, level, kept):
+    """Fill and writeback events of ``kept`` tensors at ``level``, and its footprints."""
+    fills = defaultdict(list)  # tensor -> [(prefix, element)]
+    wbs = defaultdict(list)
+    fp = fp_bytes = 0
+    for inst, seq in _residencies(dims, evs, level).items():
+        held: dict = {x: {} for x in kept}  # tensor -> {element: dirty}
+        prefix_prev = None
+        for prefix, group in seq:
+            d = {x: {} for x in kept}  # element -> first access kind ("read"/"write")
+            written = {x: set() for x in kept}
+            for e in group:
+                reads_here = {(x, el) for x, k, el in e.accesses if k == "read"}
+                for x, kind, el in e.accesses:
+                    if x not in d:
+                        continue
+                    if el not in d[x]:
+                        d[x][el] = "read" if (kind == "read" or (x, el) in reads_here) else "write"
+                    if kind == "write":
+                        written[x].add(el)
+            for x in kept:
+                for el in list(held[x]):
+                    if el not in d[x]:
+                        if held[x].pop(el):
+                            wbs[x].append((prefix_prev, el))
+                for el, first in d[x].items():
+                    if el not in held[x]:
+                        held[x][el] = False
+                        if first == "read":
+                            fills[x].append((prefix, el))
+                    if el in written[x]:
+                        held[x][el] = True
+            prefix_prev = prefix
+            fp = max(fp, sum(len(d[x]) for x in kept))
+            fp_bytes = max(fp_bytes, sum(len(d[x]) * _size(x) for x in kept))
+        for x in kept:
+            for el, dirty in held[x].items():
+                if dirty:
+                    wbs[x].append((prefix_prev, el))
+    return fills, wbs, fp, fp_bytes
+
+
+_SIZES: dict = {}
+
+
+def _size(tensor: str) -> int:
+    return _SIZES.get(tensor, 4)
+
+
+def simulate(kernel: ir.Kernel, mapping, params: dict) -> dict:
+    """``{"instances": n, "levels": [{"footprint", "footprint_bytes", "tensors": {X: {...}}}]}``."""
+    _SIZES.clear()
+    _SIZES.update({d.name: DTYPE_BYTES[d.dtype] for d in kernel.decls})
+    dims, evs = events(kernel, mapping, params)
+    tensors = sorted({x for e in evs for x, _, _ in e.accesses},
+                     key=lambda x: [d.name for d in kernel.decls].index(x))
+    n = len(mapping.levels)
+    kept = [tuple(tensors) if l == 0 else tuple(x for x in tensors if x in mapping.levels[l].keep)
+            for l in range(n)]
+    walked = [None] + [_walk_level(dims, evs, l, kept[l]) for l in range(1, n)]
+    levels = []
+    for l in range(n):
+        out = {}
+        for x in kept[l]:
+            inner = [c for c in range(l + 1, n) if x in kept[c]]
+            if inner:
+                c = inner[0]
+                depth = sum(1 for d in dims if d.level < c)
+                drop = {j for j in range(depth) if dims[j].spatial and dims[j].level >= l}
+                seen = {(tuple(v for j, v in enumerate(p) if j not in drop), el) for p, el in walked[c][0][x]}
+                reads, updates = len(seen), len(walked[c][1][x])
+            else:
+                reads = sum(1 for e in evs for t, k, _ in e.accesses if t == x and k == "read")
+                updates = sum(1 for e in evs for t, k, _ in e.accesses if t == x and k == "write")
+            entry = {"reads": reads, "updates": updates}
+            if l > 0:
+                entry["fills"] = len(walked[l][0][x])
+                entry["writebacks"] = len(walked[l][1][x])
+            out[x] = entry
+        level = {"tensors": out}
+        if l > 0:
+            level["footprint"], level["footprint_bytes"] = walked[l][2], walked[l][3]
+        levels.append(level)
+    return {"instances": len(evs), "levels": levels}
+
+
+def counts_as_dict(counts) -> dict:
+    """:class:`polymap.passes.counting.Counts` in the shape :func:`simulate` returns."""
+    levels = []
+    for lv in counts.levels:
+        out = {}
+        for t in lv.tensors:
+            entry = {"reads": t.reads, "updates": t.updates}
+            if lv.index > 0:
+                entry["fills"], entry["writebacks"] = t.fills, t.writebacks
+            out[t.tensor] = entry
+        level = {"tensors": out}
+        if lv.index > 0:
+            level["footprint"], level["footprint_bytes"] = lv.footprint, lv.footprint_bytes
+        levels.append(level)
+    return {"instances": counts.instances, "levels": levels}
