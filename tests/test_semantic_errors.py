@@ -69,6 +69,13 @@ def test_syntax_errors(text, needle, fragment):
         assert (d.loc.line, d.loc.col) == where(text, needle)
 
 
+def test_assignment_in_a_condition_hints_at_equality():
+    text = kernel("for i in 0..N { if i = 2 { s = 1 } }")
+    d = one_error(text, LoopSyntaxError)
+    assert (d.loc.line, d.loc.col) == where(text, "= 2")
+    assert d.notes == ("use '==' to compare",)
+
+
 def test_syntax_error_is_raised_by_parse_program_itself():
     with pytest.raises(LoopSyntaxError):
         parse_program("kernel", "x.loop")

@@ -116,8 +116,10 @@ def syntax_error(exc: UnexpectedInput, parser: Lark, source: ir.SourceFile) -> L
         else:
             width = 1 if tok.type == "_NL" else max(1, len(tok.value))
             loc = ir.Loc(tok.line, tok.column, tok.line, tok.column + width, source)
-        expected = describe_expected(_acceptable(exc), parser)
-        return LoopSyntaxError(Diagnostic(f"expected {expected}, found {_found(tok)}", loc))
+        acceptable = _acceptable(exc)
+        expected = describe_expected(acceptable, parser)
+        notes = ("use '==' to compare",) if tok.type == "EQUAL" and "COMPARE_OP" in acceptable else ()
+        return LoopSyntaxError(Diagnostic(f"expected {expected}, found {_found(tok)}", loc, notes=notes))
     line = getattr(exc, "line", 0) or 0
     col = getattr(exc, "column", 0) or 0
     return LoopSyntaxError(Diagnostic("syntax error", ir.Loc(line, col, line, col + 1, source)))
