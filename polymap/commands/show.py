@@ -10,10 +10,10 @@ not an error here.
 from __future__ import annotations
 
 import json
-import sys
 
 from .. import ir
-from ..driver import load_program, param_values, parse_defines, select_kernels, warnings_of
+from ..driver import (load_program, param_values, parse_defines, print_warnings, select_kernels,
+                      warnings_of)
 from ..errors import InputError
 from ..model_report import kernel_json, kernel_report
 from ..poly import build_model
@@ -27,9 +27,7 @@ def main(args) -> int:
     _check_defines(program, kernels, defines)
     models = [(build_model(k), shown_params(k, defines)) for k in kernels]
     if args.json:
-        for k in kernels:
-            for d in warnings_of(program, k.name):
-                print(d.render(), file=sys.stderr)
+        print_warnings(program, kernels)  # stdout holds the JSON document only
         doc = {"kernels": [kernel_json(m, p) for m, p in models]}
         print(json.dumps(doc, indent=2))
         return 0

@@ -156,3 +156,66 @@ def loop_classes(model: KernelModel, deps: Iterable[Dependence] | None = None) -
             carried=all_carried,
         )
     return out
+
+
+# --------------------------------------------------------------------------- skewing
+
+
+def named_distance_set(model: KernelModel, dep: Dependence, names: tuple[str, ...]) -> isl.Set:
+    """``sink - source`` over loop *names* both statements have (a mapping fuses loops by name)."""
+    def proj(stmt: str) -> isl.Map:
+        s = model.statement(stmt)
+        its = ", ".join(s.loops)
+        return isl.Map(f"{{ {stmt}[{its}] -> [{', '.join(names)}] }}").align_params(dep.relation.get_space())
+
+    return proj(dep.source).reverse().apply_range(dep.relation).apply_range(proj(dep.sink)).deltas()
+
+
+def _skew_candidates(k: int, limit: int = 2):
+    """Coefficient vectors over ``k`` outer loops, smallest total first."""
+    import itertools
+
+    cands = [c for c in itertools.product(range(limit + 1), repeat=k) if any(c)]
+    return sorted(cands, key=lambda c: (sum(c), c[::-1]))
+
+
+def skew_hint(model: KernelModel, statements, band: tuple[str, ...],
+              deps: Iterable[Dependence] | None = None) -> str | None:
+    """A skew that makes ``band`` fully permutable (tileable), when one is needed and small.
+
+    ``for t, i`` with distances ``(1, -1)`` -> ``"skew i -> i + t"``: after it
+    every distance component is >= 0, so any order and rectangular tiles of
+    the band are legal.
+    """
+    names = {s.name for s in statements}
+    deps = memory_based(model, statements) if deps is None else [d for d in deps if d.source in names and d.sink in names]
+    per_dep = []
+    for d in deps:
+        common = tuple(x for x in band if x in model.statement(d.source).loops and x in model.statement(d.sink).loops)
+        if common:
+            per_dep.append((common, named_distance_set(model, d, common)))
+    skews: dict[str, tuple[int, ...]] = {}
+    for k, b in enumerate(band):
+        relevant = [(c, delta) for c, delta in per_dep if b in c]
+        if all(_where(delta, f"d{c.index(b)} < 0").is_empty() for c, delta in relevant):
+            continue
+        for coeffs in _skew_candidates(k):
+            if all(_skew_ok(c, delta, b, band[:k], coeffs) for c, delta in relevant):
+                skews[b] = coeffs
+                break
+        else:
+            return None
+    if not skews:
+        return None
+    parts = []
+    for b, coeffs in skews.items():
+        terms = [f"{'' if c == 1 else f'{c}*'}{band[m]}" for m, c in enumerate(coeffs) if c]
+        parts.append(f"{b} -> {b} + {' + '.join(terms)}")
+    return (f"skewing {', '.join(parts)} would make the band ({', '.join(band)}) permutable, "
+            f"so that it can be reordered and tiled")
+
+
+def _skew_ok(common, delta, b, outer, coeffs) -> bool:
+    expr = [f"d{common.index(b)}"]
+    expr += [f"{c}*d{common.index(x)}" for x, c in zip(outer, coeffs) if c and x in common]
+    return _where(delta, f"{' + '.join(expr)} < 0").is_empty()

@@ -1,0 +1,293 @@
+"""Is a new schedule of a loop nest legal? Exact, with witnesses.
+
+Formal statement: the new schedule is legal iff every read sees the same
+writer as in the original program (or still none), and every element has
+the same final writer. Only the nest is rescheduled; statements outside it
+keep their place, so comparing the nest alone is exact.
+
+Method: ISL dataflow (reads from writes) and final writers under the
+original and the new (mapped) schedule. They are equal iff these four
+relations are empty (``<o``/``<n``: runs before in the original/new order):
+
+A. RAW  ``(w, r)`` an original flow with ``r <n w``         (the read runs first)
+B. WAR  ``(w2, r)`` a new flow with ``r <o w2``             (a later write now comes first)
+C. WAW  ``(w2, r)`` a new flow, ``w2 <o r``, not original, ``w(r) <n r``
+                                                          (``w2`` now overwrites in between)
+D. WAW  ``(x, e)`` a new final writer that is not the original one
+
+Each is a real conflict whose order flips: A ``(w, r)``, B ``(r, w2)``,
+C ``(w2, w(r))``, D ``(x, original final writer)``. All stay symbolic in the
+parameters; witnesses are then taken at concrete values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..islcheck import isl
+from ..poly import KernelModel, StatementModel
+from . import witness as W
+from .dependences import TaggedProgram, final_writers, flow, tag_program
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One violated dependence (or a capacity / fan-out problem), JSON-ready."""
+
+    kind: str  # RAW | WAR | WAW | capacity | fanout
+    reason: str
+    source: str = ""
+    sink: str = ""
+    tensor: str = ""
+    witness: W.Witness | None = None
+    extra: tuple[tuple[str, object], ...] = ()
+
+    def to_json(self) -> dict:
+        if self.kind in ("capacity", "fanout"):
+            return {"kind": self.kind, **dict(self.extra), "reason": self.reason}
+        out = {"kind": self.kind, "source": self.source, "sink": self.sink, "tensor": self.tensor}
+        if self.witness is not None:
+            out["witness"] = self.witness.to_json()
+        out.update(dict(self.extra))
+        out["reason"] = self.reason
+        return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of ``check``: legal or not, why, and advice."""
+
+    legal: bool
+    violations: tuple[Violation, ...] = ()
+    notes: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class _Dataflow:
+    prog: TaggedProgram
+    flows: isl.UnionMap  # [w -> tag] -> [r -> tag]
+    finals: isl.UnionMap  # [w -> tag] -> X[e]
+    before: isl.UnionMap
+
+
+def _dataflow(model: KernelModel, stmts: tuple[StatementModel, ...], schedule_of) -> _Dataflow:
+    prog = tag_program(model, stmts, schedule_of)
+    flows = flow(prog.reads, prog.writes, prog.schedule).get_must_dependence()
+    return _Dataflow(prog, flows, final_writers(prog), prog.before)
+
+
+def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, isl.UnionMap]:
+    """The relations A-D of the module docstring (tagged), keyed ``A``..``D``."""
+    old = _dataflow(model, stmts, lambda s: s.schedule)
+    new = _dataflow(model, stmts, new_schedule_of)
+    a = old.flows.intersect(new.before.reverse())
+    b = new.flows.intersect(old.before.reverse())
+    moved = old.flows.intersect(new.before).range()  # reads whose writer still runs first
+    c = new.flows.intersect(old.before).subtract(old.flows).intersect_range(moved)
+    changed = new.finals.subtract(old.finals)
+    d = changed.apply_range(old.finals.reverse())
+    return {"A": a, "B": b, "C": c, "D": d, "_old_flows": old.flows}
+
+
+def _key(pair: W.TaggedPair) -> tuple[str, str]:
+    return pair.source.statement, pair.sink.statement
+
+
+def _violations_for(model: KernelModel, label: str, rel: isl.UnionMap, old_flows: isl.UnionMap,
+                    params: Mapping[str, int] | None) -> list[Violation]:
+    """One violation (with witness) per pair of statements and tensor in ``rel``."""
+    groups: dict[tuple, list[isl.Map]] = {}
+    from .dependences import maps_of
+
+    for m in maps_of(rel):
+        if m.is_empty():
+            continue
+        sp = m.get_space()
+        s = sp.domain().unwrap().get_tuple_name(isl.dim_type.in_)
+        t = sp.range().unwrap().get_tuple_name(isl.dim_type.in_)
+        tensor = W.tensor_of(model, sp.domain().unwrap().get_tuple_name(isl.dim_type.out))
+        groups.setdefault((s, t, tensor), []).append(m)
+    out = []
+    for (s, t, tensor), maps in sorted(groups.items()):
+        pair = W.pick_pair(model, maps, params)
+        out.append(_phrase(model, label, s, t, tensor, pair, old_flows))
+    return out
+
+
+def _phrase(model, label, s, t, tensor, pair: W.TaggedPair | None, old_flows) -> Violation:
+    if pair is None:  # non-empty symbolically, but no small witness found
+        kind = {"A": "RAW", "B": "WAR", "C": "WAW", "D": "WAW"}[label]
+        return Violation(kind, f"{s} and {t} conflict on {tensor} and the new order swaps them "
+                               f"(no small witness found)", s, t, tensor)
+    params = dict(pair.params)
+    el = W.element_of(model, pair.source_tag, pair.source, params)
+    el_text = W.element_text(tensor, el)
+    if label == "A":
+        wit = W.Witness(pair.source, pair.sink, tensor, el, pair.params)
+        return Violation("RAW", W.raw_read_first(pair.source, pair.sink, el_text), s, t, tensor, wit)
+    if label == "B":
+        wit = W.Witness(pair.sink, pair.source, tensor, el, pair.params)
+        return Violation("WAR", W.war_write_first(pair.sink, pair.source, el_text), t, s, tensor, wit)
+    if label == "C":
+        orig = W.image_of(model, old_flows.reverse(), pair.sink, pair.sink_tag, params)
+        w = orig[0] if orig else pair.source
+        wit = W.Witness(pair.source, w, tensor, el, pair.params)
+        return Violation("WAW", W.waw_in_between(w, pair.sink, pair.source, el_text),
+                         s, w.statement, tensor, wit)
+    wit = W.Witness(pair.source, pair.sink, tensor, el, pair.params)
+    return Violation("WAW", W.waw_final(pair.source, pair.sink, el_text), s, t, tensor, wit)
+
+
+def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
+                        ) -> list[Violation]:
+    """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
+    stmts = mapped.statements
+    rels = violated_relations(model, stmts, lambda s: mapped.map_of(s.name))
+    out = []
+    for label in "ABCD":
+        out += _violations_for(model, label, rels[label], rels["_old_flows"], params)
+    return out
+
+
+def is_legal_schedule(model: KernelModel, mapped) -> bool:
+    """True iff the mapped schedule keeps every reaching and final writer (symbolically)."""
+    rels = violated_relations(model, mapped.statements, lambda s: mapped.map_of(s.name))
+    return all(rels[k].is_empty() for k in "ABCD")
+
+
+# --------------------------------------------------------------------------- spatial loops
+
+
+def _carried_at(mapped, dep, d: int) -> isl.Map:
+    """The pairs of ``dep`` that agree on mapped dims ``< d`` and differ at ``d``."""
+    n = len(mapped.dims)
+    t = ", ".join(f"t{k}" for k in range(n))
+    u = ", ".join(f"u{k}" for k in range(n))
+    cond = " and ".join([f"t{k} = u{k}" for k in range(d)] + [f"t{d} != u{d}"])
+    ma, mb = mapped.map_of(dep.source), mapped.map_of(dep.sink)
+    step = isl.Map(f"{{ [{t}] -> [{u}] : {cond} }}").align_params(ma.get_space())
+    return dep.relation.intersect(ma.apply_range(step).apply_range(mb.reverse()))
+
+
+def spatial_findings(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
+                     ) -> tuple[list[Violation], list[str]]:
+    """Dependences carried by spatial loops: violations, and notes for combinable reductions."""
+    from .dependences import memory_based
+
+    deps = memory_based(model, mapped.statements)
+    violations, notes, seen = [], [], set()
+    for d, dim in enumerate(mapped.dims):
+        if not dim.spatial:
+            continue
+        level = mapped.mapping.levels[dim.level].level
+        for dep in deps:
+            carried = _carried_at(mapped, dep, d)
+            if carried.is_empty():
+                continue
+            if dep.reduction:
+                note = (f"spatial loop {dim.loop} at level {level} splits the reduction of {dep.source} "
+                        f"on {dep.tensor}: the generated code combines the partial results")
+                if note not in notes:
+                    notes.append(note)
+                continue
+            key = (dep.kind, dep.source, dep.sink, dep.tensor, d)
+            if key in seen:
+                continue
+            seen.add(key)
+            violations.append(_spatial_violation(model, dep, carried, dim.loop, level, params))
+    return violations, notes
+
+
+def _spatial_violation(model, dep, carried: isl.Map, loop: str, level: str, params) -> Violation:
+    pair = W.pick_plain(model, carried, params)
+    extra = (("spatial", {"loop": loop, "level": level}),)
+    if pair is None:
+        return Violation(dep.kind, f"spatial loop {loop} at level {level} carries this dependence",
+                         dep.source, dep.sink, dep.tensor, None, extra)
+    a, b, values = pair
+    el = W.element_of(model, dep.source_tag, a, values)
+    wit = W.Witness(a, b, dep.tensor, el, tuple(sorted(values.items())))
+    reason = W.spatial_race(a, b, W.element_text(dep.tensor, el), dep.kind, loop, level)
+    return Violation(dep.kind, reason, dep.source, dep.sink, dep.tensor, wit, extra)
+
+
+# --------------------------------------------------------------------------- notes
+
+
+def _effective_order(mapping) -> list[str]:
+    """Loops in the order they first vary in the mapped schedule (outermost first)."""
+    out: list[str] = []
+    inner = [lv.tile for lv in mapping.levels[1:]] + [(1,) * len(mapping.loops)]
+    for lv, tiles in zip(mapping.levels, inner):
+        for x in lv.order:
+            if x not in out and tiles[mapping.loops.index(x)] is not None:
+                out.append(x)
+    return out + [x for x in mapping.loops if x not in out]
+
+
+def reduction_outward_notes(model: KernelModel, mapping, classes, original: tuple[str, ...]) -> list[str]:
+    """Say so when a reduction loop now runs outside a parallel loop that used to enclose it."""
+    new = _effective_order(mapping)
+    notes = []
+    for r, rc in classes.items():
+        if not rc.reduction or r not in new:
+            continue
+        passed = [p for p in original[:original.index(r)] if classes[p].parallel and p in new
+                  and new.index(p) > new.index(r)] if r in original else []
+        if not passed:
+            continue
+        tensors = sorted({d.tensor for d in rc.carried})
+        notes.append(f"reduction loop {r} now runs outside {', '.join(passed)}: partial sums of "
+                     f"{', '.join(tensors)} live across whole {', '.join(passed)} sweeps "
+                     f"(more live data, travelling further up the memory hierarchy)")
+    return notes
+
+
+# --------------------------------------------------------------------------- check
+
+
+def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str, int] | None = None
+                  ) -> Verdict:
+    """Legality of a whole mapping (or an ``order_mapping``): order, tiles, spatial loops, and,
+    with ``arch``, fan-out and capacity."""
+    from .loop_classes import loop_classes, skew_hint
+    from .tiling import mapped_schedule
+
+    mapped = mapped_schedule(model, mapping)
+    violations = schedule_violations(model, mapped, params=params)
+    spatial, notes = spatial_findings(model, mapped, params=params)
+    violations += spatial
+    hints = []
+    if violations:
+        hint = skew_hint(model, mapped.statements, tuple(mapping.loops))
+        if hint:
+            hints.append(hint)
+    else:
+        classes = loop_classes(model)
+        notes += reduction_outward_notes(model, mapping, classes, tuple(mapping.loops))
+    if arch is not None:
+        violations += _arch_violations(model, mapping, arch, params)
+    return Verdict(not violations, tuple(violations), tuple(notes), tuple(hints))
+
+
+def _arch_violations(model: KernelModel, mapping, arch, params) -> list[Violation]:
+    out = []
+    try:
+        from ..mapping import check_fanout, loop_extents
+    except ImportError:  # the mapping module is optional for order checks
+        return out
+    values = dict(params or {})
+    for msg in check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, values)):
+        out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
+    try:
+        from .counting import capacity_violations
+    except ImportError:
+        return out
+    for cap in capacity_violations(model, mapping, arch, values):
+        unit = cap.get("unit", "elements")
+        reason = (f"level {cap['level']} would hold {cap['footprint']} {unit} at once "
+                  f"but has capacity {cap['capacity']}")
+        out.append(Violation("capacity", reason, extra=tuple(cap.items())))
+    return out
