@@ -1,0 +1,183 @@
+"""``polymap compile FILE``: tiled C and NumPy code for every kernel, verified.
+
+Per kernel: the mapping (``--mapping`` or the default choice of
+:mod:`polymap.default_mapping`), refused when illegal; ``DIR/NAME.c``,
+``DIR/NAME.py`` (when the NumPy emitter exists) and ``DIR/NAME.json`` (the
+mappings and their cost report); then, unless ``--no-verify``, a run of
+every target on random inputs against the reference execution.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .. import ir
+from ..driver import load_program, param_values, parse_defines, print_warnings, select_kernels
+from ..errors import IllegalTransformation, InputError, InvalidMapping
+from ..poly import KernelModel, build_model
+
+TARGETS = ("c", "numpy")
+
+
+def main(args) -> int:
+    program = load_program(args.file)
+    kernels = select_kernels(program, args.kernel)
+    print_warnings(program, kernels)
+    targets = _targets(args.target)
+    from ..arch import load_architecture
+
+    arch = load_architecture(args.arch)
+    defines = parse_defines(args.defines)
+    out_dir = Path(args.output_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
+    user_mapping = None
+    if args.mapping:
+        from ..mapping import load_mapping
+
+        user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
+    documents = []
+    for kernel in kernels:
+        params = param_values(kernel, defines)
+        model = build_model(kernel)
+        if user_mapping is not None and user_mapping.kernel == kernel.name:
+            mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
+            check_mapping(model, user_mapping, arch, params)
+        else:
+            from ..default_mapping import choose_mappings
+
+            mappings = choose_mappings(model, arch, params)
+            why = ("the default mapping: square tiles filling about a third of each cache level, "
+                   "unit-stride loop innermost, outermost parallel loop across cores; "
+                   "nests where tiling is illegal keep their original order")
+        documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args))
+    if args.json:
+        print(json.dumps({"kernels": documents}, indent=2))
+    return 0
+
+
+def _targets(text: str) -> tuple[str, ...]:
+    targets = tuple(t.strip() for t in text.split(",") if t.strip())
+    bad = [t for t in targets if t not in TARGETS]
+    if bad or not targets:
+        raise InputError(f"--target {text}: expected a comma-separated list of {', '.join(TARGETS)}")
+    return targets
+
+
+def check_mapping(model: KernelModel, mapping, arch, params) -> None:
+    """Refuse (exit 1) a mapping that changes the results or does not fit the architecture."""
+    from ..mapping import check_fanout, loop_extents
+
+    problems = check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, params))
+    if problems:
+        raise InvalidMapping(f"kernel {model.kernel.name}: invalid mapping: " + "; ".join(problems),
+                             {"kernel": model.kernel.name, "legal": False, "violations": problems})
+    reasons = _violations(model, mapping, params)
+    if reasons:
+        raise IllegalTransformation(
+            f"kernel {model.kernel.name}: the mapping is illegal:\n" + "\n".join(f"  {r}" for r in reasons),
+            {"kernel": model.kernel.name, "legal": False, "violations": [{"reason": r} for r in reasons]})
+
+
+def _violations(model: KernelModel, mapping, params) -> list[str]:
+    try:
+        from ..passes.legality import schedule_violations
+    except ImportError:
+        schedule_violations = None
+    if schedule_violations is not None:
+        from ..passes.tiling import mapped_schedule
+
+        return [v.reason for v in schedule_violations(model, mapped_schedule(model, mapping), params=params)]
+    from ..default_mapping import dependence_violation
+
+    bad = dependence_violation(model, mapping)
+    return [] if bad is None else [f"conflicting instances run out of their original order: {bad}"]
+
+
+def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args) -> dict:
+    from ..codegen.c_emitter import emit_c
+
+    written = []
+    c_path = out_dir / f"{kernel.name}.c"
+    c_path.write_text(emit_c(kernel, model, mappings, arch=arch))
+    written.append(str(c_path))
+    py_path = out_dir / f"{kernel.name}.py"
+    numpy_source = _numpy_source(kernel, model, mappings)
+    if numpy_source is not None:
+        py_path.write_text(numpy_source)
+        written.append(str(py_path))
+    elif "numpy" in targets:
+        print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
+        targets = tuple(t for t in targets if t != "numpy")
+    doc = {"kernel": kernel.name, "params": dict(params), "arch": arch.name, "why": why,
+           "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
+    json_path = out_dir / f"{kernel.name}.json"
+    json_path.write_text(json.dumps(doc, indent=2) + "\n")
+    written.append(str(json_path))
+    doc["files"] = written
+    if not args.json:
+        print(f"kernel {kernel.name}: {why}")
+        for m in mappings:
+            print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
+        if not mappings:
+            print("  every nest in its original order")
+        print("  wrote " + ", ".join(written))
+    if not args.no_verify:
+        from ..codegen.verify import verify
+
+        result = verify(kernel, params, targets=targets, mapping=mappings, model=model)
+        doc["verification"] = result.to_dict()
+        if not args.json:
+            target, c = result.largest() or ("-", None)
+            if c is not None:
+                print(f"  verified against the reference ({', '.join(targets)}): largest difference "
+                      f"{c.max_abs:.3g} on {c.tensor} ({target}, relative {c.max_rel:.3g}, tolerance {c.tolerance:.3g})")
+    return doc
+
+
+def _level_text(m, k: int) -> str:
+    lv = m.levels[k]
+    tile = {x: t for x, t in zip(m.loops, lv.tile) if t is not None}
+    text = f"{lv.level}"
+    if tile:
+        text += " tile " + ",".join(f"{x}={t}" for x, t in tile.items())
+    text += " order " + ",".join(lv.order)
+    if lv.spatial:
+        text += " spatial " + ",".join(lv.spatial)
+    return text
+
+
+def _numpy_source(kernel, model, mappings) -> str | None:
+    try:
+        from ..codegen.numpy_emitter import emit_numpy
+    except ImportError as exc:
+        if exc.name is not None and exc.name.startswith("polymap.codegen"):
+            return None
+        raise
+    from ..codegen.runner import numpy_mapping_arg
+
+    return emit_numpy(kernel, model, numpy_mapping_arg(tuple(mappings)))
+
+
+def _cost(model, mapping, arch, params) -> dict | None:
+    """The cost report of a mapping when the counting module is there (None otherwise)."""
+    try:
+        from ..passes.counting import count_mapping
+    except ImportError:
+        return None
+    try:
+        counts = count_mapping(model, mapping, arch, params=dict(params))
+    except Exception as exc:  # the report is informative; compile does not depend on it
+        return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
+    for name in ("to_json", "to_dict"):
+        if hasattr(counts, name):
+            return getattr(counts, name)()
+    try:
+        from ..commands.cost import counts_document  # type: ignore[attr-defined]
+
+        return counts_document(counts, arch)
+    except Exception:
+        return {"instances": counts.instances}
