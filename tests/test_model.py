@@ -313,3 +313,22 @@ def test_schedule_order_is_textual_order(key, size):
     expected = _textual_order(kernel, values)
     assert expected, "nothing to compare"
     assert _isl_order(model, values) == expected
+
+
+# --------------------------------------------------------------------------- JSON round trip
+
+ALL_FILES = sorted(p.relative_to(EXAMPLES).as_posix() for p in EXAMPLES.rglob("*.loop"))
+
+
+@pytest.mark.parametrize("key", ALL_FILES)
+def test_json_strings_parse_back_to_the_model(key):
+    program = parse((EXAMPLES / key).read_text(), key)
+    for kernel in program.kernels:
+        model = build_model(kernel)
+        doc = kernel_json(model, {p.name: p.default for p in kernel.params})
+        assert isl.Set(doc["context"]).is_equal(model.context)
+        for s, stmt in zip(doc["statements"], model.statements, strict=True):
+            assert isl.Set(s["domain"]).is_equal(stmt.domain)
+            assert isl.Map(s["schedule"]).is_equal(stmt.schedule)
+            for a, acc in zip(s["accesses"], stmt.accesses, strict=True):
+                assert isl.Map(a["relation"]).is_equal(acc.relation)
