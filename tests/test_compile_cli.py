@@ -1,0 +1,47 @@
+"""``polymap compile`` in-process: files written, verification, refusals."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from polymap.cli import main
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+
+def test_compile_gemm_default_mapping(tmp_path, capsys):
+    rc = main(["compile", str(EXAMPLES / "gemm.loop"), "-o", str(tmp_path), "-D", "M=19", "-D", "N=17",
+               "-D", "K=13", "--target", "c"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "largest difference" in out
+    src = (tmp_path / "gemm.c").read_text()
+    assert "void gemm(float *restrict A, float *restrict B, float *restrict C, long M, long N, long K)" in src
+    doc = json.loads((tmp_path / "gemm.json").read_text())
+    assert doc["kernel"] == "gemm" and doc["mappings"][0]["nest"] == 0
+
+
+def test_compile_json_and_no_verify(tmp_path, capsys):
+    rc = main(["compile", str(EXAMPLES / "lu.loop"), "-o", str(tmp_path), "-D", "N=9", "--no-verify",
+               "--json", "--target", "c"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kernels"][0]["kernel"] == "lu" and "verification" not in doc["kernels"][0]
+    assert (tmp_path / "lu.c").exists()
+
+
+def test_illegal_mapping_is_refused(tmp_path, capsys):
+    mapping = tmp_path / "m.yaml"
+    mapping.write_text("levels:\n  - level: DRAM\n    order: [k, i, j]\n"
+                       "  - level: GLB\n    tile: {i: 7, j: 5}\n    order: [k, i, j]\n"
+                       "  - level: RF\n    tile: {i: 1, j: 1, k: 1}\n")
+    rc = main(["compile", str(EXAMPLES / "lu.loop"), "--arch", "toy", "--mapping", str(mapping),
+               "-o", str(tmp_path), "-D", "N=19", "--target", "c"])
+    assert rc == 1
+    assert "illegal" in capsys.readouterr().err
+
+
+def test_bad_target_is_bad_input(tmp_path):
+    assert main(["compile", str(EXAMPLES / "gemm.loop"), "-o", str(tmp_path), "--target", "fortran"]) == 2
