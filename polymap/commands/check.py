@@ -1,0 +1,117 @@
+"""``polymap check FILE (--order i,k,j | --mapping M.yaml [--arch ARCH])``: is it legal?
+
+Exit 0 when the loop order or the mapping keeps every read's writer and
+every element's final writer (and, for a mapping, its spatial loops carry
+no dependence the generated code cannot combine, and it fits the
+architecture); exit 1 otherwise, with one concrete witness per violation.
+"""
+from __future__ import annotations
+
+import json
+
+from .. import ir
+from ..driver import load_program, param_values, parse_defines, select_kernels
+from ..errors import IllegalTransformation, InputError
+from ..mapping import nest_loops
+from ..passes.legality import Verdict, check_mapping
+from ..passes.tiling import order_mapping
+from ..poly import build_model
+
+
+def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """``"i,k,j"`` -> (nest, nest loops, order); unknown or repeated names are an ``InputError``."""
+    order = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not order:
+        raise InputError(f"--order {text!r}: name the loops outer -> inner, e.g. --order i,k,j")
+    dup = [x for x in order if order.count(x) > 1]
+    if dup:
+        raise InputError(f"--order {text}: loop '{dup[0]}' is named twice")
+    for nest in range(len(kernel.nests())):
+        loops = nest_loops(kernel, nest)
+        if all(x in loops for x in order):
+            return nest, loops, order
+    known = ", ".join("(" + ", ".join(nest_loops(kernel, n)) + ")" for n in range(len(kernel.nests())))
+    missing = [x for x in order if all(x not in nest_loops(kernel, n) for n in range(len(kernel.nests())))]
+    what = f"kernel '{kernel.name}' has no loop '{missing[0]}'" if missing else "no single nest holds all these loops"
+    raise InputError(f"--order {text}: {what} (its nests' loops: {known or 'none'})")
+
+
+def _arch(args, mapping_path: str):
+    from ..arch import load_architecture, presets
+
+    if args.arch:
+        return load_architecture(args.arch)
+    # Without --arch, the architecture whose level names the mapping uses.
+    from ..yamlsource import read_yaml
+
+    data = read_yaml(mapping_path).data
+    names = [lv.get("level") for lv in (data or {}).get("levels", []) if isinstance(lv, dict)]
+    for name in presets():
+        arch = load_architecture(name)
+        if [lv.name for lv in arch.levels] == names:
+            return arch
+    raise InputError(f"--mapping {mapping_path}: its levels ({', '.join(map(str, names))}) match no "
+                     f"preset architecture; give one with --arch")
+
+
+def verdict_json(kernel: str, verdict: Verdict) -> dict:
+    return {"kernel": kernel, "legal": verdict.legal,
+            "violations": [v.to_json() for v in verdict.violations],
+            "notes": list(verdict.notes), "hints": list(verdict.hints)}
+
+
+def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
+    head = f"kernel {kernel}: {what} is {'legal' if verdict.legal else 'ILLEGAL'}"
+    lines = [head]
+    for k, v in enumerate(verdict.violations, 1):
+        pair = f" {v.source} -> {v.sink} on {v.tensor}" if v.source else ""
+        lines.append(f"  violation {k} ({v.kind}{pair}):")
+        lines.append(f"    {v.reason}")
+    for n in verdict.notes:
+        lines.append(f"  note: {n}")
+    for h in verdict.hints:
+        lines.append(f"  hint: {h}")
+    return "\n".join(lines)
+
+
+def main(args) -> int:
+    program = load_program(args.file)
+    kernels = select_kernels(program, args.kernel)
+    defines = parse_defines(args.defines)
+    arch = None
+    if args.mapping:
+        arch = _arch(args, args.mapping)
+        if len(kernels) > 1:
+            from ..mapping import load_mapping
+
+            kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel),)
+    docs, reports, legal = [], [], True
+    for kernel in kernels:
+        params = _params(kernel, defines)
+        model = build_model(kernel)
+        if args.mapping:
+            from ..mapping import load_mapping
+
+            mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
+            what = f"mapping {args.mapping}"
+            verdict = check_mapping(model, mapping, arch=arch, params=params)
+        else:
+            nest, loops, order = parse_order(kernel, args.order)
+            what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
+            verdict = check_mapping(model, order_mapping(kernel, nest, loops, order), params=params)
+        legal &= verdict.legal
+        docs.append(verdict_json(kernel.name, verdict))
+        reports.append(verdict_report(kernel.name, what, verdict))
+    doc = docs[0] if len(docs) == 1 else {"kernels": docs}
+    report = "\n\n".join(reports)
+    if not legal:
+        raise IllegalTransformation(report, doc)
+    print(json.dumps(doc, indent=2) if args.json else report)
+    return 0
+
+
+def _params(kernel: ir.Kernel, defines: dict[str, int]) -> dict[str, int] | None:
+    """Numbers for witnesses and capacity checks; None when some parameter has no value."""
+    if all(p.name in defines or p.default is not None for p in kernel.params):
+        return param_values(kernel, defines)
+    return None
