@@ -34,21 +34,33 @@ from .ast_build import KernelSchedule, expr_args, statements_under, user_stateme
 # --------------------------------------------------------------------------- the point schedule
 
 
-def point_schedule(ks: KernelSchedule) -> KernelSchedule:
-    """``ks`` with innermost-level coordinates walking the original iterators (see module doc)."""
+def point_schedule(ks: KernelSchedule, mappings=()) -> KernelSchedule:
+    """``ks`` with point coordinates walking the original iterators (see module doc).
+
+    The point coordinate of loop ``x`` is the one at the outermost level whose
+    inner tile of ``x`` has extent 1 (below it the coordinates of ``x`` are 0).
+    """
     model = ks.model
+    by_nest = {m.nest: m for m in mappings}
     out = isl.UnionMap.empty(ks.union.get_space())
     for m in _maps(ks.union):
         name = m.get_tuple_name(isl.dim_type.in_)
         sm = model.statement(name)
-        dims = ks.dims_of(ks.rank_of(name))
-        levels = [d.level for d in dims if d.kind == "coord"]
-        inner = max(levels, default=-1)
-        for d in dims:
-            if d.kind == "coord" and d.level == inner and inner >= 0 and d.loop in sm.loops:
-                m = _bind_dim(m, d.index, sm.loops.index(d.loop))
+        mapping = by_nest.get(sm.context.nest)
+        if mapping is not None:
+            for d in ks.dims_of(ks.rank_of(name)):
+                if d.kind == "coord" and d.loop in sm.loops and d.level == point_level(mapping, d.loop):
+                    m = _bind_dim(m, d.index, sm.loops.index(d.loop))
         out = out.union(isl.UnionMap.from_map(m))
     return dataclasses.replace(ks, union=out)
+
+
+def point_level(mapping, loop: str) -> int:
+    """The level whose loops walk single iterations of ``loop`` (its inner tile has extent 1)."""
+    k = list(mapping.loops).index(loop)
+    tiles = [lv.tile[k] for lv in mapping.levels]
+    inner = tiles[1:] + [1]
+    return next(l for l, t in enumerate(inner) if t == 1)
 
 
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:

@@ -42,7 +42,8 @@ def as_mappings(mapping) -> tuple:
 def transformed_kernel(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None) -> ir.Kernel:
     """The kernel with its body replaced by the mapped loop nest (IR; see the module doc)."""
     model = model if model is not None else build_model(kernel)
-    ks = point_schedule(kernel_schedule(model, as_mappings(mapping)))
+    mappings = as_mappings(mapping)
+    ks = point_schedule(kernel_schedule(model, mappings), mappings)
     root = build_ast(model, ks.union)
     printer = _Printer(kernel, model, ks)
     body = printer.nodes(root, dict(isl_param_names(model)), frozenset())

@@ -1,0 +1,97 @@
+"""``polymap transform FILE --mapping M.yaml [--arch ARCH]``: the mapped nest as ``.loop`` text.
+
+The printed kernel parses again and computes the same results as the
+original (:mod:`polymap.codegen.loop_emitter`). An illegal mapping is
+refused (exit 1) with the legality checker's reasons.
+
+Architecture: ``--arch`` when given; otherwise the first of ``toy``,
+``host``, ``eyeriss`` whose level names include every level the mapping
+file names and that accepts the mapping (the printed loops depend only on
+the tiles and orders, not on capacities). ``-D`` values become the printed
+parameters' defaults.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from ..driver import load_program, parse_defines, select_kernels
+from ..errors import IllegalTransformation, MappingError
+
+#: Architectures tried, in order, when ``--arch`` is not given.
+ARCH_CANDIDATES = ("toy", "host", "eyeriss")
+
+
+def _mapping_levels(path: str) -> list[str] | None:
+    """The level names a mapping file uses (None when the file cannot tell)."""
+    from ..yamlsource import read_yaml
+
+    data = read_yaml(path).data
+    if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
+        return None
+    return [lv.get("level") for lv in data["levels"] if isinstance(lv, dict)]
+
+
+def resolve_mapping(path: str, kernels, arch_spec: str | None):
+    """Load ``path`` against ``kernels`` with ``arch_spec`` or the first architecture that fits."""
+    from ..arch import load_architecture
+    from ..mapping import load_mapping
+
+    if arch_spec is not None:
+        return load_mapping(path, kernel=kernels, arch=load_architecture(arch_spec))
+    used = _mapping_levels(path)
+    first_error: MappingError | None = None
+    for name in ARCH_CANDIDATES:
+        arch = load_architecture(name)
+        if used is not None and not set(used) <= set(arch.level_names):
+            continue
+        try:
+            return load_mapping(path, kernel=kernels, arch=arch)
+        except MappingError as exc:
+            first_error = first_error or exc
+    if first_error is not None:
+        raise first_error
+    return load_mapping(path, kernel=kernels, arch=load_architecture(ARCH_CANDIDATES[0]))
+
+
+def main(args) -> int:
+    from ..codegen.loop_emitter import emit_loop
+    from ..poly import build_model
+
+    program = load_program(args.file)
+    kernels = select_kernels(program, args.kernel)
+    defines = parse_defines(args.defines)
+    mapping = resolve_mapping(args.mapping, kernels if len(kernels) > 1 else kernels[0], args.arch)
+    kernel = program.kernel(mapping.kernel) or kernels[0]
+    model = build_model(kernel)
+    _refuse_if_illegal(model, mapping, defines)
+    shown = dataclasses.replace(kernel, params=tuple(
+        dataclasses.replace(p, default=defines.get(p.name, p.default)) for p in kernel.params))
+    source = emit_loop(shown, build_model(shown), mapping)
+    if args.json:
+        print(json.dumps({"kernel": kernel.name, "source": source}, indent=2))
+    else:
+        print(source, end="")
+    return 0
+
+
+def _refuse_if_illegal(model, mapping, defines) -> None:
+    try:
+        from ..passes.legality import schedule_violations
+    except ImportError:
+        return
+    from ..driver import param_values
+    from ..errors import InputError
+    from ..passes.tiling import mapped_schedule
+
+    try:
+        params = param_values(model.kernel, defines)
+    except InputError:
+        params = None
+    violations = schedule_violations(model, mapped_schedule(model, mapping), params=params)
+    if not violations:
+        return
+    lines = [f"{model.kernel.name}: the mapping is illegal, so it has no equivalent loop nest:"]
+    lines += [f"  {v.kind}: {v.reason}" for v in violations]
+    payload = {"kernel": model.kernel.name, "legal": False, "violations": [v.to_json() for v in violations]}
+    raise IllegalTransformation("\n".join(lines), payload)
