@@ -1,0 +1,169 @@
+"""The fast path (polymap.passes.fastcount) equals the ISL path on every generated case."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from polymap.arch import architecture_from_dict
+from polymap.driver import parse
+from polymap.mapping import Mapping
+from polymap.passes.counting import count_mapping
+from polymap.passes.fastcount import Structure, evaluator_for, fast_counts, tiles_of
+from polymap.passes.fastcount_nest import NotSupported, analyse_nest
+from polymap.poly import build_model
+from simulator import counts_as_dict, simulate
+
+KERNELS = {
+    "gemm": ("""
+kernel gemm(M = 6, N = 5, K = 4) {
+  in A[M, K]
+  in B[K, N]
+  inout C[M, N]
+  for i in 0..M, j in 0..N, k in 0..K { C[i, j] += A[i, k] * B[k, j] }
+}""", ("i", "j", "k")),
+    "conv": ("""
+kernel conv(K = 3, P = 5, R = 3) {
+  in W[K, R]
+  in I[2 * P + R]
+  out O[K, P]
+  for k in 0..K, p in 0..P, r in 0..R { O[k, p] += W[k, r] * I[2 * p + r] }
+}""", ("k", "p", "r")),
+    "conv2": ("""
+kernel conv2(C = 2, P = 4, Q = 3, R = 2, S = 3) {
+  in I[C, P + R, 2 * Q + S]
+  in W[C, R, S]
+  out O[P, Q]
+  for c in 0..C, p in 0..P, q in 0..Q, r in 0..R, s in 0..S { O[p, q] += I[c, p + r, 2 * q + s] * W[c, r, s] }
+}""", ("c", "p", "q", "r", "s")),
+    "copy": ("""
+kernel copy(N = 7, M = 3) {
+  in A[N, M]
+  out B[M, N]
+  for i in 0..N, j in 0..M { B[j, i] = A[i, j] * 2 }
+}""", ("i", "j")),
+}
+
+_PARSED: dict = {}
+
+
+def kernel_model(name: str):
+    if name not in _PARSED:
+        kernel = parse(KERNELS[name][0], "<test>").kernels[0]
+        _PARSED[name] = (kernel, build_model(kernel))
+    return _PARSED[name]
+
+
+def arch_of(n: int, fanout: int = 4):
+    levels = [{"name": "L0"}] + [{"name": f"L{k}", "instances": fanout ** (k - 1)} for k in range(1, n)]
+    return architecture_from_dict({"levels": levels, "compute": {"instances": fanout ** (n - 1)}},
+                                  source_name="<test>")
+
+
+@st.composite
+def cases(draw):
+    name = draw(st.sampled_from(sorted(KERNELS)))
+    kernel, model = kernel_model(name)
+    loops = KERNELS[name][1]
+    tensors = [d.name for d in kernel.decls]
+    n = draw(st.integers(2, 4))
+    levels = []
+    for l in range(n):
+        lv = {"level": f"L{l}", "order": draw(st.permutations(loops))}
+        if l > 0:
+            lv["tile"] = {x: draw(st.integers(1, 7)) for x in loops if draw(st.booleans())}
+            lv["keep"] = [t for t in tensors if draw(st.integers(0, 3)) > 0]  # bypass sometimes
+        if draw(st.integers(0, 2)) == 0:
+            lv["spatial"] = [draw(st.sampled_from(loops))]
+        levels.append(lv)
+    return name, n, levels
+
+
+def build(name: str, n: int, levels):
+    kernel, model = kernel_model(name)
+    arch = arch_of(n)
+    try:
+        mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+    except Exception:  # an invalid draw (fan-out): not a case
+        return None
+    return kernel, model, arch, mapping
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_fast_equals_isl(case):
+    built = build(*case)
+    if built is None:
+        return
+    kernel, model, arch, mapping = built
+    params = {p.name: p.default for p in kernel.params}
+    fast = fast_counts(model, mapping, arch, params=params)
+    if fast is None:  # refused: the ISL path is used; nothing to compare
+        return
+    assert fast == count_mapping(model, mapping, arch, params=params)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_fast_equals_simulation(case):
+    built = build(*case)
+    if built is None:
+        return
+    kernel, model, arch, mapping = built
+    params = {p.name: p.default for p in kernel.params}
+    fast = fast_counts(model, mapping, arch, params=params)
+    if fast is not None:
+        assert counts_as_dict(fast) == simulate(kernel, mapping, params)
+
+
+def test_batch_matches_one_by_one():
+    """A batch of random tiles (non-dividing included) gives the counts of each mapping alone."""
+    kernel, model = kernel_model("conv2")
+    arch = arch_of(3)
+    base = {"levels": [{"level": "L0", "order": ["c", "p", "q", "r", "s"]},
+                       {"level": "L1", "tile": {"p": 2}, "order": ["q", "c", "p", "r", "s"], "spatial": ["c"]},
+                       {"level": "L2", "tile": {"p": 1, "s": 1}, "order": ["s", "r", "q", "p", "c"]}]}
+    rng = np.random.default_rng(1)
+    mappings = []
+    for _ in range(5):
+        lv = [dict(x) for x in base["levels"]]
+        lv[1]["tile"] = {"c": 1, "p": int(rng.integers(1, 5)), "q": int(rng.integers(2, 4)), "s": int(rng.integers(1, 4))}
+        lv[2]["tile"] = {"c": 1, "p": 1, "q": int(rng.integers(1, 3)), "r": int(rng.integers(1, 3)), "s": 1}
+        mappings.append(Mapping.from_dict({"levels": lv}, kernel=kernel, arch=arch))
+    params = {p.name: p.default for p in kernel.params}
+    ev = evaluator_for(model, mappings[0], params)
+    batch = ev.evaluate(tiles_of(mappings, ev.nest))
+    names = tuple(lv.name for lv in arch.levels)
+    for b, m in enumerate(mappings):
+        assert batch.exact[b]
+        assert batch.as_counts(b, ev.nest, names) == count_mapping(model, m, arch, params=params)
+
+
+@pytest.mark.parametrize("src", [
+    # init lacks k
+    "kernel g(N = 3) { in A[N]; out C[N]; for i in 0..N { C[i] = 0; for k in 0..N { C[i] += A[k] } } }",
+    # triangular bounds
+    "kernel t(N = 4) { in L[N, N]; inout y[N]; for i in 0..N, j in 0..i + 1 { y[i] += L[i, j] } }",
+    # two subscripts of one tensor use i
+    "kernel d(N = 4) { in A[N, N]; inout s[1]; for i in 0..N { s[0] += A[i, i] } }",
+    # differently subscripted references of one tensor
+    "kernel j(N = 5) { inout A[N + 2]; for i in 0..N { A[i + 1] += A[i] } }",
+])
+def test_refuses_outside_the_class(src):
+    kernel = parse(src, "<test>").kernels[0]
+    model = build_model(kernel)
+    with pytest.raises(NotSupported):
+        analyse_nest(model, 0, {p.name: p.default for p in kernel.params})
+
+
+def test_refused_mapping_is_none():
+    """An idle instance at an edge tile (spatial over uneven tiles) is left to the ISL path."""
+    kernel, model = kernel_model("gemm")
+    arch = arch_of(3)
+    m = Mapping.from_dict({"levels": [{"level": "L0", "order": ["i", "j", "k"]},
+                                      {"level": "L1", "tile": {"i": 4}, "order": ["i", "j", "k"], "spatial": ["i"]},
+                                      {"level": "L2", "tile": {"i": 1}, "order": ["i", "j", "k"]}]},
+                          kernel=kernel, arch=arch)
+    # M = 6: i tiles of 4 are {0-3, 4-5}; instances 2 and 3 of L2 idle in the second one
+    assert fast_counts(model, m, arch) is None
+    assert Structure.of(m).levels == 3
