@@ -1,0 +1,166 @@
+"""Mapping search: rank legal, fitting mappings of one nest by their exact counts.
+
+Candidates (``compile`` without ``--mapping``):
+
+- loop orders: every permutation of up to four loops, otherwise the
+  original order and each loop moved innermost; one order for every level;
+  an order is kept only when :func:`polymap.passes.legality.check_mapping`
+  says it is legal (an error while deciding counts as illegal);
+- tiles: at every level with a capacity, square tiles whose footprint is
+  near a third of the capacity (the closed form), then a sweep of powers of
+  two and divisors around that side, per loop;
+- spatial: the outermost loop that carries no dependence (not even a
+  reduction), over the inner instances of the first level that fans out,
+  with a tile that divides evenly.
+
+Objective: energy (pJ, ``mapping.md``) first, then cycles; only mappings
+whose footprint fits every level. The fast path
+(:mod:`polymap.passes.fastcount`) ranks whole batches when the nest is in
+its class; the winners are then recounted with the ISL path
+(:func:`polymap.passes.counting.count_mapping`) and checked once more.
+Otherwise a small candidate set is ranked with the ISL path alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping as MappingT
+
+import numpy as np
+
+from ..mapping import Mapping, check_fanout
+from .counting import Counts, count_mapping
+from .fastcount import evaluator_for, tiles_of
+from .fastcount_nest import NotSupported
+from .search_space import SearchSpace, candidate_tiles
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """The objective of one mapping, from exact counts."""
+
+    energy_pj: float
+    cycles: float
+    counts: Counts
+    exact_by: str  # "isl" or "fast"
+
+    def intensity(self) -> dict[str, float]:
+        """Statement instances per element crossing each level's inner boundary."""
+        out = {}
+        for lv in self.counts.levels:
+            moved = lv.reads + lv.updates
+            out[lv.name] = self.counts.instances / moved if moved else float("inf")
+        return out
+
+
+def _active_units(mapping: Mapping, arch, extents) -> int:
+    from ..mapping import trip_counts
+
+    active = 1
+    for k, lm in enumerate(mapping.levels):
+        trips = trip_counts(mapping, k, extents)
+        for x in lm.spatial:
+            active *= max(trips[x], 1)
+    return max(1, min(active, arch.compute.instances))
+
+
+def cost_of(counts: Counts, mapping: Mapping, arch, extents) -> tuple[float, float]:
+    """``(energy pJ, cycles)`` of ``mapping.md`` from exact counts."""
+    energy = counts.instances * arch.compute.energy
+    c = arch.compute
+    cycles = counts.instances / (_active_units(mapping, arch, extents) * c.ops_per_cycle)
+    for lv, spec in zip(counts.levels, arch.levels):
+        for t in lv.tensors:
+            energy += (t.reads + (t.writebacks or 0)) * spec.read_energy
+            energy += ((t.fills or 0) + t.updates) * spec.write_energy
+        if spec.bandwidth:
+            cycles = max(cycles, (lv.reads + lv.updates) / spec.bandwidth)
+    return energy, cycles
+
+
+def _fits(counts: Counts, arch) -> bool:
+    return not any(lv.footprint is not None and spec.exceeded_by(lv.footprint, lv.footprint_bytes)
+                   for lv, spec in zip(counts.levels, arch.levels))
+
+
+def _legal(model, mapping: Mapping, params) -> bool:
+    from .legality import check_mapping
+
+    try:
+        return check_mapping(model, mapping, params=params).legal
+    except Exception:  # undecided: treat as illegal
+        return False
+
+
+def _report(model, mapping, arch, params, extents) -> CostReport | None:
+    counts = count_mapping(model, mapping, arch, params=dict(params))
+    if not _fits(counts, arch):
+        return None
+    energy, cycles = cost_of(counts, mapping, arch, extents)
+    return CostReport(energy, cycles, counts, "isl")
+
+
+def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: int = 10,
+                    budget: int = 4000, confirm: int = 3) -> list[tuple[Mapping, CostReport]]:
+    """Legal, fitting mappings of ``nest`` on ``arch``, best first (energy, then cycles).
+
+    ``budget`` bounds the tile vectors evaluated per loop order with the fast
+    path; the best ``confirm`` are recounted and checked with the ISL path
+    (all returned reports are ISL counts).
+    """
+    params = dict(params)
+    space = SearchSpace.build(model, nest, arch, params)
+    if space is None:
+        return []
+    try:
+        ranked, want = _rank_fast(model, space, budget), confirm
+    except NotSupported:
+        ranked, want = space.few_candidates(), top
+    out: list[tuple[Mapping, CostReport]] = []
+    for m in ranked:
+        if len(out) >= want:
+            break
+        if not _legal(model, m, params) or check_fanout(m, arch, space.extents):
+            continue
+        rep = _report(model, m, arch, params, space.extents)
+        if rep is not None:
+            out.append((m, rep))
+    out.sort(key=lambda mr: (mr[1].energy_pj, mr[1].cycles))
+    return out[:top]
+
+
+def _rank_fast(model, space: SearchSpace, budget: int) -> list[Mapping]:
+    """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
+    scored = []
+    for template in space.structures():
+        ev = evaluator_for(model, template, space.params)
+        tiles = candidate_tiles(space, template, budget)
+        if not len(tiles):
+            continue
+        batch = ev.evaluate(tiles)
+        energy, cycles, ok = space.batch_objective(batch, template, tiles)
+        for b in np.flatnonzero(ok):
+            scored.append((float(energy[b]), float(cycles[b]), space.with_tiles(template, tiles[b])))
+    scored.sort(key=lambda s: (s[0], s[1]))
+    return [m for _, _, m in scored]
+
+
+def best_mapping(model, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+    """Drop-in for :func:`polymap.default_mapping.choose_mapping`: the best legal fitting mapping, or None."""
+    found = search_mappings(model, nest, arch, params, top=1)
+    return found[0][0] if found else None
+
+
+def explain(mapping: Mapping, report: CostReport) -> str:
+    """Why this mapping: per level its tile, order, traffic and arithmetic intensity."""
+    lines = [f"mapping of nest {mapping.nest}: energy {report.energy_pj:.4g} pJ, "
+             f"{report.cycles:.4g} cycles ({report.counts.instances} statement instances)"]
+    intensity = report.intensity()
+    width = max(len(lv.name) for lv in report.counts.levels)
+    for lm, lv in zip(mapping.levels, report.counts.levels):
+        tile = ", ".join(f"{x}: {t}" for x, t in zip(mapping.loops, lm.tile) if t is not None) or "whole"
+        traffic = lv.reads + lv.updates
+        fp = "" if lv.footprint is None else f", footprint {lv.footprint}"
+        sp = f", spatial {' '.join(lm.spatial)}" if lm.spatial else ""
+        lines.append(f"  {lv.name:<{width}}  tile {{{tile}}} order {' '.join(lm.order)}{sp}: "
+                     f"{traffic} elements to inner levels, intensity {intensity[lv.name]:.3g}{fp}")
+    return "\n".join(lines)
