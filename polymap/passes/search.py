@@ -128,7 +128,7 @@ def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: 
     return out[:top]
 
 
-def _rank_fast(model, space: SearchSpace, budget: int) -> list[Mapping]:
+def _rank_fast(model, space: SearchSpace, budget: int):
     """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
     scored = []
     for template in space.structures():
@@ -139,9 +139,10 @@ def _rank_fast(model, space: SearchSpace, budget: int) -> list[Mapping]:
         batch = ev.evaluate(tiles)
         energy, cycles, ok = space.batch_objective(batch, template, tiles)
         for b in np.flatnonzero(ok):
-            scored.append((float(energy[b]), float(cycles[b]), space.with_tiles(template, tiles[b])))
-    scored.sort(key=lambda s: (s[0], s[1]))
-    return [m for _, _, m in scored]
+            scored.append((float(energy[b]), float(cycles[b]), len(scored), template, tiles[b]))
+    scored.sort(key=lambda s: (s[0], s[1], s[2]))
+    # mappings are built lazily: only the first few are ever confirmed
+    return (space.with_tiles(t, row) for _, _, _, t, row in scored)
 
 
 def best_mapping(model, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
