@@ -108,6 +108,30 @@ def parse_defines(defines: list[str] | tuple[str, ...]) -> dict[str, int]:
     return out
 
 
+def check_defines(program: ir.Program, kernels, defines: dict[str, int]) -> None:
+    """Reject ``-D`` values no command could use, even one that needs no numbers.
+
+    A name no selected kernel has is a typo when the file holds one kernel
+    (with several, it may be meant for another one); a value below 1 is never
+    a size; and when every parameter of a kernel has a number, the numbers
+    must satisfy its ``where`` clause. ``show`` and ``deps`` stay symbolic but
+    must not accept ``-D N=0`` silently where ``run`` refuses it.
+    """
+    known = {p for k in kernels for p in k.param_names}
+    unknown = sorted(set(defines) - known)
+    if unknown and len(program.kernels) == 1:
+        k = program.kernels[0]
+        names = ", ".join(k.param_names) or "none"
+        raise InputError(f"-D {unknown[0]}: kernel '{k.name}' has no parameter "
+                         f"'{unknown[0]}' (its parameters: {names})")
+    for k in kernels:
+        for name in k.param_names:
+            if name in defines and defines[name] < 1:
+                raise InputError(f"-D {name}={defines[name]}: parameters are sizes and must be >= 1")
+        if all(p.name in defines or p.default is not None for p in k.params):
+            param_values(k, defines)
+
+
 def param_values(kernel: ir.Kernel, defines: dict[str, int] | None = None) -> dict[str, int]:
     """Numbers for every parameter: ``-D`` values over defaults.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from .. import ir
-from ..driver import load_program, param_values, parse_defines, select_kernels
+from ..driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from ..errors import IllegalTransformation, InputError
 from ..mapping import nest_loops
 from ..passes.legality import Verdict, check_mapping
@@ -78,6 +78,7 @@ def main(args) -> int:
     program = load_program(args.file)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
+    check_defines(program, kernels, defines)
     arch = None
     if args.mapping:
         arch = _arch(args, args.mapping)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ..driver import load_program, param_values, parse_defines, select_kernels
+from ..driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from ..errors import InputError
 from ..passes.dependences import dependences, group
 from ..passes.loop_classes import carrying_loops, distance_vector, loop_classes
@@ -77,6 +77,7 @@ def main(args) -> int:
     program = load_program(args.file)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
+    check_defines(program, kernels, defines)
     models = [build_model(k) for k in kernels]
     docs = [kernel_deps(m, memory=args.memory_based) for m in models]
     if args.plot or args.dot:

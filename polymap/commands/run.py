@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import ir
-from ..driver import load_program, param_values, parse_defines, print_warnings, select_kernels
+from ..driver import (check_defines, load_program, param_values, parse_defines, print_warnings,
+                      select_kernels)
 from ..errors import InputError
 from ..tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
@@ -25,7 +26,7 @@ def main(args) -> int:
     kernel = _the_kernel(program, args.kernel)
     print_warnings(program, (kernel,))
     defines = parse_defines(args.defines)
-    _check_defines(program, kernel, defines)
+    check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
     arrays = _inputs(kernel, args.inputs)
     validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")
@@ -46,15 +47,6 @@ def _the_kernel(program: ir.Program, name: str | None) -> ir.Kernel:
         raise InputError(f"{program.source.name}: the file holds several kernels ({names}); "
                          f"pick one with --kernel NAME")
     return kernels[0]
-
-
-def _check_defines(program: ir.Program, kernel: ir.Kernel, defines: dict[str, int]) -> None:
-    """A ``-D`` for a parameter the only kernel lacks is a typo, not something to ignore."""
-    unknown = sorted(set(defines) - set(kernel.param_names))
-    if unknown and len(program.kernels) == 1:
-        known = ", ".join(kernel.param_names) or "none"
-        raise InputError(f"-D {unknown[0]}: kernel '{kernel.name}' has no parameter "
-                         f"'{unknown[0]}' (its parameters: {known})")
 
 
 def _inputs(kernel: ir.Kernel, path: str | None) -> dict[str, np.ndarray]:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 
 from .. import ir
-from ..driver import (load_program, param_values, parse_defines, print_warnings, select_kernels,
+from ..driver import (check_defines, load_program, parse_defines, print_warnings, select_kernels,
                       warnings_of)
-from ..errors import InputError
 from ..model_report import kernel_json, kernel_report
 from ..poly import build_model
 
@@ -24,7 +23,7 @@ def main(args) -> int:
     program = load_program(args.file)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
-    _check_defines(program, kernels, defines)
+    check_defines(program, kernels, defines)
     models = [(build_model(k), shown_params(k, defines)) for k in kernels]
     if args.json:
         print_warnings(program, kernels)  # stdout holds the JSON document only
@@ -39,24 +38,6 @@ def main(args) -> int:
 def shown_params(kernel: ir.Kernel, defines: dict[str, int]) -> dict[str, int | None]:
     """``-D`` values over defaults, None for a parameter with neither.
 
-    When every parameter has a number, they are validated as any command
-    would (``>= 1``, the ``where`` clause).
+    The values themselves were validated by :func:`~polymap.driver.check_defines`.
     """
-    values = {p.name: defines.get(p.name, p.default) for p in kernel.params}
-    if all(v is not None for v in values.values()):
-        return dict(param_values(kernel, defines))
-    for name, v in values.items():
-        if v is not None and v < 1:
-            raise InputError(f"-D {name}={v}: parameters are sizes and must be >= 1")
-    return values
-
-
-def _check_defines(program: ir.Program, kernels, defines: dict[str, int]) -> None:
-    """A ``-D`` that no selected kernel has is a typo when the file holds one kernel."""
-    known = {p for k in kernels for p in k.param_names}
-    unknown = sorted(set(defines) - known)
-    if unknown and len(program.kernels) == 1:
-        k = kernels[0]
-        names = ", ".join(k.param_names) or "none"
-        raise InputError(f"-D {unknown[0]}: kernel '{k.name}' has no parameter "
-                         f"'{unknown[0]}' (its parameters: {names})")
+    return {p.name: defines.get(p.name, p.default) for p in kernel.params}
