@@ -41,7 +41,8 @@ def assert_same(kernel, params, mapping, *, rtol=None):
         from polymap.passes.tiling import mapped_schedule
 
         model = build_model(kernel)
-        assert is_legal_schedule(model, mapped_schedule(model, mapping))
+        for m in (mapping if isinstance(mapping, tuple) else (mapping,)):
+            assert is_legal_schedule(model, mapped_schedule(model, m))
     inputs = random_inputs(kernel, params, seed=3, well_conditioned=True)
     want = execute(kernel, inputs, params)
     got = run_numpy(kernel, inputs, params, mapping)
@@ -128,3 +129,15 @@ def test_integer_and_value_semantics():
 def test_golden_gemm_module(golden):
     k = kernel_of("gemm")
     golden.check("gemm_tiled.numpy.py", emit_numpy(k, build_model(k), two_level(k, {"i": 32, "j": 32, "k": 16}, "ijk", "kij")))
+
+
+@pytest.mark.parametrize("name", ["2mm", "polybench/atax", "polybench/gemver", "conv2d", "seidel2d"])
+def test_default_mappings_of_every_nest(name):
+    # several nests mapped at once, three levels, spatial loops: what `compile` feeds the emitter
+    from polymap.arch import load_architecture
+    from polymap.default_mapping import choose_mappings
+
+    k = kernel_of(name)
+    params = {p.name: min(p.default or 6, 7) for p in k.params}
+    mappings = choose_mappings(build_model(k), load_architecture("toy"), params)
+    assert_same(k, params, mappings or None)
