@@ -15,6 +15,7 @@ binary (1024), as SI and IEC define them.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -149,12 +150,14 @@ def _number(doc: YamlDocument, path: tuple, value: Any, what: str) -> float:
     # PyYAML reads "1.0e9" (no sign in the exponent) as a string: accept numeric strings.
     if isinstance(value, bool):
         doc.fail(path, f"{what} must be a number, not {value!r}")
-    if isinstance(value, (int, float)):
-        return value
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         doc.fail(path, f"{what} must be a number, not {value!r}")
+    # YAML's .nan and .inf pass every "< 0" test and poison every energy and cycle count.
+    if not math.isfinite(number):
+        doc.fail(path, f"{what} must be a finite number, not {value!r}")
+    return value if isinstance(value, int) else number
 
 
 def _count(doc: YamlDocument, path: tuple, value: Any, what: str) -> int:

@@ -64,22 +64,45 @@ def _loc(node: yaml.Node, source: SourceFile) -> Loc:
     return Loc(s.line + 1, s.column + 1, e.line + 1, e.column + 1, source)
 
 
-def _build(node: yaml.Node, path: YamlPath, doc: YamlDocument, ctor: SafeConstructor) -> Any:
+#: Values one document may expand to. Mapping and architecture files are small;
+#: aliases of aliases ("billion laughs") must not make one exponentially large.
+_MAX_VALUES = 100_000
+
+
+def _build(node: yaml.Node, path: YamlPath, doc: YamlDocument, ctor: SafeConstructor,
+           open_nodes: frozenset[int] = frozenset()) -> Any:
+    # An alias to an enclosing entry (``a: &x [*x]``) is a cycle: plain data cannot hold it.
+    if id(node) in open_nodes:
+        raise MappingError("a YAML alias refers to an entry that contains it", _loc(node, doc.source))
+    if len(doc.values) >= _MAX_VALUES:
+        raise MappingError(f"the document expands to more than {_MAX_VALUES} values (aliases of aliases?)",
+                           _loc(node, doc.source))
+    open_nodes = open_nodes | {id(node)}
     doc.values[path] = _loc(node, doc.source)
     if isinstance(node, yaml.MappingNode):
         out: dict[Any, Any] = {}
         for knode, vnode in node.value:
-            key = ctor.construct_object(knode, deep=True)
+            key = _construct(knode, doc, ctor)
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise MappingError(f"a key must be a name, not {key!r}", _loc(knode, doc.source))
             if key in out:
                 raise MappingError(f"duplicate key '{key}'", _loc(knode, doc.source))
             doc.keys[path + (key,)] = _loc(knode, doc.source)
-            out[key] = _build(vnode, path + (key,), doc, ctor)
+            out[key] = _build(vnode, path + (key,), doc, ctor, open_nodes)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(v, path + (k,), doc, ctor) for k, v in enumerate(node.value)]
-    return ctor.construct_object(node, deep=True)
+        return [_build(v, path + (k,), doc, ctor, open_nodes) for k, v in enumerate(node.value)]
+    return _construct(node, doc, ctor)
+
+
+def _construct(node: yaml.Node, doc: YamlDocument, ctor: SafeConstructor) -> Any:
+    """PyYAML's value for one node; a tagged scalar it cannot convert (``2001-13-45``,
+    ``!!int xyz``) raises ValueError inside PyYAML, which is bad input here."""
+    try:
+        return ctor.construct_object(node, deep=True)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise MappingError(f"not valid YAML: cannot read {node.value!r} as {node.tag.rsplit(':', 1)[-1]} ({exc})",
+                           _loc(node, doc.source)) from None
 
 
 def parse_yaml(text: str, name: str) -> YamlDocument:
@@ -99,7 +122,9 @@ def parse_yaml(text: str, name: str) -> YamlDocument:
     try:
         data = _build(node, (), doc, SafeConstructor())
     except yaml.constructor.ConstructorError as exc:
-        raise MappingError(f"not valid YAML: {exc.problem}", file_loc(name, source)) from None
+        mark = exc.problem_mark or exc.context_mark
+        loc = Loc(mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2, source) if mark else file_loc(name, source)
+        raise MappingError(f"not valid YAML: {exc.problem}", loc) from None
     object.__setattr__(doc, "data", data)
     return doc
 
