@@ -42,16 +42,26 @@ def _arch(args, mapping_path: str):
     if args.arch:
         return load_architecture(args.arch)
     # Without --arch, the architecture whose level names the mapping uses.
+    from ..mapping_file import MAPPING_KEYS
     from ..yamlsource import read_yaml
 
-    data = read_yaml(mapping_path).data
-    names = [lv.get("level") for lv in (data or {}).get("levels", []) if isinstance(lv, dict)]
+    doc = read_yaml(mapping_path)
+    data = doc.data
+    if not isinstance(data, dict):
+        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}")
+    levels = data.get("levels")
+    if not isinstance(levels, list):
+        doc.fail(("levels",) if "levels" in data else (),
+                 "levels: expected a list with one entry per architecture level, outermost first")
+    names = [lv.get("level") for lv in levels if isinstance(lv, dict)]
+    known = []
     for name in presets():
         arch = load_architecture(name)
         if [lv.name for lv in arch.levels] == names:
             return arch
-    raise InputError(f"--mapping {mapping_path}: its levels ({', '.join(map(str, names))}) match no "
-                     f"preset architecture; give one with --arch")
+        known.append(f"{name}: {', '.join(arch.level_names)}")
+    doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
+                          f"architecture ({'; '.join(known)}); give one with --arch")
 
 
 def verdict_json(kernel: str, verdict: Verdict) -> dict:
