@@ -159,14 +159,26 @@ def _with_spatial(model: KernelModel, mapping: Mapping, arch, extents, tiles) ->
 def dependence_violation(model: KernelModel, mapping) -> isl.UnionMap | None:
     """Pairs of conflicting instances (same element, one writes) that ``mapping`` runs out of order.
 
-    None when the mapping keeps every such pair in its original order.
+    None when the mapping keeps every such pair in its original order. Only
+    the nest's statements are compared: the rest of the kernel keeps its
+    place around the nest, so pairs with one end outside it cannot flip.
     """
-    from .codegen.ast_build import kernel_schedule
+    from .passes.tiling import mapped_schedule
 
-    orig = model.schedule
-    w, r = model.writes, model.reads
+    stmts = model.nest_statements(mapping.nest)
+    space = model.context.get_space()
+
+    def union(maps):
+        out = isl.UnionMap.empty(space)
+        for m in maps:
+            out = out.union(isl.UnionMap.from_map(m))
+        return out
+
+    w = union(a.relation for s in stmts for a in s.writes)
+    r = union(a.relation for s in stmts for a in s.reads)
+    orig = union(s.schedule for s in stmts)
     conflicts = w.apply_range(w.reverse()).union(w.apply_range(r.reverse())).union(r.apply_range(w.reverse()))
     deps = conflicts.intersect(orig.lex_lt_union_map(orig))
-    new = kernel_schedule(model, (mapping,)).union
+    new = mapped_schedule(model, mapping).union
     bad = deps.intersect(new.lex_ge_union_map(new))
     return None if bad.is_empty() else bad

@@ -241,15 +241,16 @@ class LoopAnalysis:
 
     def __init__(self, ks: KernelSchedule):
         self.ks = ks
-        self._conflicts: isl.UnionMap | None = None
+        self._conflicts: dict[int, isl.UnionMap] = {}
         self._parallel: dict[tuple[int, int], bool] = {}
 
     def is_parallel(self, rank: int, dim: int) -> bool:
+        """Does the loop over ``dim`` of top-level item ``rank`` carry no conflict?"""
         key = (rank, dim)
         if key not in self._parallel:
-            if self._conflicts is None:
-                self._conflicts = _time_conflicts(self.ks)
-            self._parallel[key] = _parallel(self._conflicts, self.ks.length, rank, dim)
+            if rank not in self._conflicts:
+                self._conflicts[rank] = _time_conflicts(self.ks, rank)
+            self._parallel[key] = _parallel(self._conflicts[rank], self.ks.length, rank, dim)
         return self._parallel[key]
 
     def info(self, node: isl.AstNode) -> LoopInfo:
@@ -272,10 +273,22 @@ class LoopAnalysis:
         return LoopInfo(it, dim, rank, d.level, loop, d.spatial, par, innermost, stmts)
 
 
-def _time_conflicts(ks: KernelSchedule) -> isl.UnionMap:
-    """Pairs of time points whose instances touch one element, at least one writing it."""
+def _time_conflicts(ks: KernelSchedule, rank: int) -> isl.UnionMap:
+    """Pairs of time points of item ``rank`` whose instances touch one element, one writing it.
+
+    Pairs across top-level items never agree on dimension 0, so each item
+    is analysed alone (much cheaper for kernels with many nests).
+    """
     m = ks.model
-    w, r = m.writes, m.reads
+    names = {n for n, r in ks.top_rank if r == rank}
+    space = m.context.get_space()
+    w, r = isl.UnionMap.empty(space), isl.UnionMap.empty(space)
+    for s in m.statements:
+        if s.name in names:
+            for a in s.writes:
+                w = w.union(isl.UnionMap.from_map(a.relation))
+            for a in s.reads:
+                r = r.union(isl.UnionMap.from_map(a.relation))
     inst = w.apply_range(w.reverse()).union(w.apply_range(r.reverse())).union(r.apply_range(w.reverse()))
     return inst.apply_domain(ks.union).apply_range(ks.union)
 
