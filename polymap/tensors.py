@@ -8,7 +8,6 @@ valid input is::
 """
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Mapping
 
@@ -61,8 +60,20 @@ def output_tensors(kernel: ir.Kernel) -> tuple[ir.Decl, ...]:
 
 
 def allocate(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """A zero-filled array of the declared shape and dtype for every tensor."""
-    return {d.name: np.zeros(shape_of(d, params), numpy_dtype(d.dtype)) for d in kernel.decls}
+    """A zero-filled array of the declared shape and dtype for every tensor.
+
+    Sizes come from the user (``-D N=10**12``): an array NumPy cannot hold
+    is an :class:`InputError` at the declaration, naming its shape.
+    """
+    out: dict[str, np.ndarray] = {}
+    for d in kernel.decls:
+        shape, dtype = shape_of(d, params), numpy_dtype(d.dtype)
+        try:
+            out[d.name] = np.zeros(shape, dtype)
+        except (ValueError, MemoryError) as exc:
+            raise InputError(_diag(f"tensor '{d.name}' of shape {_shape(shape)} with {_show(params)} "
+                                   f"does not fit in memory ({exc})", d)) from None
+    return out
 
 
 def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mapping[str, int],
@@ -102,12 +113,21 @@ def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params:
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` file, by name (``InputError`` when unreadable)."""
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise InputError(f"{path}: not an .npz archive (a single .npy array?)")
+        data = np.load(path, allow_pickle=False)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read arrays: {exc.strerror or exc}") from None
+    except Exception as exc:  # noqa: BLE001 - see below
+        raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise InputError(f"{path}: not an .npz archive (a single .npy array?)")
+    # A damaged member fails inside NumPy's format parser with whatever its
+    # tokenizer, zlib or zipfile raise (TokenError, SyntaxError, zlib.error,
+    # BadZipFile, ValueError...): all of them mean the file, not polymap, is bad.
+    try:
+        with data:
             return {name: data[name] for name in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"{path}: cannot read arrays: {exc}") from None
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
 
 
 def save_npz(path: str | Path, arrays: Mapping[str, np.ndarray]) -> None:
