@@ -8,15 +8,17 @@ Parameters take their numeric values (defaults or ``-D``).
 """
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Mapping
 
 from .errors import InputError
 from .islcheck import isl
 from .passes.dependences import Dependence
-from .poly import KernelModel, fix_params
+from .poly import KernelModel, count, fix_params, to_int
 from .passes.loop_classes import carrying_loops
 
 _LIMIT = 4000  # arrows drawn at most; a slice is meant to be small
+_MAX_POINTS = 10_000  # instances in a slice (100 x 100): more is no picture, only a long wait
 
 
 def _points(s: isl.Set) -> list[tuple[int, ...]]:
@@ -32,8 +34,48 @@ def _slice(model: KernelModel, stmt: str, fixed: Mapping[str, int], params) -> i
     dom = fix_params(s.domain, model, params)
     for k, name in enumerate(s.loops):
         if name in fixed:
-            dom = dom.fix_val(isl.dim_type.set, k, isl.Val.int_from_si(dom.get_ctx(), fixed[name]))
+            # From text: a --fix value may not fit the C long of int_from_si.
+            dom = dom.fix_val(isl.dim_type.set, k, isl.Val(str(fixed[name]), dom.get_ctx()))
     return dom
+
+
+def _fixed_loops(model: KernelModel, stmt: str, plotted: tuple[str, str], given: Mapping[str, int],
+                 params: Mapping[str, int]) -> dict[str, int]:
+    """``--fix`` values, checked, plus the first instance's value for every other unplotted loop.
+
+    The first instance (lexicographic minimum) rather than 0: ``for i in 1..N``
+    has no instance at ``i = 0``, and an empty picture explains nothing.
+    """
+    its = model.statement(stmt).loops
+    for name in given:
+        if name not in its:
+            raise InputError(f"--fix {name}: {stmt} has no loop '{name}' (its loops: {', '.join(its)})")
+        if name in plotted:
+            raise InputError(f"--fix {name}: '{name}' is a plotted loop; fix only the others")
+    dom = _slice(model, stmt, given, params)
+    if dom.is_empty():
+        shown = ", ".join(f"{k}={v}" for k, v in given.items())
+        raise InputError(f"--fix {shown}: {stmt} has no instance there "
+                         f"(with {', '.join(f'{k}={v}' for k, v in params.items()) or 'no parameters'})")
+    first = dom.lexmin().sample_point()
+    fixed = dict(given)
+    for k, name in enumerate(its):
+        if name not in plotted and name not in fixed:
+            fixed[name] = int(first.get_coordinate_val(isl.dim_type.set, k).to_python())
+    return fixed
+
+
+def _figure_format(out: str) -> str:
+    """The format named by ``out``'s suffix; PNG without one (matplotlib would append '.png')."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    suffix = PurePath(out).suffix[1:].lower()
+    if not suffix:
+        return "png"
+    known = FigureCanvasBase.get_supported_filetypes()
+    if suffix not in known:
+        raise InputError(f"--plot {out}: cannot draw a '.{suffix}' file (formats: {', '.join(sorted(known))})")
+    return suffix
 
 
 def plot_iteration_space(model: KernelModel, deps: list[Dependence], out: str, *,
@@ -45,6 +87,7 @@ def plot_iteration_space(model: KernelModel, deps: list[Dependence], out: str, *
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fmt = _figure_format(out)
     stmt = statement or max(model.statements, key=lambda s: len(s.loops)).name
     names = {s.name for s in model.statements}
     if stmt not in names:
@@ -56,12 +99,16 @@ def plot_iteration_space(model: KernelModel, deps: list[Dependence], out: str, *
     for name in (x, y):
         if name not in its:
             raise InputError(f"--loops: {stmt} has no loop '{name}' (its loops: {', '.join(its)})")
-    fixed = dict(fixed or {})
-    for name in its:
-        if name not in (x, y) and name not in fixed:
-            fixed[name] = 0 if name not in params else params[name]
+    if x == y:
+        raise InputError(f"--loops {x},{y}: name two different loops")
+    fixed = _fixed_loops(model, stmt, (x, y), fixed or {}, params)
     kx, ky = its.index(x), its.index(y)
-    pts = _points(_slice(model, stmt, fixed, params))
+    plane = _slice(model, stmt, fixed, params)
+    size = to_int(count(plane), params)
+    if size > _MAX_POINTS:
+        raise InputError(f"--plot: the slice {stmt}({x}, {y}) holds {size} instances (at most {_MAX_POINTS} "
+                         f"can be drawn); choose smaller sizes with -D")
+    pts = _points(plane)
     fig, ax = plt.subplots(figsize=(6, 6))
     ax.scatter([p[kx] for p in pts], [p[ky] for p in pts], s=12, color="black", zorder=3)
     drawn, legend = 0, set()
@@ -71,8 +118,9 @@ def plot_iteration_space(model: KernelModel, deps: list[Dependence], out: str, *
         carriers = carrying_loops(model, d)
         hot = x in carriers or y in carriers
         rel = fix_params(d.relation, model, params)
-        src = _slice(model, stmt, fixed, params)
-        rel = rel.intersect_domain(src).intersect_range(src)
+        rel = rel.intersect_domain(plane).intersect_range(plane)
+        if to_int(count(rel), params) > _LIMIT:
+            rel = rel.lexmin()  # one arrow per source instance (to its first sink) keeps enumeration bounded
         colour = {"RAW": "tab:red", "WAR": "tab:blue", "WAW": "tab:green"}[d.kind]
         label = f"{d.kind} {d.tensor}" + (f" (carried by {'/'.join(c for c in carriers if c)})" if hot else "")
         for p in _points(rel.wrap()):
@@ -93,5 +141,7 @@ def plot_iteration_space(model: KernelModel, deps: list[Dependence], out: str, *
     if legend:
         ax.legend(loc="upper left", fontsize=8)
     ax.grid(True, alpha=0.3)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
+    try:
+        fig.savefig(out, dpi=100, format=fmt)
+    finally:
+        plt.close(fig)

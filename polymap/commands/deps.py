@@ -64,12 +64,16 @@ def _fixes(items: list[str]) -> dict[str, int]:
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise InputError(f"--fix {item}: expected LOOP=VALUE")
         try:
-            out[name.strip()] = int(value)
+            v = int(value)
         except ValueError:
             raise InputError(f"--fix {item}: expected LOOP=VALUE with an integer value") from None
-        if not sep:
-            raise InputError(f"--fix {item}: expected LOOP=VALUE")
+        if name in out and out[name] != v:
+            raise InputError(f"--fix {item}: loop '{name}' is already fixed at {out[name]}")
+        out[name] = v
     return out
 
 
