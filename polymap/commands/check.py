@@ -107,7 +107,7 @@ def main(args) -> int:
             what = f"mapping {args.mapping}"
             verdict = check_mapping(model, mapping, arch=arch, params=params)
         else:
-            nest, loops, order = parse_order(kernel, args.order)
+            nest, loops, order = _order_of(kernel, args.order, several=len(kernels) > 1)
             what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
             verdict = check_mapping(model, order_mapping(kernel, nest, loops, order), params=params)
         legal &= verdict.legal
@@ -119,6 +119,17 @@ def main(args) -> int:
         raise IllegalTransformation(report, doc)
     print(json.dumps(doc, indent=2) if args.json else report)
     return 0
+
+
+def _order_of(kernel: ir.Kernel, text: str, *, several: bool) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """:func:`parse_order`; with several kernels, the usual cause of an unknown loop is a missing ``--kernel``."""
+    try:
+        return parse_order(kernel, text)
+    except InputError as exc:
+        if not several:
+            raise
+        raise InputError(f"{exc.diagnostics[0].message}; the file holds several kernels: "
+                         f"pick one with --kernel NAME") from None
 
 
 def _params(kernel: ir.Kernel, defines: dict[str, int]) -> dict[str, int] | None:
