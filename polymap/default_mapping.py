@@ -13,6 +13,11 @@ instances (the cores)::
 
 Each candidate is checked (:func:`dependence_violation`); when tiling is
 illegal (LU, Cholesky, Seidel) the nest keeps its original order untiled.
+
+A reduction nest (gemm-like: ``C[.., i, j] += ...`` over a loop ``k`` that
+does not index ``C``) first tries the BLIS-like blocking of
+:mod:`polymap.register_mapping`, whose innermost level is a register tile
+the C emitter unrolls and jams.
 """
 from __future__ import annotations
 
@@ -45,6 +50,11 @@ def choose_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, in
         return None
     extents = loop_extents(kernel, nest, params)
     keep = nest_tensors(kernel, nest)
+    from .register_mapping import register_mapping
+
+    blocked = register_mapping(model, nest, arch, params)
+    if blocked is not None and dependence_violation(model, blocked) is None:
+        return blocked
     untiled = _untiled(kernel.name, nest, loops, arch, keep)
     tiles = _tiles(model, nest, loops, arch, extents)
     point = _point_order(model, nest, loops)
