@@ -182,8 +182,9 @@ def simulate(kernel: ir.Kernel, mapping, params: dict) -> dict:
     _SIZES.clear()
     _SIZES.update({d.name: DTYPE_BYTES[d.dtype] for d in kernel.decls})
     dims, evs = events(kernel, mapping, params)
-    tensors = sorted({x for e in evs for x, _, _ in e.accesses},
-                     key=lambda x: [d.name for d in kernel.decls].index(x))
+    used = {r.tensor for c in kernel.statements() if c.nest == mapping.nest
+            for r in ir.reads_of(c.stmt) + (c.stmt.target,)}
+    tensors = [d.name for d in kernel.decls if d.name in used]
     n = len(mapping.levels)
     kept = [tuple(tensors) if l == 0 else tuple(x for x in tensors if x in mapping.levels[l].keep)
             for l in range(n)]
