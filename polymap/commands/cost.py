@@ -1,0 +1,86 @@
+"""``polymap cost FILE --arch ARCH --mapping M.yaml [--symbolic] [--plot ROOFLINE.png]``.
+
+The exact counts of ``mapping.md`` per level and tensor
+(:func:`polymap.passes.counting.count_mapping`), then energy, cycles, the
+bottleneck, utilization and intensities
+(:func:`polymap.passes.cost_model.evaluate`). A mapping whose spatial loops
+need more instances than the architecture has, or whose footprint overflows
+a level, is refused (exit 1) naming the level, its capacity and the footprint.
+"""
+from __future__ import annotations
+
+import json
+
+from ..arch import load_architecture
+from ..cost_report import report_json, report_text
+from ..driver import check_defines, load_program, param_values, parse_defines, select_kernels
+from ..errors import InvalidMapping
+from ..mapping import check_fanout, load_mapping, loop_extents
+from ..passes.cost_model import active_compute_units, evaluate
+from ..passes.counting import capacity_violations, count_mapping
+from ..poly import build_model
+
+
+def _kernel(program, args, arch):
+    kernels = select_kernels(program, args.kernel)
+    if len(kernels) == 1:
+        return kernels[0]
+    # several kernels: the mapping file's `kernel:` picks one
+    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel)
+
+
+def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
+    problems = check_fanout(mapping, arch, loop_extents(kernel, mapping.nest, params))
+    for v in capacity_violations(model, mapping, arch, params):
+        problems.append(f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, "
+                        f"over its capacity of {v['capacity']} {v['unit']}")
+    if problems:
+        message = f"mapping {mapping_name(mapping)} does not fit:\n  " + "\n  ".join(problems)
+        raise InvalidMapping(message, {"kernel": kernel.name, "valid": False, "problems": problems,
+                                       "capacity": capacity_violations(model, mapping, arch, params)})
+
+
+def mapping_name(mapping) -> str:
+    return f"of {mapping.kernel} (nest {mapping.nest})"
+
+
+def _legality_note(model, mapping) -> list[str]:
+    """A note when the mapping would change the results (cost does not require legality)."""
+    try:
+        from ..passes.legality import is_legal_schedule
+        from ..passes.tiling import mapped_schedule
+
+        if not is_legal_schedule(model, mapped_schedule(model, mapping)):
+            return ["this mapping is illegal (it reorders dependent instances; see `polymap check`); "
+                    "the counts describe it anyway"]
+    except ImportError:
+        pass
+    return []
+
+
+def main(args) -> int:
+    """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
+    program = load_program(args.file)
+    defines = parse_defines(args.defines)
+    arch = load_architecture(args.arch)
+    kernel = _kernel(program, args, arch)
+    check_defines(program, (kernel,), defines)
+    params = param_values(kernel, defines)
+    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
+    model = build_model(kernel)
+    _refuse_overfull(kernel, model, mapping, arch, params)
+    counts = count_mapping(model, mapping, arch, params=params, symbolic=args.symbolic)
+    units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))
+    report = evaluate(counts, arch, active_units=units)
+    if args.plot:
+        from ..roofline import plot_roofline
+
+        plot_roofline(report, arch, args.plot)
+    if args.json:
+        print(json.dumps(report_json(report, arch), indent=2))
+    else:
+        notes = _legality_note(model, mapping)
+        if args.plot:
+            notes.append(f"roofline written to {args.plot}")
+        print(report_text(report, arch, notes=notes))
+    return 0
