@@ -127,11 +127,16 @@ def flow(sinks: isl.UnionMap, must: isl.UnionMap, schedule: isl.UnionMap,
     return info.set_schedule_map(schedule).compute_flow()
 
 
-def final_writers(prog: TaggedProgram) -> isl.UnionMap:
-    """``[W -> tag] -> X[e]``: the writes that no later write of the same element follows."""
+def final_writers(prog: TaggedProgram, order=None) -> isl.UnionMap:
+    """``[W -> tag] -> X[e]``: the writes that no later write of the same element follows.
+
+    ``order`` (a :class:`~polymap.passes.schedule_order.ScheduleOrder` of the
+    same schedule) orders only the pairs of writes that share an element,
+    much faster than ``prog.before`` on kernels with many references.
+    """
     same = prog.writes.apply_range(prog.writes.reverse())  # w -> w' writing one element
-    overwritten = same.intersect(prog.before).domain()
-    return prog.writes.subtract_domain(overwritten)
+    later = order.keep(same) if order is not None else same.intersect(prog.before)
+    return prog.writes.subtract_domain(later.domain())
 
 
 # --------------------------------------------------------------------------- splitting
@@ -179,7 +184,15 @@ def memory_based(model: KernelModel, statements: Iterable[StatementModel] | None
                  schedule_of: Callable[[StatementModel], isl.Map] | None = None) -> list[Dependence]:
     """Every conflicting pair of accesses, source first under ``schedule_of`` (default: original)."""
     stmts = tuple(model.statements if statements is None else statements)
-    sched = schedule_of or (lambda s: s.schedule)
+    if schedule_of is None:  # the original order: computed once per model and statement set
+        from .schedule_order import cached
+
+        key = ("memory_based", tuple(s.name for s in stmts))
+        return list(cached(model, key, lambda: tuple(_memory_based(stmts, lambda s: s.schedule))))
+    return _memory_based(stmts, schedule_of)
+
+
+def _memory_based(stmts, sched) -> list[Dependence]:
     out = []
     for s in stmts:
         for t in stmts:

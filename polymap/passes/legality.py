@@ -18,6 +18,15 @@ D. WAW  ``(x, e)`` a new final writer that is not the original one
 Each is a real conflict whose order flips: A ``(w, r)``, B ``(r, w2)``,
 C ``(w2, w(r))``, D ``(x, original final writer)``. All stay symbolic in the
 parameters; witnesses are then taken at concrete values.
+
+Fast path, tried first: when the new schedule keeps every memory-based
+dependence (every conflicting pair, :func:`~polymap.passes.schedule_order.keeps_conflicts`)
+in its original order, A-D are empty (per element, writes keep their order
+and reads their place among them) and the dataflow comparison is skipped.
+Only when some conflicting pair flips does the exact comparison run: a
+flipped pair need not change any reaching writer (a WAR against a dead
+value, a reordered commutative chain that is overwritten...). The
+original schedule's dataflow is cached per model.
 """
 from __future__ import annotations
 
@@ -28,6 +37,7 @@ from ..islcheck import isl
 from ..poly import KernelModel, StatementModel
 from . import witness as W
 from .dependences import TaggedProgram, final_writers, flow, tag_program
+from .schedule_order import ScheduleOrder, cached, keeps_conflicts
 
 
 @dataclass(frozen=True)
@@ -69,23 +79,31 @@ class _Dataflow:
     prog: TaggedProgram
     flows: isl.UnionMap  # [w -> tag] -> [r -> tag]
     finals: isl.UnionMap  # [w -> tag] -> X[e]
-    before: isl.UnionMap
+    order: ScheduleOrder
 
 
-def _dataflow(model: KernelModel, stmts: tuple[StatementModel, ...], schedule_of) -> _Dataflow:
-    prog = tag_program(model, stmts, schedule_of)
+def _dataflow(model: KernelModel, stmts: tuple[StatementModel, ...], maps: dict[str, isl.Map]) -> _Dataflow:
+    order = ScheduleOrder(maps)
+    prog = tag_program(model, stmts, lambda s: maps[s.name])
     flows = flow(prog.reads, prog.writes, prog.schedule).get_must_dependence()
-    return _Dataflow(prog, flows, final_writers(prog), prog.before)
+    return _Dataflow(prog, flows, final_writers(prog, order), order)
+
+
+def _original(model: KernelModel, stmts: tuple[StatementModel, ...]) -> _Dataflow:
+    """The dataflow of the original schedule, once per model and statement set."""
+    key = ("dataflow", tuple(s.name for s in stmts))
+    return cached(model, key, lambda: _dataflow(model, stmts, {s.name: s.schedule for s in stmts}))
 
 
 def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, isl.UnionMap]:
-    """The relations A-D of the module docstring (tagged), keyed ``A``..``D``."""
-    old = _dataflow(model, stmts, lambda s: s.schedule)
-    new = _dataflow(model, stmts, new_schedule_of)
-    a = old.flows.intersect(new.before.reverse())
-    b = new.flows.intersect(old.before.reverse())
-    moved = old.flows.intersect(new.before).range()  # reads whose writer still runs first
-    c = new.flows.intersect(old.before).subtract(old.flows).intersect_range(moved)
+    """The relations A-D of the module docstring (tagged), keyed ``A``..``D`` (no fast path)."""
+    stmts = tuple(stmts)
+    old = _original(model, stmts)
+    new = _dataflow(model, stmts, {s.name: new_schedule_of(s) for s in stmts})
+    a = new.order.keep(old.flows, flip=True)  # the read now runs first
+    b = old.order.keep(new.flows, flip=True)  # the new writer used to come after the read
+    moved = new.order.keep(old.flows).range()  # reads whose writer still runs first
+    c = old.order.keep(new.flows).subtract(old.flows).intersect_range(moved)
     changed = new.finals.subtract(old.finals)
     d = changed.apply_range(old.finals.reverse())
     return {"A": a, "B": b, "C": c, "D": d, "_old_flows": old.flows}
@@ -144,6 +162,8 @@ def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int]
                         ) -> list[Violation]:
     """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
     stmts = mapped.statements
+    if keeps_conflicts(model, stmts, dict(mapped.maps)):
+        return []
     rels = violated_relations(model, stmts, lambda s: mapped.map_of(s.name))
     out = []
     for label in "ABCD":
@@ -153,6 +173,8 @@ def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int]
 
 def is_legal_schedule(model: KernelModel, mapped) -> bool:
     """True iff the mapped schedule keeps every reaching and final writer (symbolically)."""
+    if keeps_conflicts(model, mapped.statements, dict(mapped.maps)):
+        return True
     rels = violated_relations(model, mapped.statements, lambda s: mapped.map_of(s.name))
     return all(rels[k].is_empty() for k in "ABCD")
 
