@@ -114,6 +114,8 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     leaving = t.held.subtract(lr.next.apply_range(t.held))
     if t.written.is_empty():
         return leaving.wrap().subtract(leaving.wrap())
+    if t.written.is_equal(t.held):
+        return leaving.wrap()  # every residency holding e writes it: every stay ends dirty
     ident = isl.Map.identity(t.held.range().get_space().map_from_set())
     # a write at r_w is sent back when its stay ends: the first leaving point at or after r_w
     step = lr.not_before.product(ident)
