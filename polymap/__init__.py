@@ -3,17 +3,33 @@
 Read a ``.loop`` kernel, model it with ISL, find its exact dependences,
 check loop orders and mappings with concrete witnesses, count the exact
 traffic of a mapping on a memory hierarchy, search mappings, and generate
-verified C and NumPy code.
-
-The Python API (every command is a thin layer over it)::
+verified C and NumPy code. Every ``polymap`` command is one function of
+:mod:`polymap.api`, re-exported here::
 
     import polymap
-    prog = polymap.parse(open("gemm.loop").read(), "gemm.loop")
+
+    kernel = polymap.load("examples/gemm.loop").kernels[0]
+    polymap.check(kernel, order=("k", "i", "j")).legal   # True
 """
 from __future__ import annotations
 
 from .islcheck import isl  # noqa: F401  (fails loudly without barvinok)
-from .driver import load_program, param_values, parse
+from .api import (  # noqa: F401
+    architecture,
+    check,
+    compile,
+    cost,
+    dependences,
+    load,
+    mapping_of,
+    model,
+    parse,
+    run,
+    search,
+    transform,
+)
+from .driver import load_program, param_values  # noqa: F401
 
-__all__ = ["parse", "load_program", "param_values"]
+__all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
+           "compile", "run", "architecture", "mapping_of", "load_program", "param_values"]
 __version__ = "0.1.0"

@@ -1,0 +1,259 @@
+"""The Python API: every ``polymap`` command as one function.
+
+Research pipelines import these instead of shelling out::
+
+    import polymap
+
+    kernel = polymap.load("examples/gemm.loop").kernels[0]
+    deps = polymap.dependences(kernel)                  # exact, value-based
+    deps.loops["k"].reduction                           # True
+    polymap.check(kernel, order=("k", "i", "j")).legal  # True, with a note
+    mapping = polymap.search(kernel, arch="toy", params={"M": 64, "N": 64, "K": 64})[0]
+    report = polymap.cost(kernel, mapping, arch="toy", params={"M": 64, "N": 64, "K": 64})
+    print(polymap.transform(kernel, mapping))           # the tiled nest as .loop text
+    result = polymap.compile(kernel, arch="toy", mapping=mapping, out_dir="out")
+
+Arguments are forgiving in the usual ways: ``arch`` is an
+:class:`~polymap.arch.Architecture`, a preset name or a YAML path;
+``mapping`` a :class:`~polymap.mapping.Mapping`, a dict in the
+``mapping.md`` format or a YAML path; ``params`` maps parameter names to
+values (defaults fill the rest). Errors are the ones of :mod:`polymap.errors`:
+``PolymapError`` for bad input, ``Refusal`` subclasses for a "no".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping as MappingT, Sequence
+
+import numpy as np
+
+from . import ir
+from .driver import load_program, param_values, parse
+from .errors import IllegalTransformation, InvalidMapping
+from .poly import KernelModel, build_model
+
+__all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
+           "compile", "run", "architecture", "mapping_of"]
+
+
+def load(path: str | Path) -> ir.Program:
+    """Read, parse and check a ``.loop`` file (raises ``PolymapError`` with located diagnostics)."""
+    return load_program(path)
+
+
+def model(kernel: ir.Kernel) -> KernelModel:
+    """The polyhedral model: domains, accesses and original schedule as ISL objects."""
+    return build_model(kernel)
+
+
+def architecture(arch: Any = "host"):
+    """An :class:`~polymap.arch.Architecture` from a preset name, a YAML path or itself."""
+    from .arch import Architecture, load_architecture
+
+    return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
+
+
+def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
+    """A validated :class:`~polymap.mapping.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
+    from .mapping import Mapping, load_mapping
+
+    if isinstance(mapping, Mapping):
+        return mapping
+    if isinstance(mapping, dict):
+        return Mapping.from_dict(mapping, kernel=kernel, arch=architecture(arch))
+    return load_mapping(mapping, kernel=kernel, arch=architecture(arch))
+
+
+# --------------------------------------------------------------------------- dependences
+
+
+@dataclass(frozen=True)
+class DependenceReport:
+    """What ``polymap deps`` prints: the dependences and the class of every loop."""
+
+    kernel: str
+    analysis: str  # "value-based" | "memory-based"
+    dependences: tuple  # of polymap.passes.dependences.Dependence
+    loops: dict  # loop name -> polymap.passes.loop_classes.LoopClass
+
+
+def dependences(kernel: ir.Kernel, *, memory_based: bool = False) -> DependenceReport:
+    """Exact dependences (value-based by default) and which loops are parallel or reductions."""
+    from .passes.dependences import dependences as find
+    from .passes.loop_classes import loop_classes
+
+    m = build_model(kernel)
+    deps = find(m, memory=memory_based)
+    return DependenceReport(kernel.name, "memory-based" if memory_based else "value-based",
+                            tuple(deps), loop_classes(m))
+
+
+# --------------------------------------------------------------------------- legality
+
+
+def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any = None,
+          arch: Any = None, params: MappingT[str, int] | None = None):
+    """Is a loop ``order`` (outer -> inner) or a whole ``mapping`` legal?
+
+    Returns a :class:`~polymap.passes.legality.Verdict` (``legal``,
+    ``violations`` with witnesses, ``notes``, ``hints``); it never raises
+    for an illegal answer. With ``arch``, fan-out and capacity are checked too.
+    """
+    from .mapping import nest_loops
+    from .passes.legality import check_mapping
+    from .passes.tiling import order_mapping
+
+    if (order is None) == (mapping is None):
+        raise TypeError("check() needs exactly one of order= or mapping=")
+    m = build_model(kernel)
+    values = param_values(kernel, dict(params or {}))
+    if order is not None:
+        order = tuple(order)
+        nest = next((n for n in range(len(kernel.nests())) if set(order) <= set(nest_loops(kernel, n))), 0)
+        return check_mapping(m, order_mapping(kernel, nest, nest_loops(kernel, nest), order), params=values)
+    arch_obj = architecture(arch) if arch is not None else None
+    mp = mapping_of(kernel, mapping, arch_obj or "host")
+    return check_mapping(m, mp, arch=arch_obj, params=values)
+
+
+# --------------------------------------------------------------------------- counting
+
+
+def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None,
+         symbolic: bool = False):
+    """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
+
+    Returns a :class:`~polymap.passes.cost_model.CostReport`; raises
+    :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
+    """
+    from .mapping import check_fanout, loop_extents
+    from .passes.cost_model import active_compute_units, evaluate
+    from .passes.counting import capacity_violations, count_mapping
+
+    arch_obj = architecture(arch)
+    mp = mapping_of(kernel, mapping, arch_obj)
+    values = param_values(kernel, dict(params or {}))
+    m = build_model(kernel)
+    extents = loop_extents(kernel, mp.nest, values)
+    problems = check_fanout(mp, arch_obj, extents)
+    over = capacity_violations(m, mp, arch_obj, values)
+    problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity "
+                 f"of {v['capacity']} {v['unit']}" for v in over]
+    if problems:
+        raise InvalidMapping("the mapping does not fit: " + "; ".join(problems),
+                             {"kernel": kernel.name, "valid": False, "problems": problems, "capacity": over})
+    counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    return evaluate(counts, arch_obj, active_units=active_compute_units(mp, arch_obj, extents))
+
+
+def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+           nest: int = 0, top: int = 10) -> list:
+    """The best legal, fitting mappings of one nest, best first (ranked by energy, then cycles)."""
+    from .passes.search import search_mappings
+
+    values = param_values(kernel, dict(params or {}))
+    found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
+    return [mp for mp, _ in found]
+
+
+# --------------------------------------------------------------------------- code
+
+
+def _legal_or_refuse(kernel: ir.Kernel, m: KernelModel, mappings: tuple, values) -> None:
+    from .passes.legality import schedule_violations
+    from .passes.tiling import mapped_schedule
+
+    for mp in mappings:
+        bad = schedule_violations(m, mapped_schedule(m, mp), params=values)
+        if bad:
+            raise IllegalTransformation(
+                f"kernel {kernel.name}: the mapping is illegal:\n" + "\n".join(f"  {v.reason}" for v in bad),
+                {"kernel": kernel.name, "legal": False, "violations": [v.to_json() for v in bad]})
+
+
+def transform(kernel: ir.Kernel, mapping: Any, *, arch: Any = "host",
+              params: MappingT[str, int] | None = None) -> str:
+    """The mapped nest as ``.loop`` source that parses again and computes the same results.
+
+    Refuses an illegal mapping (:class:`~polymap.errors.IllegalTransformation`).
+    """
+    from .codegen.loop_emitter import emit_loop
+
+    m = build_model(kernel)
+    mp = mapping_of(kernel, mapping, arch)
+    _legal_or_refuse(kernel, m, (mp,), param_values(kernel, dict(params or {})))
+    return emit_loop(kernel, m, mp)
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    """What ``compile`` produced for one kernel."""
+
+    kernel: str
+    mappings: tuple
+    c_source: str
+    numpy_source: str
+    files: tuple[str, ...]
+    verification: Any  # polymap.codegen.verify.VerifyResult, or None with verify=False
+
+
+def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # noqa: A001 - the command's name
+            params: MappingT[str, int] | None = None, out_dir: str | Path | None = None,
+            targets: Sequence[str] = ("c", "numpy"), verify: bool = True) -> CompiledKernel:
+    """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
+
+    Without ``mapping`` every nest gets the mapping ``polymap compile``
+    would choose. With ``out_dir`` the files ``NAME.c`` and ``NAME.py`` are
+    written there. Raises ``IllegalTransformation`` for an illegal mapping and
+    ``VerificationFailure`` when the generated code disagrees with the reference.
+    """
+    from .codegen.c_emitter import emit_c
+    from .codegen.numpy_emitter import emit_numpy
+    from .codegen.runner import numpy_mapping_arg, resolve_mappings
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    m = build_model(kernel)
+    if mapping is not None:
+        mappings = (mapping_of(kernel, mapping, arch_obj),)
+        _legal_or_refuse(kernel, m, mappings, values)
+    else:
+        mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
+    c_source = emit_c(kernel, m, mappings, arch=arch_obj)
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
+    files: list[str] = []
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for suffix, text in ((".c", c_source), (".py", numpy_source)):
+            (out / f"{kernel.name}{suffix}").write_text(text)
+            files.append(str(out / f"{kernel.name}{suffix}"))
+    result = None
+    if verify:
+        from .codegen.verify import verify as check_against_reference
+
+        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
+    return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
+
+
+def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: MappingT[str, int] | None = None,
+        target: str = "reference", mapping: Any = None, arch: Any = "host") -> dict[str, np.ndarray]:
+    """Run ``kernel`` on ``arrays`` (every ``in``/``inout`` tensor); return every ``out``/``inout`` tensor.
+
+    ``target`` is ``"reference"`` (the original program, straight from the
+    IR), ``"c"`` or ``"numpy"`` (generated code for ``mapping``, or for the
+    mapping ``compile`` would choose).
+    """
+    from .tensors import validate_inputs
+
+    values = param_values(kernel, dict(params or {}))
+    validate_inputs(kernel, arrays, values, allow_extra=True)
+    if target == "reference":
+        from .reference import execute
+
+        return execute(kernel, dict(arrays), values)
+    from .codegen.runner import run_generated
+
+    mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
+    return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)
