@@ -1,0 +1,144 @@
+"""Register tiles in the C backend: unrolled-and-jammed accumulators vs the reference and NumPy.
+
+Sizes are chosen so that the tiles divide nothing: every run mixes full
+register boxes (the fast path) with edge boxes (the generic loops), over
+several reduction blocks.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polymap.arch import load_architecture
+from polymap.codegen.build import load_kernel
+from polymap.codegen.c_emitter import emit_c
+from polymap.codegen.verify import verify
+from polymap.default_mapping import choose_mappings, dependence_violation
+from polymap.driver import load_program, parse
+from polymap.poly import build_model
+from polymap.register_mapping import Blocking, register_mapping
+
+ROOT = Path(__file__).parent.parent
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+HOST = load_architecture("host")
+
+GEMM = """
+kernel g(M, N, K) {
+  in A[M, K] : %(t)s
+  in B[K, N] : %(t)s
+  out C[M, N] : %(t)s
+  for i in 0..M, j in 0..N {
+    init: C[i, j] = 0
+    for k in 0..K {
+      acc: C[i, j] %(op)s 0.5 * A[i, k] * B[k, j] + A[i, k]
+    }
+  }
+}
+"""
+
+
+def gemm_kernel(dtype: str, op: str = "+="):
+    return parse(GEMM % {"t": dtype, "op": op}, "g.loop").kernels[0]
+
+
+def body(src: str) -> str:
+    return src.split("\nvoid ", 1)[1]
+
+
+@pytest.mark.parametrize("dtype,op", [("f32", "+="), ("f64", "+="), ("f32", "-=")])
+@pytest.mark.parametrize("blocking", [Blocking(3, 8, 5, 6, 16), Blocking(2, 16, 7, 4, 32), None])
+def test_gemm_register_tiles_with_edges_match_numpy(dtype, op, blocking):
+    k = gemm_kernel(dtype, op)
+    m = build_model(k)
+    params = {"M": 29, "N": 45, "K": 37}
+    mp = register_mapping(m, 0, HOST, params, blocking=blocking)
+    assert mp is not None and dependence_violation(m, mp) is None
+    src = emit_c(k, m, mp)
+    assert "polymap_acc_" in body(src) and "polymap_v" in body(src)  # vector accumulators
+    fn = load_kernel(src, k)
+    rng = np.random.default_rng(3)
+    nt = np.float32 if dtype == "f32" else np.float64
+    a = rng.standard_normal((29, 37)).astype(nt)
+    b = rng.standard_normal((37, 45)).astype(nt)
+    c = np.full((29, 45), np.nan, dtype=nt)
+    fn({"A": a, "B": b, "C": c}, params)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = 0.5 * a64 @ b64 + a64.sum(axis=1, keepdims=True)
+    want = want if op == "+=" else -want
+    tol = 1e-4 if dtype == "f32" else 1e-11
+    np.testing.assert_allclose(c, want, rtol=tol, atol=tol * 10)
+
+
+def test_register_tiles_off_gives_plain_loops():
+    k = gemm_kernel("f32")
+    m = build_model(k)
+    mp = register_mapping(m, 0, HOST, {"M": 29, "N": 45, "K": 37})
+    assert "polymap_acc_" not in emit_c(k, m, mp, register_tiles=False)
+
+
+def test_scalar_accumulators_when_not_unit_stride():
+    # B[j, k] (transposed): j is not unit stride in B, so the box gets scalar accumulators
+    text = GEMM.replace("in B[K, N]", "in B[N, K]").replace("B[k, j]", "B[j, k]") % {"t": "f64", "op": "+="}
+    k = parse(text, "g.loop").kernels[0]
+    m = build_model(k)
+    params = {"M": 11, "N": 13, "K": 9}
+    mp = register_mapping(m, 0, HOST, params, blocking=Blocking(3, 4, 4, 6, 8))
+    src = body(emit_c(k, m, mp))
+    assert "polymap_acc_0_0" in src and "polymap_v" not in src
+    assert verify(k, params, targets=("c",), mapping=mp).passed
+
+
+def test_statement_reading_its_target_is_not_register_tiled():
+    text = """
+    kernel r(N) {
+      inout C[N, N] : f32
+      in A[N, N] : f32
+      for i in 0..N, j in 0..N, k in 0..N {
+        C[i, j] += A[i, k] * C[k, j]
+      }
+    }
+    """
+    k = parse(text, "r.loop").kernels[0]
+    m = build_model(k)
+    mp = register_mapping(m, 0, HOST, {"N": 20}, blocking=Blocking(2, 8, 4, 4, 16))
+    if mp is not None and dependence_violation(m, mp) is None:
+        assert "polymap_acc_" not in body(emit_c(k, m, mp))
+
+
+@pytest.mark.parametrize("name,params", [
+    ("gemm", {"NI": 29, "NJ": 37, "NK": 23}),        # f64, alpha, a scale statement in the nest
+    ("syrk", {"M": 21, "N": 31}),                     # triangular: boxes cut by the diagonal
+    ("2mm", {"NI": 14, "NJ": 19, "NK": 17, "NL": 21}),
+    ("doitgen", {"NQ": 7, "NR": 9, "NP": 19}),
+])
+def test_polybench_default_mapping_verifies(name, params):
+    k = load_program(ROOT / "examples" / "polybench" / f"{name}.loop").kernels[0]
+    m = build_model(k)
+    params = {p.name: params.get(p.name, p.default) for p in k.params}
+    mappings = choose_mappings(m, HOST, params)
+    assert verify(k, params, targets=("c",), mapping=mappings, model=m).passed
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_register_tiles_under_address_sanitizer(tmp_path):
+    from tests.test_sanitizers import _driver
+
+    k = gemm_kernel("f32")
+    m = build_model(k)
+    params = {"M": 13, "N": 21, "K": 11}
+    mp = register_mapping(m, 0, HOST, params, blocking=Blocking(3, 8, 4, 6, 16))
+    src = tmp_path / "g.c"
+    src.write_text(emit_c(k, m, mp) + _driver(k, params))
+    exe = tmp_path / "g"
+    build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
+                            "-fno-sanitize-recover=all", str(src), "-o", str(exe), "-lm"],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]
