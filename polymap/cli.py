@@ -97,17 +97,40 @@ def main(argv: list[str] | None = None) -> int:
         print(exc.render(), file=sys.stderr)
         return exc.exit_status
     except Refusal as exc:
-        if getattr(args, "json", False) and exc.payload:
-            import json
+        try:
+            if getattr(args, "json", False) and exc.payload:
+                import json
 
-            print(json.dumps(exc.payload, indent=2))
-        else:
-            print(exc.message, file=sys.stderr)
+                print(json.dumps(exc.payload, indent=2))
+            else:
+                print(exc.message, file=sys.stderr)
+        except BrokenPipeError:
+            _silence_stdout()
         return exc.exit_status
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader (`| head`) went away: not an error of ours, and no traceback
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
 
 
 def entry() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        status = 141
+    sys.exit(status)
