@@ -19,14 +19,18 @@ Each is a real conflict whose order flips: A ``(w, r)``, B ``(r, w2)``,
 C ``(w2, w(r))``, D ``(x, original final writer)``. All stay symbolic in the
 parameters; witnesses are then taken at concrete values.
 
-Fast path, tried first: when the new schedule keeps every memory-based
-dependence (every conflicting pair, :func:`~polymap.passes.schedule_order.keeps_conflicts`)
-in its original order, A-D are empty (per element, writes keep their order
-and reads their place among them) and the dataflow comparison is skipped.
-Only when some conflicting pair flips does the exact comparison run: a
-flipped pair need not change any reaching writer (a WAR against a dead
-value, a reordered commutative chain that is overwritten...). The
-original schedule's dataflow is cached per model.
+Two shortcuts come first, both exact for a "legal" answer:
+
+1. when the new schedule keeps every memory-based dependence (every
+   conflicting pair, :func:`~polymap.passes.schedule_order.keeps_conflicts`)
+   in its original order, A-D are empty (per element, writes keep their
+   order and reads their place among them): legal, no dataflow at all;
+2. else :func:`~polymap.passes.reaching_writers.keeps_writers` decides with
+   the original dataflow and the new order of conflicting pairs only (a
+   flipped pair need not change any writer: a WAR against a dead value...).
+
+Only an illegal schedule pays for the new dataflow, to find witnesses. The
+original schedule's dataflow and the dependences are cached per model.
 """
 from __future__ import annotations
 
@@ -36,8 +40,8 @@ from typing import Mapping
 from ..islcheck import isl
 from ..poly import KernelModel, StatementModel
 from . import witness as W
-from .dependences import TaggedProgram, final_writers, flow, tag_program
-from .schedule_order import ScheduleOrder, cached, keeps_conflicts
+from .reaching_writers import dataflow, keeps_writers, original_dataflow
+from .schedule_order import keeps_conflicts
 
 
 @dataclass(frozen=True)
@@ -74,32 +78,11 @@ class Verdict:
     extra: dict = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class _Dataflow:
-    prog: TaggedProgram
-    flows: isl.UnionMap  # [w -> tag] -> [r -> tag]
-    finals: isl.UnionMap  # [w -> tag] -> X[e]
-    order: ScheduleOrder
-
-
-def _dataflow(model: KernelModel, stmts: tuple[StatementModel, ...], maps: dict[str, isl.Map]) -> _Dataflow:
-    order = ScheduleOrder(maps)
-    prog = tag_program(model, stmts, lambda s: maps[s.name])
-    flows = flow(prog.reads, prog.writes, prog.schedule).get_must_dependence()
-    return _Dataflow(prog, flows, final_writers(prog, order), order)
-
-
-def _original(model: KernelModel, stmts: tuple[StatementModel, ...]) -> _Dataflow:
-    """The dataflow of the original schedule, once per model and statement set."""
-    key = ("dataflow", tuple(s.name for s in stmts))
-    return cached(model, key, lambda: _dataflow(model, stmts, {s.name: s.schedule for s in stmts}))
-
-
 def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, isl.UnionMap]:
     """The relations A-D of the module docstring (tagged), keyed ``A``..``D`` (no fast path)."""
     stmts = tuple(stmts)
-    old = _original(model, stmts)
-    new = _dataflow(model, stmts, {s.name: new_schedule_of(s) for s in stmts})
+    old = original_dataflow(model, stmts)
+    new = dataflow(model, stmts, {s.name: new_schedule_of(s) for s in stmts})
     a = new.order.keep(old.flows, flip=True)  # the read now runs first
     b = old.order.keep(new.flows, flip=True)  # the new writer used to come after the read
     moved = new.order.keep(old.flows).range()  # reads whose writer still runs first
@@ -161,8 +144,8 @@ def _phrase(model, label, s, t, tensor, pair: W.TaggedPair | None, old_flows) ->
 def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
                         ) -> list[Violation]:
     """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
-    stmts = mapped.statements
-    if keeps_conflicts(model, stmts, dict(mapped.maps)):
+    stmts, maps = mapped.statements, dict(mapped.maps)
+    if keeps_conflicts(model, stmts, maps) or keeps_writers(model, stmts, maps):
         return []
     rels = violated_relations(model, stmts, lambda s: mapped.map_of(s.name))
     out = []
@@ -173,10 +156,8 @@ def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int]
 
 def is_legal_schedule(model: KernelModel, mapped) -> bool:
     """True iff the mapped schedule keeps every reaching and final writer (symbolically)."""
-    if keeps_conflicts(model, mapped.statements, dict(mapped.maps)):
-        return True
-    rels = violated_relations(model, mapped.statements, lambda s: mapped.map_of(s.name))
-    return all(rels[k].is_empty() for k in "ABCD")
+    maps = dict(mapped.maps)
+    return keeps_conflicts(model, mapped.statements, maps) or keeps_writers(model, mapped.statements, maps)
 
 
 # --------------------------------------------------------------------------- spatial loops

@@ -1,0 +1,105 @@
+"""The shortcuts of legality: fast path (memory-based) and keeps_writers vs the dataflow comparison and brute force."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace as NS
+
+from hypothesis import HealthCheck, given, settings
+
+from bruteforce import brute_legal
+from polymap import ir
+from polymap.passes.legality import check_mapping, violated_relations
+from polymap.passes.reaching_writers import keeps_writers
+from polymap.passes.schedule_order import ScheduleOrder, keeps_conflicts, model_cache
+from polymap.passes.tiling import mapped_schedule
+from polymap.poly import build_model
+from test_legality_properties import cases
+
+
+def _answers(kernel, mapping):
+    model = build_model(kernel)
+    mapped = mapped_schedule(model, mapping)
+    stmts, maps = mapped.statements, dict(mapped.maps)
+    rels = violated_relations(model, stmts, lambda s: maps[s.name])
+    dataflow_legal = all(rels[k].is_empty() for k in "ABCD")
+    return keeps_conflicts(model, stmts, maps), keeps_writers(model, stmts, maps), dataflow_legal
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases())
+def test_shortcuts_agree_with_dataflow_and_brute_force(case):
+    kernel, mapping = case
+    fast, writers, dataflow_legal = _answers(kernel, mapping)
+    legal, *_ = brute_legal(kernel, mapping, {})
+    assert dataflow_legal == legal
+    assert writers == legal  # exact: the yes/no answer of reaching_writers
+    if fast:  # sufficient: fast-path-legal implies legal
+        assert legal
+
+
+def _loop(var, body, hi=3):
+    return ir.Loop(var, (ir.Const(0),), (ir.Const(hi),), 1, tuple(body))
+
+
+def _swap(loops, order):
+    return NS(kernel="k", nest=0, loops=loops,
+              levels=(NS(level="L0", tile=(None,) * len(loops), order=order, spatial=(), keep=()),))
+
+
+def test_dead_writes_flip_but_stay_legal():
+    """``s = A[i, j]`` on a scalar nobody reads: every pair of writes conflicts, and interchange
+    flips them, but the last write (i = j = 2) stays last: only the exact path says legal."""
+    body = ir.Assign("S", ir.Ref("s", ()), "=", ir.Ref("A", (ir.Var("i"), ir.Var("j"))))
+    kernel = ir.Kernel("k", (), (), (), (_loop("i", [_loop("j", [body])]),))
+    fast, writers, dataflow_legal = _answers(kernel, _swap(("i", "j"), ("j", "i")))
+    assert (fast, writers, dataflow_legal) == (False, True, True)
+    assert brute_legal(kernel, _swap(("i", "j"), ("j", "i")), {})[0]
+    assert check_mapping(build_model(kernel), _swap(("i", "j"), ("j", "i")), params={}).legal
+
+
+def test_schedule_order_matches_lex_lt_union_map():
+    """Pairwise ordering equals ISL's all-pairs ``lex_lt_union_map`` on a tagged relation."""
+    from polymap.passes.dependences import tag_program
+
+    a = ir.Assign("S", ir.Ref("A", (ir.Var("i"),)), "=", ir.Ref("A", (ir.BinOp("-", ir.Const(2), ir.Var("i")),)))
+    b = ir.Assign("T", ir.Ref("A", (ir.Var("i"),)), "+=", ir.Ref("B", (ir.Var("i"),)))
+    kernel = ir.Kernel("k", (), (), (), (_loop("i", [a, b]),))
+    model = build_model(kernel)
+    prog = tag_program(model, model.statements, lambda s: s.schedule)
+    conflicts = prog.writes.apply_range(prog.reads.reverse())
+    order = ScheduleOrder({s.name: s.schedule for s in model.statements})
+    assert order.keep(conflicts).is_equal(conflicts.intersect(prog.before))
+    assert order.keep(conflicts, flip=True).is_equal(conflicts.intersect(prog.before.reverse()))
+
+
+def test_caches_are_per_model_and_freed():
+    import gc
+
+    from polymap.passes import schedule_order
+
+    body = ir.Assign("S", ir.Ref("s", ()), "+=", ir.Ref("A", (ir.Var("i"),)))
+    model = build_model(ir.Kernel("k", (), (), (), (_loop("i", [body]),)))
+    check_mapping(model, _swap(("i",), ("i",)), params={})
+    assert model_cache(model)
+    key = id(model)
+    del model
+    gc.collect()
+    assert key not in schedule_order._CACHES
+
+
+def test_tiled_gemm_check_is_fast():
+    """The fast path answers a 3-level tiled gemm without any dataflow (was ~1 s)."""
+    from polymap.driver import load_program
+    from pathlib import Path
+
+    kernel = load_program(Path(__file__).parent.parent / "examples" / "gemm.loop").kernels[0]
+    model = build_model(kernel)
+    loops = ("i", "j", "k")
+    m = NS(kernel="gemm", nest=0, loops=loops, levels=(
+        NS(level="DRAM", tile=(None,) * 3, order=loops, spatial=(), keep=()),
+        NS(level="GLB", tile=(32, 32, 32), order=("k", "i", "j"), spatial=(), keep=()),
+        NS(level="RF", tile=(8, 8, 8), order=loops, spatial=(), keep=())))
+    check_mapping(model, m, params={"M": 64, "N": 64, "K": 64})  # warm the per-model caches
+    start = time.perf_counter()
+    assert check_mapping(model, m, params={"M": 64, "N": 64, "K": 64}).legal
+    assert time.perf_counter() - start < 0.5
