@@ -130,14 +130,24 @@ def nest_tensors(kernel: ir.Kernel, nest: int) -> tuple[str, ...]:
     return tuple(d.name for d in kernel.decls if d.name in used)
 
 
-def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int]) -> dict[str, int]:
+def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], *, model=None) -> dict[str, int]:
     """Bounding-box extent (max - min + 1) of each loop over the nest's statement instances.
 
     A loop no statement instance runs (an empty range at these sizes) has extent 0.
+    Computed once per kernel object, nest and parameter values; ``model`` (the
+    kernel's :class:`~polymap.poly.KernelModel`) saves building it.
     """
+    from .passes.schedule_order import cached
+
+    key = ("loop_extents", nest, tuple(sorted(dict(params).items())))
+    return dict(cached(kernel, key, lambda: _loop_extents(kernel, nest, params, model)))
+
+
+def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], model) -> dict[str, int]:
     from .poly import build_model, fix_params
 
-    model = build_model(kernel)
+    if model is None or model.kernel is not kernel:
+        model = build_model(kernel)
     low: dict[str, int] = {}
     high: dict[str, int] = {}
     for st in model.nest_statements(nest):

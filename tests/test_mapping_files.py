@@ -130,6 +130,24 @@ def test_loop_extents_gemm(gemm):
     assert loop_extents(gemm, 0, {"M": 3, "N": 5, "K": 7}) == brute_extents(gemm, {"M": 3, "N": 5, "K": 7})
 
 
+def test_loop_extents_cached_and_model_reused(gemm, lu, monkeypatch):
+    """Once per (kernel, nest, params); a passed model is not rebuilt; a copy is returned."""
+    import polymap.poly as poly
+
+    model = poly.build_model(lu)
+    built = []
+    real = poly.build_model
+    monkeypatch.setattr(poly, "build_model", lambda k: built.append(k) or real(k))
+    first = loop_extents(lu, 0, {"N": 6}, model=model)
+    assert first == brute_extents(lu, {"N": 6}) and not built
+    first["k"] = -1  # callers may mutate their copy
+    assert loop_extents(lu, 0, {"N": 6}) == brute_extents(lu, {"N": 6}) and not built
+    assert loop_extents(gemm, 0, {"M": 2, "N": 3, "K": 4}) == brute_extents(gemm, {"M": 2, "N": 3, "K": 4})
+    assert len(built) == 1  # no model passed: built once, then cached
+    loop_extents(gemm, 0, {"M": 2, "N": 3, "K": 4})
+    assert len(built) == 1
+
+
 # --------------------------------------------------------------------------- resolution
 
 

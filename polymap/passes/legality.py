@@ -282,7 +282,7 @@ def _arch_violations(model: KernelModel, mapping, arch, params) -> list[Violatio
     except ImportError:  # the mapping module is optional for order checks
         return out
     values = dict(params or {})
-    for msg in check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, values)):
+    for msg in check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, values, model=model)):
         out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
     try:
         from .counting import capacity_violations

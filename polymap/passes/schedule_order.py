@@ -26,7 +26,8 @@ _CACHES: dict[int, dict] = {}
 
 
 def model_cache(model) -> dict:
-    """A dict bound to ``model``'s lifetime (keyed by identity: models hold ISL objects)."""
+    """A dict bound to ``model``'s lifetime (a KernelModel, or an ir.Kernel), keyed by identity:
+    models hold ISL objects, and hashing a kernel walks its whole tree."""
     key = id(model)
     cache = _CACHES.get(key)
     if cache is None:

@@ -39,7 +39,7 @@ class SearchSpace:
         from .search import _legal
 
         loops = nest_loops(model.kernel, nest)
-        extents = loop_extents(model.kernel, nest, params)
+        extents = loop_extents(model.kernel, nest, params, model=model)
         if not loops or not all(extents.values()):
             return None
         sides = _closed_form_sides(model, nest, arch, extents)
