@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from lark import Lark
+from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput, VisitError
 
 from .. import ir
-from ..errors import PolymapError
+from ..errors import LoopSyntaxError, PolymapError
 from .postlex import SeparatorPostLex
 from .syntax_errors import syntax_error
 from .transformer import LoopTransformer
@@ -49,9 +49,33 @@ def parse_program(text: str, filename: str = "<input>") -> ir.Program:
         tree = parser.parse(text)
     except UnexpectedInput as exc:
         raise syntax_error(exc, parser, source) from None
+    _check_depth(tree, source)
     try:
         return LoopTransformer(source).transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, PolymapError):
             raise exc.orig_exc from None
         raise
+
+
+#: Deepest parse tree accepted. The transformer and every pass after it
+#: (semantics, ISL text, evaluation, code printers) walk expressions
+#: recursively; 400 levels still pass them all, 900 exhaust Python's stack.
+MAX_DEPTH = 256
+
+
+def _check_depth(tree: Tree, source: ir.SourceFile) -> None:
+    """A located error for a tree deeper than :data:`MAX_DEPTH` (``1+1+...+1``, ``- - - 1``).
+
+    Iterative, since the point is not to recurse that deep.
+    """
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            meta = node.meta
+            loc = (ir.Loc(meta.line, meta.column, meta.end_line, meta.end_column, source)
+                   if not meta.empty else ir.Loc(0, 0, 0, 0, source))
+            raise LoopSyntaxError(f"nested more than {MAX_DEPTH} levels deep (a very long expression?); "
+                                  "split it, e.g. with a local scalar", loc)
+        stack.extend((c, depth + 1) for c in node.children if isinstance(c, Tree))
