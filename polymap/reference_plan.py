@@ -1,0 +1,310 @@
+"""Deciding, on concrete indices, whether a loop may run statement by statement on arrays.
+
+:func:`plan_region` enumerates every statement instance of a loop (original
+order, as int64 arrays of iterator values), evaluates every subscript, and
+checks the conditions of :mod:`polymap.reference_vector` exactly, element by
+element. It never changes a tensor; it raises :class:`Fallback` (or returns
+None when the loop is too large to hold as arrays) and the caller then runs
+the loop instance by instance::
+
+    for i in 1..N { A[i] = A[i-1] + 1 }   ->  Fallback: instance i reads what i-1 writes
+    for i in 0..N { s += A[i] }           ->  one group (s), N terms folded in order of i
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .reference_vector_values import LIMIT, Fallback
+
+
+@dataclass
+class StatementInstances:
+    """The instances of one statement in a region, in original order."""
+
+    node: object  # reference_vector.StmtNode
+    venv: dict  # name -> (value, bound), arrays of length n
+    n: int
+    comps: list  # schedule components: ("c", position) or ("v", venv key, lo, hi)
+    target_flat: np.ndarray | None = None
+    read_flats: tuple = ()
+    #: None when every instance writes its own element; else (elements, order, counts):
+    #: the instances grouped by element (``order`` sorts them, None if already grouped).
+    groups: tuple | None = None
+
+
+@dataclass
+class Plan:
+    statements: list[StatementInstances]
+    instances: int
+    last_values: dict = field(default_factory=dict)  # iterators as the scalar loops leave them
+
+
+class _TooBig(Exception):
+    pass
+
+
+def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan | None:
+    """The statements of ``tree`` (a loop) with their instances, if distribution is exact.
+
+    None when there are more than ``cap`` or fewer than ``least`` instances.
+    """
+    venv = {k: (v, abs(v)) for k, v in env.items() if isinstance(v, int)}
+    plan = Plan([], 0)
+    try:
+        _walk(tree, venv, 1, [], 0, plan, cap)
+    except _TooBig:
+        return None
+    if plan.instances < least:
+        return None
+    for s in plan.statements:
+        node = s.node
+        s.target_flat = _flat(node.target_index, ctx.shapes[node.stmt.target.tensor], s.venv, s.n)
+        s.read_flats = tuple(_flat(fns, ctx.shapes[r.tensor], s.venv, s.n)
+                             for r, fns in zip(node.refs, node.ref_index))
+        _classify(s, _size(ctx, node.stmt.target.tensor))
+    if len(plan.statements) > 1:
+        _check_distribution(plan.statements, ctx)
+    return plan
+
+
+# --------------------------------------------------------------------------- enumeration
+
+
+def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
+    from .reference_vector import IfNode, LoopNode  # noqa: PLC0415 - the node types
+
+    for pos, node in enumerate(nodes):
+        here = comps + [("c", pos)]
+        if isinstance(node, LoopNode):
+            _expand(node, venv, n, here, depth, plan, cap)
+        elif isinstance(node, IfNode):
+            mask = node.cond(venv)
+            if not isinstance(mask, np.ndarray):
+                _walk(node.then if mask else node.orelse, venv, n, here + [("c", 0 if mask else 1)],
+                      depth, plan, cap)
+                continue
+            for branch, keep, b in ((node.then, mask, 0), (node.orelse, ~mask, 1)):
+                idx = np.flatnonzero(keep)
+                if branch and len(idx):
+                    sub = {k: ((v[idx], bd) if isinstance(v, np.ndarray) else (v, bd))
+                           for k, (v, bd) in venv.items()}
+                    _walk(branch, sub, len(idx), here + [("c", b)], depth, plan, cap)
+        else:
+            plan.statements.append(StatementInstances(node, venv, n, here))
+            plan.instances += n
+
+
+def _expand(node, venv, n, comps, depth, plan: Plan, cap: int) -> None:
+    (lo, blo), (hi, bhi), step = node.lower(venv), node.upper(venv), node.step
+    if blo + bhi > LIMIT:
+        raise Fallback("loop bounds too large")
+    if isinstance(lo, int) and isinstance(hi, int):
+        length = len(range(lo, hi, step))
+        total = n * length
+        if total == 0:
+            return
+        _spend(plan, total, cap)
+        first, last = lo, lo + step * (length - 1)
+        values = np.arange(length, dtype=np.int64) * step + lo
+        parent = np.repeat(np.arange(n), length) if n > 1 else np.zeros(length, np.int64)
+        var = np.tile(values, n) if n > 1 else values
+    else:
+        lo, hi = np.broadcast_to(lo, (n,)), np.broadcast_to(hi, (n,))
+        if step > 0:
+            lengths = np.maximum(0, (hi - lo + (step - 1)) // step)
+        else:
+            lengths = np.maximum(0, (lo - hi + (-step - 1)) // -step)
+        total = int(lengths.sum())
+        if total == 0:
+            return
+        _spend(plan, total, cap)
+        live = lengths > 0
+        first, last = (int(lo[live].min()), int(hi[live].max()) - 1) if step > 0 else (
+            int(hi[live].min()) + 1, int(lo[live].max()))
+        parent = np.repeat(np.arange(n), lengths)
+        local = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        var = lo[parent] + step * local
+    sub = {k: ((v[parent], b) if isinstance(v, np.ndarray) else (v, b)) for k, (v, b) in venv.items()}
+    key = ("#loop", depth)
+    sub[node.var] = sub[key] = (var, max(blo, bhi))
+    lo_v, hi_v = min(first, last), max(first, last)
+    _walk(node.body, sub, total, comps + [("v", key, lo_v, hi_v)], depth + 1, plan, cap)
+    plan.last_values[node.var] = int(var[-1])
+
+
+def _spend(plan: Plan, total: int, cap: int) -> None:
+    plan.budget = getattr(plan, "budget", 0) + total
+    if plan.budget > cap:
+        raise _TooBig
+
+
+def _flat(fns: tuple, shape: tuple[int, ...], venv: dict, n: int) -> np.ndarray:
+    """Row-major element numbers of a reference for every instance (all inside the shape)."""
+    if len(fns) != len(shape):
+        raise Fallback("rank mismatch")
+    flat, stride = 0, 1
+    for f, dim in zip(reversed(fns), reversed(shape)):
+        v, _ = f(venv)
+        if isinstance(v, np.ndarray):
+            if v.size and (v.min() < 0 or v.max() >= dim):
+                raise Fallback("access outside the tensor")
+        elif not 0 <= v < dim:
+            raise Fallback("access outside the tensor")
+        flat = v * stride + flat
+        stride *= dim
+    if isinstance(flat, np.ndarray) and flat.shape == (n,):
+        return flat.astype(np.int64, copy=False)
+    return np.full(n, flat, np.int64)
+
+
+def _size(ctx, tensor: str) -> int:
+    return int(np.prod(ctx.shapes[tensor], dtype=np.int64))
+
+
+# --------------------------------------------------------------------------- one statement
+
+
+def _dense(size: int, n: int) -> bool:
+    return size <= 8 * n + 4096
+
+
+def _classify(s: StatementInstances, size: int) -> None:
+    """Distinct targets and no foreign reads (groups None), or a reduction's groups, or Fallback."""
+    t, n, node = s.target_flat, s.n, s.node
+    same = [f for r, f in zip(node.refs, s.read_flats) if r.tensor == node.stmt.target.tensor]
+    if n == 1:
+        return
+    idx = np.arange(n)
+    if _dense(size, n):
+        owner = np.full(size, -1, np.int64)
+        owner[t] = idx
+        distinct = np.array_equal(owner[t], idx)
+        if distinct:
+            for f in same:
+                o = owner[f]
+                if np.any((o != -1) & (o != idx)):
+                    raise Fallback("an instance reads what another one writes")
+            return
+    else:
+        order = np.argsort(t, kind="stable")
+        ts = t[order]
+        distinct = not np.any(ts[1:] == ts[:-1])
+        if distinct:
+            for f in same:
+                pos = np.minimum(np.searchsorted(ts, f), n - 1)
+                if np.any((ts[pos] == f) & (order[pos] != idx)):
+                    raise Fallback("an instance reads what another one writes")
+            return
+    if node.combine is None:
+        raise Fallback("several instances assign the same element")
+    for f in same:
+        if np.any(np.isin(f, t)):
+            raise Fallback("a reduction reads an element it updates")
+    s.groups = _groups(t, n, size)
+
+
+def _groups(t: np.ndarray, n: int, size: int) -> tuple:
+    """The instances grouped by element, each group in original order."""
+    starts = np.concatenate([[0], np.flatnonzero(t[1:] != t[:-1]) + 1])
+    keys = t[starts]
+    if _distinct(keys, size):  # contiguous runs (the reduction loop is innermost)
+        return keys, None, np.diff(np.append(starts, n))
+    repeats = np.flatnonzero(t == t[0])
+    period = int(repeats[1]) if len(repeats) > 1 else 0
+    if period and n % period == 0:  # the reduction loop is outside: a periodic pattern
+        rows = t.reshape(-1, period)
+        if np.all(rows == rows[0]) and _distinct(rows[0], size):
+            order = np.arange(n).reshape(-1, period).T.ravel()
+            return rows[0].copy(), order, np.full(period, n // period)
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    starts = np.concatenate([[0], np.flatnonzero(ts[1:] != ts[:-1]) + 1])
+    return ts[starts], order, np.diff(np.append(starts, n))
+
+
+def _distinct(keys: np.ndarray, size: int) -> bool:
+    if _dense(size, len(keys)):
+        return bool(np.bincount(keys, minlength=size).max(initial=0) <= 1)
+    return len(np.unique(keys)) == len(keys)
+
+
+# --------------------------------------------------------------------------- between statements
+
+
+def _check_distribution(stmts: list[StatementInstances], ctx) -> None:
+    """Every conflicting pair of instances of two statements runs textually-first first."""
+    by_tensor: dict[str, list[tuple[int, bool, list[np.ndarray]]]] = {}
+    for k, s in enumerate(stmts):
+        target = s.node.stmt.target.tensor
+        for r, f in zip(s.node.refs, s.read_flats):
+            by_tensor.setdefault(r.tensor, []).append((k, False, f))
+        by_tensor.setdefault(target, []).append((k, True, s.target_flat))
+    keys: list | None = None
+    for tensor, accesses in by_tensor.items():
+        writers = {k for k, w, _ in accesses if w}
+        users = sorted({k for k, _, _ in accesses})
+        if not writers or len(users) < 2:
+            continue
+        if keys is None:
+            keys = _schedule_keys(stmts)
+        size = _size(ctx, tensor)
+        for i, a in enumerate(users):
+            for b in users[i + 1:]:
+                if a in writers:
+                    _ordered([(f, keys[a]) for k, w, f in accesses if k == a and w],
+                             [(f, keys[b]) for k, _, f in accesses if k == b], size)
+                if b in writers:
+                    _ordered([(f, keys[a]) for k, _, f in accesses if k == a],
+                             [(f, keys[b]) for k, w, f in accesses if k == b and w], size)
+
+
+def _ordered(first: list, then: list, size: int) -> None:
+    """Fallback unless every element's accesses in ``first`` precede those in ``then``."""
+    f1 = np.concatenate([f for f, _ in first])
+    k1 = np.concatenate([k for _, k in first])
+    f2 = np.concatenate([f for f, _ in then])
+    k2 = np.concatenate([k for _, k in then])
+    if _dense(size, len(f1) + len(f2)):
+        latest = np.full(size, -1, np.int64)
+        np.maximum.at(latest, f1, k1)
+        bad = np.any(latest[f2] > k2)
+    else:
+        u, inv = np.unique(f1, return_inverse=True)
+        latest = np.full(len(u), -1, np.int64)
+        np.maximum.at(latest, inv, k1)
+        pos = np.minimum(np.searchsorted(u, f2), len(u) - 1)
+        bad = np.any((u[pos] == f2) & (latest[pos] > k2))
+    if bad:
+        raise Fallback("statements conflict out of textual order")
+
+
+def _schedule_keys(stmts: list[StatementInstances]) -> list[np.ndarray]:
+    """Each instance's position in the original order, as one int64 per instance.
+
+    The schedule vectors (iterators and textual positions, interleaved) are
+    read as mixed-radix numbers; two statements' vectors differ at a textual
+    position before either ends, so missing trailing components may count 0.
+    """
+    depth = max(len(s.comps) for s in stmts)
+    lo, hi = [None] * depth, [None] * depth
+    for s in stmts:
+        for d, c in enumerate(s.comps):
+            a, b = (c[1], c[1]) if c[0] == "c" else (c[2], c[3])
+            lo[d] = a if lo[d] is None else min(lo[d], a)
+            hi[d] = b if hi[d] is None else max(hi[d], b)
+    weights, w = [0] * depth, 1
+    for d in reversed(range(depth)):
+        weights[d] = w
+        w *= hi[d] - lo[d] + 1
+    if w > LIMIT:
+        raise Fallback("schedule too large for int64 keys")
+    out = []
+    for s in stmts:
+        key = np.zeros(s.n, np.int64)
+        for d, c in enumerate(s.comps):
+            value = c[1] if c[0] == "c" else s.venv[c[1]][0]
+            key += (value - lo[d]) * weights[d]
+        out.append(key)
+    return out
