@@ -24,9 +24,9 @@ class StatementInstances:
     """The instances of one statement in a region, in original order."""
 
     node: object  # reference_vector.StmtNode
-    venv: dict  # name -> (value, bound), arrays of length n
+    venv: dict  # name -> (value, lo, hi), arrays of length n
     n: int
-    comps: list  # schedule components: ("c", position) or ("v", venv key, lo, hi)
+    comps: list  # schedule components: ("c", position) or ("v", iterator, lo, hi)
     target_flat: np.ndarray | None = None
     read_flats: tuple = ()
     #: None when every instance writes its own element; else (elements, order, counts):
@@ -50,7 +50,7 @@ def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan |
 
     None when there are more than ``cap`` or fewer than ``least`` instances.
     """
-    venv = {k: (v, abs(v)) for k, v in env.items() if isinstance(v, int)}
+    venv = {k: (v, v, v) for k, v in env.items() if isinstance(v, int)}
     plan = Plan([], 0)
     try:
         _walk(tree, venv, 1, [], 0, plan, cap)
@@ -88,8 +88,8 @@ def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
             for branch, keep, b in ((node.then, mask, 0), (node.orelse, ~mask, 1)):
                 idx = np.flatnonzero(keep)
                 if branch and len(idx):
-                    sub = {k: ((v[idx], bd) if isinstance(v, np.ndarray) else (v, bd))
-                           for k, (v, bd) in venv.items()}
+                    sub = {k: ((v[idx], lo, hi) if isinstance(v, np.ndarray) else (v, lo, hi))
+                           for k, (v, lo, hi) in venv.items()}
                     _walk(branch, sub, len(idx), here + [("c", b)], depth, plan, cap)
         else:
             plan.statements.append(StatementInstances(node, venv, n, here))
@@ -97,9 +97,11 @@ def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
 
 
 def _expand(node, venv, n, comps, depth, plan: Plan, cap: int) -> None:
-    (lo, blo), (hi, bhi), step = node.lower(venv), node.upper(venv), node.step
-    if blo + bhi > LIMIT:
+    (lo, lo_min, lo_max), (hi, hi_min, hi_max), step = node.lower(venv), node.upper(venv), node.step
+    if max(-lo_min, lo_max, -hi_min, hi_max) > LIMIT // 2:
         raise Fallback("loop bounds too large")
+    if any(c[0] == "v" and c[1] == node.var for c in comps):
+        raise Fallback("a loop reuses an enclosing iterator's name")
     if isinstance(lo, int) and isinstance(hi, int):
         length = len(range(lo, hi, step))
         total = n * length
@@ -108,29 +110,28 @@ def _expand(node, venv, n, comps, depth, plan: Plan, cap: int) -> None:
         _spend(plan, total, cap)
         first, last = lo, lo + step * (length - 1)
         values = np.arange(length, dtype=np.int64) * step + lo
-        parent = np.repeat(np.arange(n), length) if n > 1 else np.zeros(length, np.int64)
         var = np.tile(values, n) if n > 1 else values
+        counts = length
     else:
         lo, hi = np.broadcast_to(lo, (n,)), np.broadcast_to(hi, (n,))
         if step > 0:
-            lengths = np.maximum(0, (hi - lo + (step - 1)) // step)
+            counts = np.maximum(0, (hi - lo + (step - 1)) // step)
         else:
-            lengths = np.maximum(0, (lo - hi + (-step - 1)) // -step)
-        total = int(lengths.sum())
+            counts = np.maximum(0, (lo - hi + (-step - 1)) // -step)
+        total = int(counts.sum())
         if total == 0:
             return
         _spend(plan, total, cap)
-        live = lengths > 0
+        live = counts > 0
         first, last = (int(lo[live].min()), int(hi[live].max()) - 1) if step > 0 else (
             int(hi[live].min()) + 1, int(lo[live].max()))
-        parent = np.repeat(np.arange(n), lengths)
-        local = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        var = lo[parent] + step * local
-    sub = {k: ((v[parent], b) if isinstance(v, np.ndarray) else (v, b)) for k, (v, b) in venv.items()}
-    key = ("#loop", depth)
-    sub[node.var] = sub[key] = (var, max(blo, bhi))
-    lo_v, hi_v = min(first, last), max(first, last)
-    _walk(node.body, sub, total, comps + [("v", key, lo_v, hi_v)], depth + 1, plan, cap)
+        local = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        var = np.repeat(lo, counts) + step * local
+    sub = {k: ((np.repeat(v, counts), a, b) if isinstance(v, np.ndarray) else (v, a, b))
+           for k, (v, a, b) in venv.items()}
+    v_lo, v_hi = min(first, last), max(first, last)
+    sub[node.var] = (var, v_lo, v_hi)
+    _walk(node.body, sub, total, comps + [("v", node.var, v_lo, v_hi)], depth + 1, plan, cap)
     plan.last_values[node.var] = int(var[-1])
 
 
@@ -146,13 +147,15 @@ def _flat(fns: tuple, shape: tuple[int, ...], venv: dict, n: int) -> np.ndarray:
         raise Fallback("rank mismatch")
     flat, stride = 0, 1
     for f, dim in zip(reversed(fns), reversed(shape)):
-        v, _ = f(venv)
-        if isinstance(v, np.ndarray):
-            if v.size and (v.min() < 0 or v.max() >= dim):
+        v, lo, hi = f(venv)
+        if not (0 <= lo and hi < dim):  # the bounds are conservative: look at the values
+            low, high = (int(v.min()), int(v.max())) if isinstance(v, np.ndarray) else (v, v)
+            if low < 0 or high >= dim:
                 raise Fallback("access outside the tensor")
-        elif not 0 <= v < dim:
-            raise Fallback("access outside the tensor")
-        flat = v * stride + flat
+        if stride == 1:
+            flat = v if isinstance(flat, int) and flat == 0 else v + flat
+        else:
+            flat = v * stride + flat
         stride *= dim
     if isinstance(flat, np.ndarray) and flat.shape == (n,):
         return flat.astype(np.int64, copy=False)
@@ -176,33 +179,38 @@ def _classify(s: StatementInstances, size: int) -> None:
     same = [f for r, f in zip(node.refs, s.read_flats) if r.tensor == node.stmt.target.tensor]
     if n == 1:
         return
-    idx = np.arange(n)
-    if _dense(size, n):
-        owner = np.full(size, -1, np.int64)
-        owner[t] = idx
-        distinct = np.array_equal(owner[t], idx)
-        if distinct:
-            for f in same:
-                o = owner[f]
-                if np.any((o != -1) & (o != idx)):
-                    raise Fallback("an instance reads what another one writes")
-            return
-    else:
-        order = np.argsort(t, kind="stable")
-        ts = t[order]
-        distinct = not np.any(ts[1:] == ts[:-1])
-        if distinct:
-            for f in same:
-                pos = np.minimum(np.searchsorted(ts, f), n - 1)
-                if np.any((ts[pos] == f) & (order[pos] != idx)):
-                    raise Fallback("an instance reads what another one writes")
-            return
+    # Consecutive instances on one element are cheap evidence of a reduction.
+    if not np.any(t[1:] == t[:-1]) and _distinct_targets(t, n, size, same):
+        return
     if node.combine is None:
         raise Fallback("several instances assign the same element")
     for f in same:
         if np.any(np.isin(f, t)):
             raise Fallback("a reduction reads an element it updates")
     s.groups = _groups(t, n, size)
+
+
+def _distinct_targets(t: np.ndarray, n: int, size: int, reads: list[np.ndarray]) -> bool:
+    """Whether the targets are pairwise distinct; then Fallback if an instance reads another's."""
+    idx = np.arange(n)
+    if _dense(size, n):
+        owner = np.full(size, -1, np.int64)
+        owner[t] = idx
+        if not np.array_equal(owner[t], idx):
+            return False
+        foreign = [np.any((o != -1) & (o != idx)) for o in (owner[f] for f in reads)]
+    else:
+        order = np.argsort(t, kind="stable")
+        ts = t[order]
+        if np.any(ts[1:] == ts[:-1]):
+            return False
+        foreign = []
+        for f in reads:
+            pos = np.minimum(np.searchsorted(ts, f), n - 1)
+            foreign.append(np.any((ts[pos] == f) & (order[pos] != idx)))
+    if any(foreign):
+        raise Fallback("an instance reads what another one writes")
+    return True
 
 
 def _groups(t: np.ndarray, n: int, size: int) -> tuple:
@@ -252,20 +260,25 @@ def _check_distribution(stmts: list[StatementInstances], ctx) -> None:
         size = _size(ctx, tensor)
         for i, a in enumerate(users):
             for b in users[i + 1:]:
+                mine = [(w, f) for k, w, f in accesses if k == a]
+                theirs = [(w, f) for k, w, f in accesses if k == b]
+                checks = []
                 if a in writers:
-                    _ordered([(f, keys[a]) for k, w, f in accesses if k == a and w],
-                             [(f, keys[b]) for k, _, f in accesses if k == b], size)
+                    checks.append(([f for w, f in mine if w], [f for _, f in theirs]))
                 if b in writers:
-                    _ordered([(f, keys[a]) for k, _, f in accesses if k == a],
-                             [(f, keys[b]) for k, w, f in accesses if k == b and w], size)
+                    checks.append(([f for _, f in mine], [f for w, f in theirs if w]))
+                if len(checks) == 2 and all(len(x) == len(y) and all(p is q for p, q in zip(x, y))
+                                            for x, y in zip(*checks)):
+                    checks.pop()  # no reads of the tensor: both checks are the same
+                for first, then in checks:
+                    _ordered(first, keys[a], then, keys[b], size)
 
 
-def _ordered(first: list, then: list, size: int) -> None:
+def _ordered(first: list, first_key: np.ndarray, then: list, then_key: np.ndarray,
+             size: int) -> None:
     """Fallback unless every element's accesses in ``first`` precede those in ``then``."""
-    f1 = np.concatenate([f for f, _ in first])
-    k1 = np.concatenate([k for _, k in first])
-    f2 = np.concatenate([f for f, _ in then])
-    k2 = np.concatenate([k for _, k in then])
+    f1, f2 = _cat(first), _cat(then)
+    k1, k2 = np.tile(first_key, len(first)), np.tile(then_key, len(then))
     if _dense(size, len(f1) + len(f2)):
         latest = np.full(size, -1, np.int64)
         np.maximum.at(latest, f1, k1)
@@ -278,6 +291,10 @@ def _ordered(first: list, then: list, size: int) -> None:
         bad = np.any((u[pos] == f2) & (latest[pos] > k2))
     if bad:
         raise Fallback("statements conflict out of textual order")
+
+
+def _cat(arrays: list[np.ndarray]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
 
 def _schedule_keys(stmts: list[StatementInstances]) -> list[np.ndarray]:

@@ -10,9 +10,9 @@ the loop statement by statement)::
 
     A[i] * 2 + 0.5   (A: f32)   ->   load(A, flats[0]) * float32(2) + float32(0.5)
 
-Integers: subscripts and bounds are int64 arrays with a bound on their
-magnitude (:data:`LIMIT`: no int64 overflow, so they equal Python's exact
-integers); iterators on right-hand sides (the weak type ``int``) must stay
+Integers: subscripts and bounds are int64 arrays with exact bounds on
+their values (below :data:`LIMIT`: no int64 overflow, so they equal Python's
+exact integers); iterators on right-hand sides (the weak type ``int``) must stay
 below 2**31 in magnitude. Transcendental functions (``exp log pow``) are
 applied element by element to NumPy scalars, because a library's vector
 loop may round differently from its scalar one; ``sqrt`` and the arithmetic
@@ -40,16 +40,20 @@ class Fallback(Exception):
     """The vector path cannot reproduce the sequential result exactly: run the loop scalar."""
 
 
-VEnv = dict  # name -> (value, bound): value a Python int or an int64 array, |value| <= bound
+VEnv = dict  # name -> (value, lo, hi): a Python int or an int64 array, lo <= value <= hi
 
 # --------------------------------------------------------------------------- integers
 
 
 def compile_vindex(expr: ir.Expr) -> Callable[[VEnv], tuple]:
-    """Vectorised :func:`polymap.reference_index.compile_index`: ``venv -> (value, bound)``."""
+    """Vectorised :func:`polymap.reference_index.compile_index`: ``venv -> (value, lo, hi)``.
+
+    ``lo``/``hi`` are exact Python bounds of every element (interval
+    arithmetic): they rule out int64 overflow and spare most bounds checks.
+    """
     match expr:
         case ir.Const(value=v):
-            c = (int(v), abs(int(v)))
+            c = (int(v), int(v), int(v))
             return lambda venv: c
         case ir.Var(name=n):
             return lambda venv: venv[n]
@@ -69,54 +73,67 @@ def compile_vindex(expr: ir.Expr) -> Callable[[VEnv], tuple]:
 def compile_vextreme(exprs: tuple[ir.Expr, ...], name: str) -> Callable[[VEnv], tuple]:
     """Max (loop lower bounds, ``max``) or min of integer expressions."""
     fns = tuple(compile_vindex(e) for e in exprs)
-    pick = np.maximum if name == "max" else np.minimum
+    if len(fns) == 1:
+        return fns[0]
+    pick, py = (np.maximum, max) if name == "max" else (np.minimum, min)
 
     def extreme(venv: VEnv) -> tuple:
         vals = [f(venv) for f in fns]
-        if all(isinstance(v, int) for v, _ in vals):
-            return (max if name == "max" else min)(v for v, _ in vals), max(b for _, b in vals)
-        acc = vals[0][0]
-        for v, _ in vals[1:]:
-            acc = pick(acc, v)
-        return acc, max(b for _, b in vals)
+        if all(isinstance(v, int) for v, _, _ in vals):
+            value = py(v for v, _, _ in vals)
+        else:
+            value = vals[0][0]
+            for v, _, _ in vals[1:]:
+                value = pick(value, v)
+        return value, py(lo for _, lo, _ in vals), py(hi for _, _, hi in vals)
     return extreme
 
 
-def _checked(value, bound: int) -> tuple:
-    if bound > LIMIT:
+def _checked(value, lo: int, hi: int) -> tuple:
+    if lo < -LIMIT or hi > LIMIT:
         raise Fallback("integer expression may leave int64")
-    return value, bound
+    return value, lo, hi
 
 
 def _neg(a):
-    return -a[0], a[1]
+    return -a[0], -a[2], -a[1]
 
 
 def _add(a, b):
-    return _checked(a[0] + b[0], a[1] + b[1])
+    return _checked(a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
 def _sub(a, b):
-    return _checked(a[0] - b[0], a[1] + b[1])
+    return _checked(a[0] - b[0], a[1] - b[2], a[2] - b[1])
 
 
 def _mul(a, b):
-    return _checked(a[0] * b[0], a[1] * b[1])
+    corners = (a[1] * b[1], a[1] * b[2], a[2] * b[1], a[2] * b[2])
+    return _checked(a[0] * b[0], min(corners), max(corners))
 
 
 def _nonzero(b):
-    if np.any(np.asarray(b[0]) == 0):
+    if b[1] <= 0 <= b[2] and np.any(np.asarray(b[0]) == 0):
         raise Fallback("division by zero")
 
 
-def _floordiv(a, b):  # |floor(a / b)| <= |a| for integers with b != 0
+def _floordiv(a, b):
     _nonzero(b)
-    return a[0] // b[0], a[1]
+    if isinstance(b[0], int):  # floor division by a constant is monotone
+        lo, hi = sorted((a[1] // b[0], a[2] // b[0]))
+    else:  # |floor(a / b)| <= |a| for integers with b != 0
+        lo, hi = -max(-a[1], a[2]), max(-a[1], a[2])
+    return a[0] // b[0], lo, hi
 
 
 def _mod(a, b):  # Python's remainder has the divisor's sign and is smaller than it
     _nonzero(b)
-    return a[0] % b[0], b[1]
+    if isinstance(b[0], int) and b[0] > 0:
+        lo, hi = (a[1], a[2]) if 0 <= a[1] and a[2] < b[0] else (0, b[0] - 1)
+    else:
+        m = max(-b[1], b[2])
+        lo, hi = -m, m
+    return a[0] % b[0], lo, hi
 
 
 _INDEX_OPS = {"+": _add, "-": _sub, "*": _mul, "/": _floordiv, "%": _mod}
