@@ -5,11 +5,11 @@ loop ``k`` that does not index ``C`` (gemm, the PolyBench BLAS kernels,
 matrix-vector products), on an architecture with at least four levels
 (``host``: DRAM, LLC, L2 x cores, L1 x cores, RF)::
 
-    DRAM  order (others, j, k, i)   walks LLC tiles: j by NC, k by KC, i by cores*MC
-    LLC   tile {i: 2*MC, j: NC, k: KC}  spatial i    (one MC block of rows per core)
-    L2    tile {i: MC,  j: NC, k: KC}  order j       (the MC x KC block of A stays in L2)
-    L1    tile {i: MC,  j: NR, k: KC}  order i, k    (the KC x NR panel of B stays in L1)
-    RF    tile {i: MR,  j: NR}         order i, j    (MR x NR accumulators in registers)
+    LLC   whole nest, order i, j, k, spatial i   (one chunk of rows per core: one parallel region)
+    L2    tile {i: chunk, j: NC, k: KC}          (chunk = M / cores rounded up to MR)
+    L1    tile {i: MC, j: NR, k: KC} order j, i, k  (the MC x KC block of A stays in L2,
+                                                   the KC x NR panel of B in L1)
+    RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
 
 The C emitter (:mod:`polymap.codegen.c_regtile`) turns the RF box under the
 ``k`` loop into unrolled-and-jammed vector accumulators. ``j`` is the
@@ -118,22 +118,27 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     rf = tuple(1 if t is None else t for t in tile(mr, b.nr, 1))
     rf = tuple(min(t, max(1, extents.get(x, 1))) for t, x in zip(rf, loops))
     ij = tuple(x for x in (i, j) if x is not None)
-    levels = [None] * n
     keep = nest_tensors(kernel, nest)
-    order_dram = others + (j, k) + ((i,) if i else ())
-    levels[0] = LevelMapping(arch.levels[0].name, (None,) * len(loops), order_dram, (), keep)
+    # one chunk of the parallel loop per core, a whole number of register tiles
+    par = i if i is not None else j
+    step = mr if i is not None else b.nr
+    chunk = -(-max(1, extents.get(par, 1)) // cores)
+    chunk = -(-chunk // step) * step
+    rows = b.mc if i is not None else None
+    whole = tuple(None for _ in loops)
+    l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     specs = {
-        n - 4: (tile(cores * b.mc if i else None, b.nc, b.kc), ((i,) if i else ()) + (j, k) + others,
-                (i,) if i and cores > 1 else ()),
-        n - 3: (tile(b.mc if i else None, b.nc, b.kc), (j,) + ((i,) if i else ()) + (k,) + others, ()),
-        n - 2: (tile(b.mc if i else None, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
+        0: (whole, others + tuple(loops), ()),
+        n - 4: (whole, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
+                (par,) if cores > 1 else ()),
+        n - 3: (l2, ij + (k,) + others, ()),
+        n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
         n - 1: (rf, others + (k,) + ij, ()),
     }
-    for lv in range(1, n):
-        t, order, spatial = specs.get(lv, specs[n - 4] if lv < n - 4 else None)
-        if lv < n - 4:
-            spatial = ()
-        levels[lv] = LevelMapping(arch.levels[lv].name, t, tuple(order), spatial, keep)
+    levels = []
+    for lv in range(n):
+        t, order, spatial = specs.get(lv, (whole, others + tuple(loops), ()))
+        levels.append(LevelMapping(arch.levels[lv].name, t, tuple(order), spatial, keep))
     out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     if check_fanout(out, arch, extents):
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
