@@ -131,6 +131,7 @@ def _expand(node, venv, n, comps, depth, plan: Plan, cap: int) -> None:
            for k, (v, a, b) in venv.items()}
     v_lo, v_hi = min(first, last), max(first, last)
     sub[node.var] = (var, v_lo, v_hi)
+    plan.last_values.setdefault(node.var, None)  # outer iterators first, as the loops bind them
     _walk(node.body, sub, total, comps + [("v", node.var, v_lo, v_hi)], depth + 1, plan, cap)
     plan.last_values[node.var] = int(var[-1])
 
