@@ -94,6 +94,11 @@ def select_kernels(program: ir.Program, name: str | None) -> tuple[ir.Kernel, ..
     return (k,)
 
 
+#: Largest ``-D`` value: numbers reach ISL points, NumPy shapes and C ``long``
+#: arguments, and beyond 64 bits every one of them fails in its own way.
+_MAX_PARAM = 2**63 - 1
+
+
 def parse_defines(defines: list[str] | tuple[str, ...]) -> dict[str, int]:
     """``["N=8", "M=4"]`` -> ``{"N": 8, "M": 4}``; a malformed one is an ``InputError``."""
     out: dict[str, int] = {}
@@ -105,6 +110,8 @@ def parse_defines(defines: list[str] | tuple[str, ...]) -> dict[str, int]:
             out[name.strip()] = int(value)
         except ValueError:
             raise InputError(f"-D {d}: the value of {name.strip()} must be an integer") from None
+        if abs(out[name.strip()]) > _MAX_PARAM:
+            raise InputError(f"-D {d}: the value of {name.strip()} does not fit in 64 bits")
     return out
 
 

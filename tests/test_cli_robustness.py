@@ -133,7 +133,8 @@ def test_unknown_kernel(capsys, files, command):
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-@pytest.mark.parametrize("define", ["N", "N=x", "N=", "=4", "N=1.5", "N=0", "N=-3", "Q=4"])
+@pytest.mark.parametrize("define", ["N", "N=x", "N=", "=4", "N=1.5", "N=0", "N=-3", "Q=4",
+                                    "N=99999999999999999999"])
 def test_malformed_defines(capsys, files, command, define):
     argv = [command, files["gemm.loop"], *COMMANDS[command], "-D", define]
     if command == "check":
@@ -392,3 +393,12 @@ def test_examples_never_traceback(capsys, path):
         rc, _, err = run(capsys, "check", path, "--kernel", kernel, "--order", order)
         assert rc in (0, 1), err
         assert "Traceback" not in err
+
+
+def test_values_beyond_64_bits_never_reach_isl(capsys, files, tmp_path):
+    """Counts, witnesses and plots evaluate ISL objects at the -D values (a C long)."""
+    for argv in (["check", files["gemm.loop"], "--mapping", files["map.yaml"], "--arch", "toy"],
+                 ["deps", files["gemm.loop"], "--plot", tmp_path / "p.png"]):
+        rc, _, err = run(capsys, *argv, "-D", "K=99999999999999999999")
+        assert_bad(rc, err)
+        assert "64 bits" in err
