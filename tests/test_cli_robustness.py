@@ -402,3 +402,10 @@ def test_values_beyond_64_bits_never_reach_isl(capsys, files, tmp_path):
         rc, _, err = run(capsys, *argv, "-D", "K=99999999999999999999")
         assert_bad(rc, err)
         assert "64 bits" in err
+
+
+def test_plot_options_without_plot(capsys, files):
+    for option in (["--loops", "i,j"], ["--fix", "k=0"], ["--statement", "acc"]):
+        rc, _, err = run(capsys, "deps", files["gemm.loop"], *option)
+        assert_bad(rc, err)
+        assert "--plot" in err

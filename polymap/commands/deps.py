@@ -82,6 +82,8 @@ def main(args) -> int:
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
+    if not args.plot and (args.loops or args.fix or args.statement):
+        raise InputError("--loops, --fix and --statement choose what --plot draws: give --plot OUT.png too")
     models = [build_model(k) for k in kernels]
     docs = [kernel_deps(m, memory=args.memory_based) for m in models]
     if args.plot or args.dot:
