@@ -106,10 +106,12 @@ def main(args) -> int:
             mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
             what = f"mapping {args.mapping}"
             verdict = check_mapping(model, mapping, arch=arch, params=params)
+            verdict = _with_fusion_note(kernel, mapping.nest, verdict)
         else:
             nest, loops, order = _order_of(kernel, args.order, several=len(kernels) > 1)
             what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
             verdict = check_mapping(model, order_mapping(kernel, nest, loops, order), params=params)
+            verdict = _with_fusion_note(kernel, nest, verdict)
         legal &= verdict.legal
         docs.append(verdict_json(kernel.name, verdict))
         reports.append(verdict_report(kernel.name, what, verdict))
@@ -119,6 +121,22 @@ def main(args) -> int:
         raise IllegalTransformation(report, doc)
     print(json.dumps(doc, indent=2) if args.json else report)
     return 0
+
+
+def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
+    """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
+    from dataclasses import replace
+
+    from ..passes.rename import repeated_loop_names
+
+    names = repeated_loop_names(kernel).get(nest)
+    if not names:
+        return verdict
+    listed = ", ".join(f"'{x}'" for x in names)
+    note = (f"several loops of this nest are named {listed}: an order or mapping names each loop once, "
+            f"so it runs them as one loop (fusing them); give them distinct names in the source to "
+            f"order them apart")
+    return replace(verdict, notes=verdict.notes + (note,))
 
 
 def _order_of(kernel: ir.Kernel, text: str, *, several: bool) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
