@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from ..driver import load_program, parse_defines, select_kernels
+from ..driver import check_defines, load_program, parse_defines, select_kernels
 from ..errors import IllegalTransformation, MappingError
 
 #: Architectures tried, in order, when ``--arch`` is not given.
@@ -61,6 +61,7 @@ def main(args) -> int:
     program = load_program(args.file)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
+    check_defines(program, kernels, defines)
     mapping = resolve_mapping(args.mapping, kernels if len(kernels) > 1 else kernels[0], args.arch)
     kernel = program.kernel(mapping.kernel) or kernels[0]
     model = build_model(kernel)
