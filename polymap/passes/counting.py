@@ -101,21 +101,16 @@ def _keepers(mapping, tensor: str) -> list[int]:
     return [l for l, lm in enumerate(mapping.levels) if l == 0 or tensor in lm.keep]
 
 
-def _fill_relation(lr: LevelResidency, tensor: str) -> isl.Map:
-    """``r -> e``: e enters residency r from the parent (not born by a write)."""
+def _entering(lr: LevelResidency, tensor: str) -> isl.Map:
+    """``r -> e``: e is held in r but not in the residency before (a stay of e starts at r)."""
     t = lr.tensor(tensor)
-    entering = t.held.subtract(lr.next.reverse().apply_range(t.held))
-    return entering.subtract(t.write_first)
+    return t.held.subtract(lr.next.reverse().apply_range(t.held))
 
 
 def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     """``[r -> e]``: e leaves after residency r at the end of a stay in which it was written."""
     t = lr.tensor(tensor)
     leaving = t.held.subtract(lr.next.apply_range(t.held))
-    if t.written.is_empty():
-        return leaving.wrap().subtract(leaving.wrap())
-    if t.written.is_equal(t.held):
-        return leaving.wrap()  # every residency holding e writes it: every stay ends dirty
     ident = isl.Map.identity(t.held.range().get_space().map_from_set())
     # a write at r_w is sent back when its stay ends: the first leaving point at or after r_w
     step = lr.not_before.product(ident)
@@ -123,22 +118,20 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     return step.lexmin().range()
 
 
-def _multicast(fills: isl.Map, ms, parent: int, child_depth: int) -> isl.Map:
+def _multicast(fills: isl.Map, dims, parent: int, child_depth: int) -> isl.Map:
     """Drop the spatial dims that tell apart the children one parent instance serves."""
-    drop = [j for j, d in enumerate(ms.dims[:child_depth]) if d.spatial and d.level >= parent]
+    drop = [j for j, d in enumerate(dims[:child_depth]) if d.spatial and d.level >= parent]
     for j in reversed(drop):
         fills = fills.project_out(isl.dim_type.in_, j, 1)
     return fills
 
 
-def _per_instance(res: Residencies, tensor: str, kind: str):
+def _per_instance(res: Residencies, instances: list, tensor: str, kind: str):
     """One access per reference of ``kind`` per statement instance, over the nest."""
     total = None
-    for st, tmap in zip(res.schedule.statements, res.time_maps):
-        dom = tmap.domain()
+    for st, c in zip(res.schedule.statements, instances):
         for acc in st.accesses:
             if acc.tensor == tensor and acc.kind == kind:
-                c = _card(dom)
                 total = c if total is None else total.add(c)
     return total
 
@@ -149,23 +142,55 @@ class _Counter:
     def __init__(self, model: KernelModel, mapping, res: Residencies, params, symbolic: bool):
         self.model, self.mapping, self.res = model, mapping, res
         self.params, self.symbolic = params, symbolic
+        self.instances = [_card(tmap.domain()) for tmap in res.time_maps]  # per statement
+        self._entering: dict = {}
         self._fills: dict = {}
         self._wb: dict = {}
 
     def number(self, pw) -> int:
         return 0 if pw is None else to_int(pw, self.params)
 
+    def entering(self, level: int, tensor: str) -> tuple[isl.Map, object]:
+        """The stays of ``tensor`` starting at each residency, and how many there are."""
+        key = (level, tensor)
+        if key not in self._entering:
+            rel = _entering(self.res.levels[level], tensor)
+            self._entering[key] = (rel, _card(rel))
+        return self._entering[key]
+
     def fills(self, level: int, tensor: str) -> isl.Map:
+        """``r -> e``: e enters residency r from the parent (not born by a write)."""
         key = (level, tensor)
         if key not in self._fills:
-            self._fills[key] = _fill_relation(self.res.levels[level], tensor)
+            wf = self.res.levels[level].tensor(tensor).write_first
+            rel = self.entering(level, tensor)[0]
+            self._fills[key] = rel if wf.is_empty() else rel.subtract(wf)
         return self._fills[key]
+
+    def fill_count(self, level: int, tensor: str):
+        if self.res.levels[level].tensor(tensor).write_first.is_empty():
+            return self.entering(level, tensor)[1]
+        return _card(self.fills(level, tensor))
 
     def writebacks(self, level: int, tensor: str):
         key = (level, tensor)
         if key not in self._wb:
-            self._wb[key] = _card(_writeback_ends(self.res.levels[level], tensor))
+            t = self.res.levels[level].tensor(tensor)
+            if t.written.is_empty():
+                self._wb[key] = None
+            elif t.written.is_equal(t.held):
+                # every residency holding e writes it: every stay ends dirty, and a stay ends
+                # (leaves, or is still held after the last residency) once per start
+                self._wb[key] = self.entering(level, tensor)[1]
+            else:
+                self._wb[key] = _card(_writeback_ends(self.res.levels[level], tensor))
         return self._wb[key]
+
+    def _parent_reads(self, level: int, child: int, tensor: str, depth: int):
+        """Fills of ``child`` seen from ``level``: one read per element and step for all the children."""
+        if not any(d.spatial and d.level >= level for d in self.res.dims[:depth]):
+            return self.fill_count(child, tensor)  # no children to tell apart: one read per fill
+        return _card(_multicast(self.fills(child, tensor), self.res.dims, level, depth))
 
     def tensor_counts(self, level: int, tensor: str) -> TensorCounts:
         keepers = _keepers(self.mapping, tensor)
@@ -173,14 +198,14 @@ class _Counter:
         if inner:
             child = inner[0]
             depth = self.res.levels[child].depth
-            reads = _card(_multicast(self.fills(child, tensor), self.res.schedule, level, depth))
+            reads = self._parent_reads(level, child, tensor, depth)
             updates = self.writebacks(child, tensor)
         else:
-            reads = _per_instance(self.res, tensor, "read")
-            updates = _per_instance(self.res, tensor, "write")
+            reads = _per_instance(self.res, self.instances, tensor, "read")
+            updates = _per_instance(self.res, self.instances, tensor, "write")
         pws = {"reads": reads, "updates": updates}
         if level > 0:
-            pws["fills"] = _card(self.fills(level, tensor))
+            pws["fills"] = self.fill_count(level, tensor)
             pws["writebacks"] = self.writebacks(level, tensor)
         formulas = ()
         if self.symbolic:
@@ -197,7 +222,8 @@ class _Counter:
 
 def _max_value(pw, model: KernelModel, params: MappingT[str, int]) -> int:
     """Exact maximum of a piecewise quasi-polynomial over its domain at ``params``."""
-    pw = pw.intersect_params(param_set(model, params))
+    if pw.dim(isl.dim_type.param):
+        pw = pw.intersect_params(param_set(model, params))
     if pw.is_zero():
         return 0
     fold, tight = pw.bound(isl.fold.max)
@@ -257,8 +283,7 @@ def count_mapping(model: KernelModel, mapping, arch, *, params: dict | None = No
         name = arch.levels[l].name if arch is not None else lm.level
         levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
     inst = None
-    for tmap in res.time_maps:
-        c = _card(tmap.domain())
+    for c in counter.instances:
         inst = c if inst is None else inst.add(c)
     return Counts(model.kernel.name, tuple(sorted(values.items())), counter.number(inst), tuple(levels),
                   _formula_text(inst) if symbolic and inst is not None else None, mapping)

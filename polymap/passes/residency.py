@@ -29,7 +29,7 @@ from typing import Mapping as MappingT
 
 from ..islcheck import isl
 from ..poly import KernelModel, fix_params
-from .tiling import MappedSchedule, mapped_schedule
+from .tiling import MappedSchedule, TimeDim, mapped_schedule
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ class Residencies:
     time_maps: tuple[isl.Map, ...]  # per statement of the nest: instance -> time (params fixed if given)
     events: tuple[Events, ...]
     levels: tuple[LevelResidency, ...]
+    dims: tuple[TimeDim, ...] = ()  # the time dimensions kept in time_maps (constant ones dropped)
 
     def events_of(self, tensor: str) -> Events:
         return next(e for e in self.events if e.tensor == tensor)
@@ -103,15 +104,21 @@ def _project_prefix(obj, depth: int, total: int, dim_type):
     return obj.project_out(dim_type, depth, total - depth) if total > depth else obj
 
 
-def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str) -> Events:
-    """All reads and writes of ``tensor`` by the nest, as ``time -> element`` maps."""
+def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str,
+                  params: MappingT[str, int] | None = None) -> Events:
+    """All reads and writes of ``tensor`` by the nest, as ``time -> element`` maps.
+
+    With ``params`` the access relations get the numbers too (the time maps
+    must have them already), so the events have no parameters.
+    """
     reads = writes = None
     for st, tmap in zip(ms.statements, time_maps):
         inverse = tmap.reverse()
         for acc in st.accesses:
             if acc.tensor != tensor:
                 continue
-            rel = inverse.apply_range(acc.relation)
+            relation = acc.relation if params is None else _without_params(fix_params(acc.relation, model, params))
+            rel = inverse.apply_range(relation)
             if acc.kind == "read":
                 reads = rel if reads is None else reads.union(rel)
             else:
@@ -125,14 +132,18 @@ def _event_space(model, ms, time_maps, tensor) -> isl.Space:
     for st, tmap in zip(ms.statements, time_maps):
         for acc in st.accesses:
             if acc.tensor == tensor:
-                return tmap.reverse().apply_range(acc.relation).get_space()
+                space = acc.relation.get_space()
+                if not tmap.dim(isl.dim_type.param):
+                    space = space.drop_dims(isl.dim_type.param, 0, space.dim(isl.dim_type.param))
+                return tmap.get_space().range().map_from_domain_and_range(space.range())
     raise KeyError(tensor)
 
 
 def _write_first(ev: Events, depth: int, total: int) -> isl.Map:
     """``r -> e``: some write of ``e`` in residency ``r`` comes before every read of ``e`` in ``r``."""
-    writes = ev.writes
-    if writes.is_empty():
+    # a write whose instance also reads the element (``+=``) has a read at the same time: never first
+    writes = ev.writes.subtract(ev.reads)
+    if writes.is_empty() or ev.reads.is_empty():
         return _project_prefix(writes, depth, total, isl.dim_type.in_)
     # t_w -> t_r: t_r at or before t_w within the same residency (first `depth` dims equal)
     before = isl.Map.lex_ge(writes.domain().get_space())
@@ -143,12 +154,16 @@ def _write_first(ev: Events, depth: int, total: int) -> isl.Map:
     return _project_prefix(writes.subtract(preceded), depth, total, isl.dim_type.in_)
 
 
-def level_residency(res_events: tuple[Events, ...], time_maps, ms: MappedSchedule, level: int,
+def level_residency(res_events: tuple[Events, ...], time_maps, dims: tuple[TimeDim, ...], level: int,
                     kept: tuple[str, ...]) -> LevelResidency:
-    """The residencies of ``level`` and what they hold of each tensor in ``kept``."""
-    total = len(ms.dims)
-    depth = ms.dims_outside(level)
-    spatial = tuple(j for j, d in enumerate(ms.dims[:depth]) if d.spatial)
+    """The residencies of ``level`` and what they hold of each tensor in ``kept``.
+
+    ``dims`` describes the dimensions of ``time_maps`` (the mapped schedule's,
+    possibly without the constant ones).
+    """
+    total = len(dims)
+    depth = sum(1 for d in dims if 0 <= d.level < level)
+    spatial = tuple(j for j, d in enumerate(dims[:depth]) if d.spatial)
     points = None
     for tmap in time_maps:
         rng = _project_prefix(tmap.range(), depth, total, isl.dim_type.set)
@@ -174,15 +189,47 @@ def residencies(model: KernelModel, mapping, *, params: MappingT[str, int] | Non
     ms = mapped_schedule(model, mapping)
     maps = tuple(m for _, m in ms.maps)
     if params is not None:
-        maps = tuple(fix_params(m, model, params) for m in maps)
+        # numbers from the start: every later operation works on sets without parameters
+        maps = tuple(_without_params(fix_params(m, model, params)) for m in maps)
+    maps, dims = drop_constant_dims(maps, ms.dims)
     names = tensors if tensors is not None else nest_tensor_names(ms)
-    events = tuple(tensor_events(model, ms, maps, x) for x in names)
+    events = tuple(tensor_events(model, ms, maps, x, params) for x in names)
     levels = []
     for l, lm in enumerate(mapping.levels):
         # the backing store (level 0) keeps everything and has no fills: nothing to describe
         kept = () if l == 0 else tuple(x for x in names if x in lm.keep)
-        levels.append(level_residency(events, maps, ms, l, kept))
-    return Residencies(ms, maps, events, tuple(levels))
+        levels.append(level_residency(events, maps, dims, l, kept))
+    return Residencies(ms, maps, events, tuple(levels), dims)
+
+
+def _without_params(m: isl.Map) -> isl.Map:
+    """``m`` (parameters fixed to numbers) with the parameters substituted away."""
+    n = m.dim(isl.dim_type.param)
+    return m.project_out(isl.dim_type.param, 0, n).detect_equalities() if n else m
+
+
+def drop_constant_dims(maps: tuple[isl.Map, ...], dims: tuple[TimeDim, ...]):
+    """Drop the time dimensions every statement fixes to one and the same integer.
+
+    Such a dimension (a loop of one tile at a level, a phase every statement
+    shares, a whole-loop coordinate) orders nothing and names one instance, so
+    residencies, their order and their instances are unchanged without it;
+    fewer dimensions make every later ISL operation cheaper. Before/after for
+    gemm with ``k`` in one tile at GLB: ``[i0, j0, 1, k0, 1, 0, ...]`` ->
+    ``[i0, j0, 1, k0, 1, ...]``.
+    """
+    fixed = None
+    for m in maps:
+        rng = m.range().detect_equalities()
+        vals = [rng.plain_get_val_if_fixed(isl.dim_type.set, j) for j in range(len(dims))]
+        here = [None if (v.is_nan() or not v.is_int()) else v.to_python() for v in vals]
+        fixed = here if fixed is None else [a if a == b else None for a, b in zip(fixed, here)]
+    if not fixed:
+        return maps, dims
+    drop = [j for j, v in enumerate(fixed) if v is not None]
+    for j in reversed(drop):
+        maps = tuple(m.project_out(isl.dim_type.out, j, 1) for m in maps)
+    return maps, tuple(d for j, d in enumerate(dims) if j not in drop)
 
 
 def nest_tensor_names(ms: MappedSchedule) -> tuple[str, ...]:
