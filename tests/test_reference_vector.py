@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from polymap import ir
-import polymap.reference_vector as rv
+import polymap.reference.vector as rv
 from polymap.reference import execute
 from polymap.tensors import random_inputs
 

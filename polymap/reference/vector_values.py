@@ -1,8 +1,8 @@
-"""Vectorised values for :mod:`polymap.reference_vector`: one NumPy array per expression.
+"""Vectorised values for :mod:`polymap.reference.vector`: one NumPy array per expression.
 
 Every expression is evaluated for all statement instances of a loop at once,
 with exactly the operations the scalar closures of
-:mod:`polymap.reference_values` apply to each instance: the same static
+:mod:`polymap.reference.values` apply to each instance: the same static
 types, the same dtype per operation (a float32 array rounds each operation
 like a float32 scalar), the same tie rules for ``max``/``min``. Whatever
 cannot be reproduced exactly raises :class:`Fallback` (the caller then runs
@@ -26,9 +26,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import ir
-from .reference_index import COMPARE
-from .reference_values import (CONVERT, INTEGER, common, pow_type, unary_float_type,
+from .. import ir
+from .index import COMPARE
+from .values import (CONVERT, INTEGER, common, pow_type, unary_float_type,
                                value_op)
 
 LIMIT = 2 ** 62
@@ -46,7 +46,7 @@ VEnv = dict  # name -> (value, lo, hi): a Python int or an int64 array, lo <= va
 
 
 def compile_vindex(expr: ir.Expr) -> Callable[[VEnv], tuple]:
-    """Vectorised :func:`polymap.reference_index.compile_index`: ``venv -> (value, lo, hi)``.
+    """Vectorised :func:`polymap.reference.index.compile_index`: ``venv -> (value, lo, hi)``.
 
     ``lo``/``hi`` are exact Python bounds of every element (interval
     arithmetic): they rule out int64 overflow and spare most bounds checks.
@@ -140,7 +140,7 @@ _INDEX_OPS = {"+": _add, "-": _sub, "*": _mul, "/": _floordiv, "%": _mod}
 
 
 def compile_vcondition(expr: ir.Expr) -> Callable[[VEnv], object]:
-    """Vectorised :func:`polymap.reference_index.compile_condition`: a bool or a bool array."""
+    """Vectorised :func:`polymap.reference.index.compile_condition`: a bool or a bool array."""
     match expr:
         case ir.Compare(op=op, lhs=a, rhs=b):
             fa, fb, cmp = compile_vindex(a), compile_vindex(b), COMPARE[op]
@@ -173,7 +173,7 @@ class VTyped:
 
 
 def compile_vvalue(expr: ir.Expr, dtypes: dict[str, str], refs: list[ir.Ref]) -> VTyped:
-    """Vectorised :func:`polymap.reference_values.compile_value`.
+    """Vectorised :func:`polymap.reference.values.compile_value`.
 
     Every tensor reference met is appended to ``refs``; at run time
     ``loads[k]`` holds the loaded array of ``refs[k]``.
@@ -228,7 +228,7 @@ def compile_vvalue(expr: ir.Expr, dtypes: dict[str, str], refs: list[ir.Ref]) ->
 
 
 def varith(op: str, a: VTyped, b: VTyped) -> VTyped:
-    """``a OP b`` in the common type, like :func:`polymap.reference_values.arith`."""
+    """``a OP b`` in the common type, like :func:`polymap.reference.values.arith`."""
     t = common(a.type, b.type)
     fa, fb, f = vcast_fn(a, t), vcast_fn(b, t), vop(op, t)
     return VTyped(lambda venv, loads: f(fa(venv, loads), fb(venv, loads)), t)

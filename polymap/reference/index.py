@@ -13,9 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import ir
-from .errors import SemanticError
-from .tensors import shape_of
+from .. import ir
+from ..errors import SemanticError
+from ..tensors import shape_of
 
 Env = dict  # parameter and iterator names -> Python ints
 

@@ -2,7 +2,7 @@
 
 :func:`plan_region` enumerates every statement instance of a loop (original
 order, as int64 arrays of iterator values), evaluates every subscript, and
-checks the conditions of :mod:`polymap.reference_vector` exactly, element by
+checks the conditions of :mod:`polymap.reference.vector` exactly, element by
 element. It never changes a tensor; it raises :class:`Fallback` (or returns
 None when the loop is too large to hold as arrays) and the caller then runs
 the loop instance by instance::
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .reference_vector_values import LIMIT, Fallback
+from .vector_values import LIMIT, Fallback
 
 
 @dataclass
@@ -73,7 +73,7 @@ def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan |
 
 
 def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
-    from .reference_vector import IfNode, LoopNode  # noqa: PLC0415 - the node types
+    from .vector import IfNode, LoopNode  # noqa: PLC0415 - the node types
 
     for pos, node in enumerate(nodes):
         here = comps + [("c", pos)]

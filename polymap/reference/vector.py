@@ -12,7 +12,7 @@ loop instance by instance. No static analysis is involved::
       for k in 0..K { acc: C[i, j] += A[i,k]*B[k,j] }}  -> acc over all (j, k): per C element,
                                                          the K terms folded in order of k
 
-Exactness, on the concrete instances (see :mod:`polymap.reference_plan`):
+Exactness, on the concrete instances (see :mod:`polymap.reference.plan`):
 
 * each statement either writes pairwise distinct elements and reads no
   element another instance of it writes (then all right-hand sides are
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import ir
-from .reference_plan import Plan, StatementInstances, plan_region
-from .reference_vector_values import (Fallback, VTyped, compile_vcondition, compile_vextreme,
+from .. import ir
+from .plan import Plan, StatementInstances, plan_region
+from .vector_values import (Fallback, VTyped, compile_vcondition, compile_vextreme,
                                       compile_vindex, compile_vvalue, store_values, vcast, vop)
-from .reference_values import COMBINE, common
+from .values import COMBINE, common
 
 #: At most this many statement instances are held as arrays at once (~100 bytes each).
 MAX_INSTANCES = 1 << 20

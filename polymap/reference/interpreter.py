@@ -9,7 +9,7 @@ kernel is then a walk of closures in textual (original) order::
     for i in 0..N { S: A[i] += B[i] * 2 }
       ->  loop(i, 0, N, body=stmt(A, [i], "+=", mul(load(B, [i]), 2)))
 
-Loops are first offered to :mod:`polymap.reference_vector`, which runs a
+Loops are first offered to :mod:`polymap.reference.vector`, which runs a
 whole loop at once on NumPy arrays when, on the concrete indices of this
 run, that gives exactly the sequential result (else the closures run).
 ``execute(..., vectorize=False)`` forces the statement-by-statement path.
@@ -46,12 +46,12 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from . import ir
-from .errors import InputError
-from .reference_index import (Context, Env, compile_condition, compile_extreme,  # noqa: F401
+from .. import ir
+from ..errors import InputError
+from .index import (Context, Env, compile_condition, compile_extreme,  # noqa: F401
                               compile_index, compile_subscripts, loc)
-from .reference_values import COMBINE, CONVERT, cast, common, compile_value, value_op
-from .tensors import allocate, numpy_dtype, validate_inputs
+from .values import COMBINE, CONVERT, cast, common, compile_value, value_op
+from ..tensors import allocate, numpy_dtype, validate_inputs
 
 Run = Callable[[Env], None]
 
@@ -116,7 +116,7 @@ def _compile_loop(loop: ir.Loop, ctx: Context) -> Run:
             body(env)
     if not ctx.vectorize:
         return run
-    from .reference_vector import Region  # the fast path: whole loops on arrays
+    from .vector import Region  # the fast path: whole loops on arrays
 
     region = Region(loop, ctx)
 

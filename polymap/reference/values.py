@@ -2,7 +2,7 @@
 
 The rules (documented in :mod:`polymap.reference`) are stated once here and
 used by both the statement-by-statement closures below and the vectorised
-evaluation of :mod:`polymap.reference_vector_values`::
+evaluation of :mod:`polymap.reference.vector_values`::
 
     A[i] * 2 + 0.5   (A: f32)   ->   Typed(fn, "f32"): both literals become float32
 """
@@ -14,9 +14,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import ir
-from .errors import InputError, SemanticError
-from .reference_index import COMPARE, Context, Env, compile_subscripts, loc, loc_of
+from .. import ir
+from ..errors import InputError, SemanticError
+from .index import COMPARE, Context, Env, compile_subscripts, loc, loc_of
 
 #: Tensor types by C's conversion rank; "int" and "float" are the weak types of
 #: iterators/parameters/integer literals (Python int) and float literals (double).
