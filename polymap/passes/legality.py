@@ -141,10 +141,29 @@ def _phrase(model, label, s, t, tensor, pair: W.TaggedPair | None, old_flows) ->
     return Violation("WAW", W.waw_final(pair.source, pair.sink, el_text), s, t, tensor, wit)
 
 
+def compact_maps(mapped) -> dict[str, isl.Map]:
+    """The mapped schedule without the time dimensions that are 0 for every statement.
+
+    A coordinate at level ``l`` is 0 when the next level's tile of its loop
+    is whole (``None``); dropping a dimension that is equal for all instances
+    keeps the lexicographic order of every pair, and spares ISL the
+    existential variables of its floor/mod expression.
+    """
+    mapping, n = mapped.mapping, len(mapped.mapping.levels)
+    drop = [d for d, td in enumerate(mapped.dims) if td.kind == "coord" and td.level < n - 1
+            and mapping.levels[td.level + 1].tile[list(mapping.loops).index(td.loop)] is None]
+    out = {}
+    for name, m in mapped.maps:
+        for d in reversed(drop):
+            m = m.project_out(isl.dim_type.out, d, 1)
+        out[name] = m
+    return out
+
+
 def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
                         ) -> list[Violation]:
     """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
-    stmts, maps = mapped.statements, dict(mapped.maps)
+    stmts, maps = mapped.statements, compact_maps(mapped)
     if keeps_conflicts(model, stmts, maps) or keeps_writers(model, stmts, maps):
         return []
     rels = violated_relations(model, stmts, lambda s: mapped.map_of(s.name))
@@ -156,7 +175,7 @@ def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int]
 
 def is_legal_schedule(model: KernelModel, mapped) -> bool:
     """True iff the mapped schedule keeps every reaching and final writer (symbolically)."""
-    maps = dict(mapped.maps)
+    maps = compact_maps(mapped)
     return keeps_conflicts(model, mapped.statements, maps) or keeps_writers(model, mapped.statements, maps)
 
 
