@@ -88,3 +88,38 @@ def test_explain_names_every_level():
     m, rep = search_mappings(model, 0, ARCH, params, top=1, budget=100)[0]
     text = explain(m, rep)
     assert "DRAM" in text and "BUF" in text and "intensity" in text
+
+
+def test_is_legal_agrees_with_check_mapping():
+    """The search's yes/no legality (cached) equals check's verdict, spatial loops included."""
+    from polymap.passes.search import is_legal
+
+    kernel, model, params = setup()
+    loops = ("i", "j", "k")
+    for order, tile, spatial in product([loops, ("k", "i", "j"), ("j", "k", "i")], [(4, 4, 4), (2, 8, 1)],
+                                        [(), ("i",), ("k",)]):
+        levels = (LevelMapping("DRAM", (None,) * 3, order, spatial, ("A", "B", "C")),
+                  LevelMapping("BUF", tile, order, (), ("A", "B", "C")))
+        m = Mapping("gemm", 0, loops, levels)
+        assert is_legal(model, m) == check_mapping(model, m, params=params).legal, m
+        assert is_legal(model, m) == is_legal(model, m)  # cached answer
+    k_spatial = Mapping("gemm", 0, loops, (LevelMapping("DRAM", (None,) * 3, loops, ("k",), ("A", "B", "C")),
+                                           LevelMapping("BUF", (4, 4, 4), loops, (), ("A", "B", "C"))))
+    i_spatial = Mapping("gemm", 0, loops, (LevelMapping("DRAM", (None,) * 3, loops, ("i",), ("A", "B", "C")),
+                                           LevelMapping("BUF", (4, 4, 4), loops, (), ("A", "B", "C"))))
+    assert is_legal(model, k_spatial)  # k carries only the reduction: the code combines partial sums
+    assert is_legal(model, i_spatial)
+
+
+def test_time_budget_still_returns_a_legal_mapping():
+    """With no time left the search tests only the original order, and still confirms one mapping."""
+    import time
+
+    kernel, model, params = setup()
+    start = time.monotonic()
+    found = search_mappings(model, 0, ARCH, params, top=3, budget=100, seconds=0.0)
+    assert time.monotonic() - start < 10
+    assert found and all(m.levels[0].order == ("i", "j", "k") for m, _ in found)
+    for m, rep in found:
+        assert check_mapping(model, m, params=params).legal
+        assert rep.counts == count_mapping(model, m, ARCH, params=params)

@@ -16,12 +16,20 @@ Candidates (``compile`` without ``--mapping``):
 Objective: energy (pJ, ``mapping.md``) first, then cycles; only mappings
 whose footprint fits every level. The fast path
 (:mod:`polymap.passes.fastcount`) ranks whole batches when the nest is in
-its class; the winners are then recounted with the ISL path
-(:func:`polymap.passes.counting.count_mapping`) and checked once more.
-Otherwise a small candidate set is ranked with the ISL path alone.
+its class; the winners are then checked once more (legality of their own
+tiles) and reported with the fast path's exact counts (``recount=True``
+recounts them with the ISL path,
+:func:`polymap.passes.counting.count_mapping`, seconds to minutes at real
+sizes). Otherwise a small candidate set is ranked with the ISL path alone.
+
+Time: legality is a yes/no answer (:func:`is_legal`, no witnesses), cached
+per model and mapping. ``seconds`` bounds the wall time: orders are tested
+(original order first) until it runs out, and candidates are confirmed
+until one is found after it ran out.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Mapping as MappingT
 
@@ -82,46 +90,78 @@ def _fits(counts: Counts, arch) -> bool:
                    for lv, spec in zip(counts.levels, arch.levels))
 
 
-def _legal(model, mapping: Mapping, params) -> bool:
-    from .legality import check_mapping
+def is_legal(model, mapping: Mapping) -> bool:
+    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
+
+    The same answer as ``check_mapping(...).legal`` without an architecture,
+    without witnesses, notes or hints. An error while deciding counts as illegal.
+    """
+    from .schedule_order import cached
+
+    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
+
+
+def _decide(model, mapping: Mapping) -> bool:
+    from .legality import is_legal_schedule, spatial_findings
+    from .tiling import mapped_schedule
 
     try:
-        return check_mapping(model, mapping, params=params).legal
+        mapped = mapped_schedule(model, mapping)
+        if not is_legal_schedule(model, mapped):
+            return False
+        if not any(lm.spatial for lm in mapping.levels):
+            return True
+        return not spatial_findings(model, mapped)[0]
     except Exception:  # undecided: treat as illegal
         return False
 
 
-def _report(model, mapping, arch, params, extents) -> CostReport | None:
-    counts = count_mapping(model, mapping, arch, params=dict(params))
+def _legal(model, mapping: Mapping, params=None) -> bool:
+    return is_legal(model, mapping)
+
+
+def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> CostReport | None:
+    counts, by = None, "isl"
+    if not recount:
+        from .fastcount import fast_counts
+
+        counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
+    if counts is None:
+        counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
     if not _fits(counts, arch):
         return None
     energy, cycles = cost_of(counts, mapping, arch, extents)
-    return CostReport(energy, cycles, counts, "isl")
+    return CostReport(energy, cycles, counts, by)
 
 
 def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: int = 10,
-                    budget: int = 4000, confirm: int = 3) -> list[tuple[Mapping, CostReport]]:
+                    budget: int = 4000, confirm: int = 3, seconds: float | None = 5.0,
+                    recount: bool = False) -> list[tuple[Mapping, CostReport]]:
     """Legal, fitting mappings of ``nest`` on ``arch``, best first (energy, then cycles).
 
     ``budget`` bounds the tile vectors evaluated per loop order with the fast
-    path; the best ``confirm`` are recounted and checked with the ISL path
-    (all returned reports are ISL counts).
+    path; the best ``confirm`` are checked for legality with their own tiles
+    and reported with exact counts (the fast path's, or the ISL path's with
+    ``recount`` or outside its class). ``seconds`` (None: no limit) bounds the
+    time spent on orders and confirmations, see the module docstring.
     """
     params = dict(params)
-    space = SearchSpace.build(model, nest, arch, params)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    space = SearchSpace.build(model, nest, arch, params, deadline=deadline)
     if space is None:
         return []
     try:
         ranked, want = _rank_fast(model, space, budget), confirm
     except NotSupported:
-        ranked, want = space.few_candidates(), top
+        ranked, want, recount = space.few_candidates(), top, True
     out: list[tuple[Mapping, CostReport]] = []
     for m in ranked:
-        if len(out) >= want:
+        late = deadline is not None and time.monotonic() > deadline
+        if len(out) >= want or (late and out):
             break
-        if not _legal(model, m, params) or check_fanout(m, arch, space.extents):
+        if check_fanout(m, arch, space.extents) or not is_legal(model, m):
             continue
-        rep = _report(model, m, arch, params, space.extents)
+        rep = _report(model, m, arch, params, space.extents, recount=recount)
         if rep is not None:
             out.append((m, rep))
     out.sort(key=lambda mr: (mr[1].energy_pj, mr[1].cycles))

@@ -8,6 +8,7 @@ streaming in). The sweep draws, per loop and level, powers of two from
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from itertools import permutations
 from math import prod
@@ -34,9 +35,11 @@ class SearchSpace:
     orders: tuple[tuple[str, ...], ...]  # legal orders
 
     @classmethod
-    def build(cls, model, nest: int, arch, params) -> "SearchSpace | None":
+    def build(cls, model, nest: int, arch, params, *, deadline: float | None = None) -> "SearchSpace | None":
+        """The space of ``nest``; orders are tested for legality (original first) until ``deadline``
+        (a ``time.monotonic()`` value; at least one order is always tested)."""
         from .loop_classes import loop_classes
-        from .search import _legal
+        from .search import is_legal
 
         loops = nest_loops(model.kernel, nest)
         extents = loop_extents(model.kernel, nest, params, model=model)
@@ -52,8 +55,13 @@ class SearchSpace:
         spatial = tuple((fan, x) for x in parallel[:2]) if fan is not None else ()
         space = cls(model, nest, arch, dict(params), tuple(loops), extents,
                     nest_tensors(model.kernel, nest), sides, spatial, ())
-        legal = tuple(o for o in _orders(loops) if _legal(model, space.mapping(o, sides), params))
-        return cls(**{**space.__dict__, "orders": legal})
+        legal = []
+        for n, o in enumerate(_orders(loops)):
+            if n and deadline is not None and time.monotonic() > deadline:
+                break
+            if is_legal(model, space.mapping(o, sides)):
+                legal.append(o)
+        return cls(**{**space.__dict__, "orders": tuple(legal)})
 
     def mapping(self, order, sides, spatial: tuple[int, str] | None = None) -> Mapping:
         """One order at every level, square tiles of the given sides, optionally one spatial loop."""
