@@ -101,10 +101,9 @@ def _keepers(mapping, tensor: str) -> list[int]:
     return [l for l, lm in enumerate(mapping.levels) if l == 0 or tensor in lm.keep]
 
 
-def _entering(lr: LevelResidency, tensor: str) -> isl.Map:
-    """``r -> e``: e is held in r but not in the residency before (a stay of e starts at r)."""
-    t = lr.tensor(tensor)
-    return t.held.subtract(lr.next.reverse().apply_range(t.held))
+def _previously_held(lr: LevelResidency, tensor: str) -> isl.Map:
+    """``r -> e``: e is held in the residency before r (of the same instance)."""
+    return lr.next.reverse().apply_range(lr.tensor(tensor).held)
 
 
 def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
@@ -143,6 +142,7 @@ class _Counter:
         self.model, self.mapping, self.res = model, mapping, res
         self.params, self.symbolic = params, symbolic
         self.instances = [_card(tmap.domain()) for tmap in res.time_maps]  # per statement
+        self._prev: dict = {}
         self._entering: dict = {}
         self._fills: dict = {}
         self._wb: dict = {}
@@ -150,27 +150,42 @@ class _Counter:
     def number(self, pw) -> int:
         return 0 if pw is None else to_int(pw, self.params)
 
-    def entering(self, level: int, tensor: str) -> tuple[isl.Map, object]:
-        """The stays of ``tensor`` starting at each residency, and how many there are."""
+    def prev(self, level: int, tensor: str) -> isl.Map:
+        key = (level, tensor)
+        if key not in self._prev:
+            self._prev[key] = _previously_held(self.res.levels[level], tensor)
+        return self._prev[key]
+
+    def _starts(self, level: int, tensor: str, rel: isl.Map):
+        """``|rel - prev|`` for ``rel`` within held, as ``|rel| - |rel & prev|``.
+
+        Counting an intersection is much cheaper for barvinok than counting a
+        difference (which splits into many disjuncts, worse with parameters).
+        """
+        both = rel.intersect(self.prev(level, tensor))
+        return _card(rel) if both.is_empty() else _card(rel).sub(_card(both))
+
+    def entering_count(self, level: int, tensor: str):
+        """How many stays of ``tensor`` start (element entering or not from the parent)."""
         key = (level, tensor)
         if key not in self._entering:
-            rel = _entering(self.res.levels[level], tensor)
-            self._entering[key] = (rel, _card(rel))
+            self._entering[key] = self._starts(level, tensor, self.res.levels[level].tensor(tensor).held)
         return self._entering[key]
+
+    def fill_count(self, level: int, tensor: str):
+        """Stays that start with a read: entering minus those born by a plain write."""
+        wf = self.res.levels[level].tensor(tensor).write_first
+        entering = self.entering_count(level, tensor)
+        return entering if wf.is_empty() else entering.sub(self._starts(level, tensor, wf))
 
     def fills(self, level: int, tensor: str) -> isl.Map:
         """``r -> e``: e enters residency r from the parent (not born by a write)."""
         key = (level, tensor)
         if key not in self._fills:
-            wf = self.res.levels[level].tensor(tensor).write_first
-            rel = self.entering(level, tensor)[0]
-            self._fills[key] = rel if wf.is_empty() else rel.subtract(wf)
+            t = self.res.levels[level].tensor(tensor)
+            rel = t.held.subtract(self.prev(level, tensor))
+            self._fills[key] = rel if t.write_first.is_empty() else rel.subtract(t.write_first)
         return self._fills[key]
-
-    def fill_count(self, level: int, tensor: str):
-        if self.res.levels[level].tensor(tensor).write_first.is_empty():
-            return self.entering(level, tensor)[1]
-        return _card(self.fills(level, tensor))
 
     def writebacks(self, level: int, tensor: str):
         key = (level, tensor)
@@ -181,7 +196,7 @@ class _Counter:
             elif t.written.is_equal(t.held):
                 # every residency holding e writes it: every stay ends dirty, and a stay ends
                 # (leaves, or is still held after the last residency) once per start
-                self._wb[key] = self.entering(level, tensor)[1]
+                self._wb[key] = self.entering_count(level, tensor)
             else:
                 self._wb[key] = _card(_writeback_ends(self.res.levels[level], tensor))
         return self._wb[key]

@@ -29,6 +29,7 @@ from typing import Mapping as MappingT
 
 from ..islcheck import isl
 from ..poly import KernelModel, fix_params
+from .residency_order import successor
 from .tiling import MappedSchedule, TimeDim, mapped_schedule
 
 
@@ -71,10 +72,7 @@ class LevelResidency:
     @cached_property
     def next(self) -> isl.Map:
         """``r -> r'``: the lexicographic successor of ``r`` among the points of the same instance."""
-        later = self.points.lex_lt_set(self.points)
-        for j in self.spatial:
-            later = later.equate(isl.dim_type.in_, j, isl.dim_type.out, j)
-        return later.lexmin()
+        return successor(self.points, self.spatial)
 
     @cached_property
     def not_before(self) -> isl.Map:
