@@ -202,7 +202,7 @@ def match(printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
     return RegisterTile(node, tuple(box), name, args, lanes if vector else 1)
 
 
-def emit(printer, tile: RegisterTile, *, in_parallel: bool) -> None:
+def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
     """Print the full-tile fast path and the generic fallback (see the module docstring)."""
     printer.uses_vectors = printer.uses_vectors or tile.lanes > 1
     sm = printer.model.statement(tile.statement)
@@ -257,7 +257,7 @@ def emit(printer, tile: RegisterTile, *, in_parallel: bool) -> None:
     printer.depth -= 1
     printer.emit("} else {")
     printer.depth += 1
-    printer.for_loop(red, in_parallel=in_parallel, register_tiles=False)
+    printer.for_loop(red, path, mode, register_tiles=False)
     printer.depth -= 1
     printer.emit("}")
     printer.depth -= 1
