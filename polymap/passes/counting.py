@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Mapping as MappingT
 
 from ..islcheck import isl
-from ..poly import KernelModel, count, isl_name, param_set, to_int
-from .residency import LevelResidency, Residencies, residencies
+from ..poly import KernelModel, count, fix_params, isl_name, param_set, to_int
+from .residency import LevelResidency, Residencies, residencies, without_params
 
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
@@ -255,15 +255,21 @@ def _max_value(pw, model: KernelModel, params: MappingT[str, int]) -> int:
 def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str, int]) -> tuple[int, int]:
     """``(elements, bytes)`` held at once by one instance of the level, at its fullest."""
     elems = nbytes = None
+    sizes = {DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4) for t in lr.tensors}
     for t in lr.tensors:
-        c = t.held.card()
-        size = DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)
-        scaled = c.scale_val(isl.Val(size))
+        # a number, even for --symbolic: count without parameters (much cheaper)
+        held = without_params(fix_params(t.held, model, params)) if t.held.dim(isl.dim_type.param) else t.held
+        c = held.card()
         elems = c if elems is None else elems.add(c)
-        nbytes = scaled if nbytes is None else nbytes.add(scaled)
+        if len(sizes) > 1:
+            scaled = c.scale_val(isl.Val(DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)))
+            nbytes = scaled if nbytes is None else nbytes.add(scaled)
     if elems is None:
         return 0, 0
-    return _max_value(elems, model, params), _max_value(nbytes, model, params)
+    most = _max_value(elems, model, params)
+    if len(sizes) == 1:
+        return most, most * sizes.pop()  # one dtype: bytes are a multiple of elements
+    return most, _max_value(nbytes, model, params)
 
 
 # --------------------------------------------------------------------------- entry points

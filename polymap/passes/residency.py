@@ -115,7 +115,7 @@ def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str
         for acc in st.accesses:
             if acc.tensor != tensor:
                 continue
-            relation = acc.relation if params is None else _without_params(fix_params(acc.relation, model, params))
+            relation = acc.relation if params is None else without_params(fix_params(acc.relation, model, params))
             rel = inverse.apply_range(relation)
             if acc.kind == "read":
                 reads = rel if reads is None else reads.union(rel)
@@ -188,7 +188,7 @@ def residencies(model: KernelModel, mapping, *, params: MappingT[str, int] | Non
     maps = tuple(m for _, m in ms.maps)
     if params is not None:
         # numbers from the start: every later operation works on sets without parameters
-        maps = tuple(_without_params(fix_params(m, model, params)) for m in maps)
+        maps = tuple(without_params(fix_params(m, model, params)) for m in maps)
     maps, dims = drop_constant_dims(maps, ms.dims)
     names = tensors if tensors is not None else nest_tensor_names(ms)
     events = tuple(tensor_events(model, ms, maps, x, params) for x in names)
@@ -200,8 +200,8 @@ def residencies(model: KernelModel, mapping, *, params: MappingT[str, int] | Non
     return Residencies(ms, maps, events, tuple(levels), dims)
 
 
-def _without_params(m: isl.Map) -> isl.Map:
-    """``m`` (parameters fixed to numbers) with the parameters substituted away."""
+def without_params(m):
+    """``m`` (a set or map, parameters fixed to numbers) with the parameters substituted away."""
     n = m.dim(isl.dim_type.param)
     return m.project_out(isl.dim_type.param, 0, n).detect_equalities() if n else m
 
