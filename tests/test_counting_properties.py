@@ -94,3 +94,40 @@ def test_symbolic_counts_evaluate_to_the_numeric_ones(case):
         for t in lv.tensors:
             for name, text in t.formulas:
                 assert to_int(isl.PwQPolynomial(text), params) == getattr(t, name), (lv.name, t.tensor, name)
+
+
+@st.composite
+def point_sets(draw):
+    """Unions of up to three 3-d pieces: boxes, triangles, strides, phase-like fixed dims."""
+    pieces = []
+    for _ in range(draw(st.integers(1, 3))):
+        conds = []
+        for j in range(3):
+            lo = draw(st.integers(0, 2))
+            conds.append(f"{lo} <= x{j} <= {lo + draw(st.integers(0, 3))}")
+        extra = draw(st.sampled_from(["", "x2 <= x1", "x1 + x2 <= 4", "x2 mod 2 = 0", "x0 = 1", "x1 = 0"]))
+        pieces.append(" and ".join(conds + ([extra] if extra else [])))
+    return "{ [x0, x1, x2] : " + " ; [x0, x1, x2] : ".join(pieces) + " }"
+
+
+def _brute_successor(points: isl.Set, spatial: tuple[int, ...]) -> set:
+    pts: list = []
+    points.foreach_point(lambda p: pts.append(tuple(p.get_coordinate_val(isl.dim_type.set, j).to_python()
+                                                    for j in range(3))))
+    pairs = set()
+    for inst in {tuple(p[j] for j in spatial) for p in pts}:
+        mine = sorted(p for p in pts if tuple(p[j] for j in spatial) == inst)
+        pairs.update(zip(mine, mine[1:]))
+    return pairs
+
+
+@settings(max_examples=60, deadline=None)
+@given(point_sets(), st.sampled_from([(), (0,), (1,), (2,), (0, 2)]))
+def test_next_residency_is_the_enumerated_successor(text, spatial):
+    from polymap.passes.residency_order import successor
+
+    points = isl.Set(text)
+    got: set = set()
+    successor(points, spatial).wrap().foreach_point(
+        lambda p: got.add(tuple(p.get_coordinate_val(isl.dim_type.set, j).to_python() for j in range(6))))
+    assert {a + b for a, b in _brute_successor(points, spatial)} == got

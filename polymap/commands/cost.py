@@ -6,6 +6,8 @@ bottleneck, utilization and intensities
 (:func:`polymap.passes.cost_model.evaluate`). A mapping whose spatial loops
 need more instances than the architecture has, or whose footprint overflows
 a level, is refused (exit 1) naming the level, its capacity and the footprint.
+``--symbolic`` formulas that take longer than ``$POLYMAP_SYMBOLIC_SECONDS``
+(60 s) are refused too (exit 1), saying so.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..errors import InvalidMapping
 from ..mapping import check_fanout, load_mapping, loop_extents
 from ..passes.cost_model import active_compute_units, evaluate
 from ..passes.counting import capacity_violations, count_mapping
+from ..passes.symbolic_budget import count_symbolic_within
 from ..poly import build_model
 
 
@@ -69,7 +72,11 @@ def main(args) -> int:
     mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
     model = build_model(kernel)
     _refuse_overfull(kernel, model, mapping, arch, params)
-    counts = count_mapping(model, mapping, arch, params=params, symbolic=args.symbolic)
+    if args.symbolic:
+        # formulas of deep tilings can take minutes: refused after $POLYMAP_SYMBOLIC_SECONDS (60 s)
+        counts = count_symbolic_within(model, mapping, arch, params=params)
+    else:
+        counts = count_mapping(model, mapping, arch, params=params)
     units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))
     report = evaluate(counts, arch, active_units=units)
     if args.plot:
