@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import Mapping as MappingT
 
 from ..islcheck import isl
-from ..poly import KernelModel, fix_params
+from ..poly import KernelModel, param_set
 from .residency_order import successor
 from .tiling import MappedSchedule, TimeDim, mapped_schedule
 
@@ -103,11 +103,12 @@ def _project_prefix(obj, depth: int, total: int, dim_type):
 
 
 def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str,
-                  params: MappingT[str, int] | None = None) -> Events:
+                  params: isl.Set | None = None) -> Events:
     """All reads and writes of ``tensor`` by the nest, as ``time -> element`` maps.
 
-    With ``params`` the access relations get the numbers too (the time maps
-    must have them already), so the events have no parameters.
+    With ``params`` (the parameter set fixing their values) the access
+    relations get the numbers too (the time maps must have them already), so
+    the events have no parameters.
     """
     reads = writes = None
     for st, tmap in zip(ms.statements, time_maps):
@@ -115,7 +116,7 @@ def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str
         for acc in st.accesses:
             if acc.tensor != tensor:
                 continue
-            relation = acc.relation if params is None else without_params(fix_params(acc.relation, model, params))
+            relation = acc.relation if params is None else without_params(acc.relation.intersect_params(params))
             rel = inverse.apply_range(relation)
             if acc.kind == "read":
                 reads = rel if reads is None else reads.union(rel)
@@ -143,6 +144,9 @@ def _write_first(ev: Events, depth: int, total: int) -> isl.Map:
     writes = ev.writes.subtract(ev.reads)
     if writes.is_empty() or ev.reads.is_empty():
         return _project_prefix(writes, depth, total, isl.dim_type.in_)
+    plain = _project_prefix(writes, depth, total, isl.dim_type.in_)
+    if plain.intersect(_project_prefix(ev.reads, depth, total, isl.dim_type.in_)).is_empty():
+        return plain  # no residency reads what it plainly writes (gemm's init runs in a phase of its own)
     # t_w -> t_r: t_r at or before t_w within the same residency (first `depth` dims equal)
     before = isl.Map.lex_ge(writes.domain().get_space())
     for j in range(depth):
@@ -188,10 +192,11 @@ def residencies(model: KernelModel, mapping, *, params: MappingT[str, int] | Non
     maps = tuple(m for _, m in ms.maps)
     if params is not None:
         # numbers from the start: every later operation works on sets without parameters
-        maps = tuple(without_params(fix_params(m, model, params)) for m in maps)
+        fixed = param_set(model, params)
+        maps = tuple(without_params(m.intersect_params(fixed)) for m in maps)
     maps, dims = drop_constant_dims(maps, ms.dims)
     names = tensors if tensors is not None else nest_tensor_names(ms)
-    events = tuple(tensor_events(model, ms, maps, x, params) for x in names)
+    events = tuple(tensor_events(model, ms, maps, x, fixed if params is not None else None) for x in names)
     levels = []
     for l, lm in enumerate(mapping.levels):
         # the backing store (level 0) keeps everything and has no fills: nothing to describe
