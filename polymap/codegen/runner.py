@@ -63,7 +63,8 @@ def _run_c(kernel, model, mappings, tensors, params) -> None:
     from .build import load_kernel
     from .c_emitter import emit_c
 
-    fn = load_kernel(emit_c(kernel, model, mappings), kernel)
+    # the sizes at hand decide which loops are worth threads: the code compile writes for them
+    fn = load_kernel(emit_c(kernel, model, mappings, params=params), kernel)
     fn(tensors, params)
 
 

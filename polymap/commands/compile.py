@@ -1,7 +1,8 @@
 """``polymap compile FILE``: tiled C and NumPy code for every kernel, verified.
 
-Per kernel: the mapping (``--mapping`` or the default choice of
-:mod:`polymap.default_mapping`), refused when illegal; ``DIR/NAME.c``,
+Per kernel: the mapping (``--mapping``, refused when illegal, or the best
+legal fitting candidate of :mod:`polymap.mapping_choice`, ranked by exact
+counts; loops that share a name are renamed apart first); ``DIR/NAME.c``,
 ``DIR/NAME.py`` (when the NumPy emitter exists) and ``DIR/NAME.json`` (the
 mappings and their cost report); then, unless ``--no-verify``, a run of
 every target on random inputs against the reference execution.
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .. import ir
-from ..driver import load_program, param_values, parse_defines, print_warnings, select_kernels
+from ..driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
 from ..errors import IllegalTransformation, InputError, InvalidMapping
 from ..poly import KernelModel, build_model
 
@@ -29,6 +30,10 @@ def main(args) -> int:
 
     arch = load_architecture(args.arch)
     defines = parse_defines(args.defines)
+    check_defines(program, kernels, defines)
+    from ..mapping_choice import progress_printer
+
+    progress = progress_printer()
     out_dir = Path(args.output_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -43,17 +48,18 @@ def main(args) -> int:
     for kernel in kernels:
         params = param_values(kernel, defines)
         model = build_model(kernel)
+        choice = None
         if user_mapping is not None and user_mapping.kernel == kernel.name:
             mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
             check_mapping(model, user_mapping, arch, params)
         else:
-            from ..default_mapping import choose_mappings
+            from ..mapping_choice import choose
 
-            mappings = choose_mappings(model, arch, params)
-            why = ("the default mapping: square tiles filling about a third of each cache level, "
-                   "unit-stride loop innermost, outermost parallel loop across cores; "
-                   "nests where tiling is illegal keep their original order")
-        documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args))
+            choice = choose(kernel, arch, params, progress=progress)
+            kernel, model, mappings = choice.kernel, choice.model, choice.mappings
+            why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
+        documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args,
+                                      choice=choice, progress=progress))
     if args.json:
         print(json.dumps({"kernels": documents}, indent=2))
     return 0
@@ -97,12 +103,15 @@ def _violations(model: KernelModel, mapping, params) -> list[str]:
     return [] if bad is None else [f"conflicting instances run out of their original order: {bad}"]
 
 
-def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args) -> dict:
+def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
+                 choice=None, progress=None) -> dict:
     from ..codegen.c_emitter import emit_c
 
     written = []
     c_path = out_dir / f"{kernel.name}.c"
-    c_path.write_text(emit_c(kernel, model, mappings, arch=arch))
+    if progress:
+        progress("building C...")
+    c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
     written.append(str(c_path))
     py_path = out_dir / f"{kernel.name}.py"
     numpy_source = _numpy_source(kernel, model, mappings)
@@ -117,9 +126,18 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     json_path = out_dir / f"{kernel.name}.json"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
     written.append(str(json_path))
+    if choice is not None:
+        doc["choice"] = _choice_doc(choice)
     doc["files"] = written
     if not args.json:
         print(f"kernel {kernel.name}: {why}")
+        if choice is not None:
+            from ..mapping_choice import explain
+
+            for nest, names in choice.renamed:
+                print(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
+            for nc in choice.nests:
+                print("\n".join("  " + line for line in explain(nc, arch)))
         for m in mappings:
             print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
         if not mappings:
@@ -128,6 +146,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     if not args.no_verify:
         from ..codegen.verify import verify
 
+        if progress:
+            progress("verifying...")
         result = verify(kernel, params, targets=targets, mapping=mappings, model=model)
         doc["verification"] = result.to_dict()
         if not args.json:
@@ -136,6 +156,23 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
                 print(f"  verified against the reference ({', '.join(targets)}): largest difference "
                       f"{c.max_abs:.3g} on {c.tensor} ({target}, relative {c.max_rel:.3g}, tolerance {c.tolerance:.3g})")
     return doc
+
+
+def _choice_doc(choice) -> dict:
+    """The ranking of every nest for the JSON document."""
+    nests = []
+    for nc in choice.nests:
+        cands = []
+        for c in nc.candidates:
+            entry = {"source": c.source, "legal": c.legal, "chosen": c is nc.chosen}
+            if c.report is not None:
+                entry.update(cycles=c.report.cycles, energy_pj=c.report.energy_pj)
+            if c.problems:
+                entry["problems"] = list(c.problems)
+            cands.append(entry)
+        nests.append({"nest": nc.nest, "chosen": nc.chosen.source,
+                      "original_schedule": nc.chosen.mapping is None, "candidates": cands})
+    return {"renamed": {str(n): list(x) for n, x in choice.renamed}, "nests": nests}
 
 
 def _level_text(m, k: int) -> str:
