@@ -4,8 +4,10 @@ Implements ``mapping.md`` ("What the counts mean") with ISL set operations
 on the residency relations of :mod:`polymap.passes.residency` and barvinok
 cardinality. For level ``l``, tensor ``X`` kept there, ``D = held``::
 
-    fills      = |D - prev.D| - |(D - prev.D) & write_first|     (entries not born by a write)
+    stays      = |D| - |D & prev.D|                        (a stay of e starts at r)
+    fills      = stays - (|write_first| - |write_first & prev.D|)   (not born by a plain write)
     writebacks = |{ (end of the stay, e) : e written during the stay }|
+                 (= stays when every residency holding e writes it)
     reads      = fills of the nearest inner levels keeping X, one read per
                  (parent instance, step, element) (multicast), or one per
                  read reference per statement instance at the innermost keeper
@@ -15,20 +17,23 @@ cardinality. For level ``l``, tensor ``X`` kept there, ``D = held``::
 
 The backing store (level 0) has reads and updates only. Every count is a
 piecewise quasi-polynomial in the kernel's parameters; with ``params``
-given the relations are built with the parameters fixed (much faster) unless
-``symbolic`` asks for the formulas too. This module's :func:`count_mapping`
+given the relations are built with the numbers substituted for the
+parameters (much faster) unless ``symbolic`` asks for the formulas too.
+Counting ``|A| - |A & B|`` instead of ``|A - B|`` keeps barvinok away from
+the many disjuncts a difference splits into; the difference itself is only
+built for multicast (spatial children). Footprints are numbers even for
+``symbolic``. This module's :func:`count_mapping`
 is the stable entry point later passes (closed forms, mapping search) build on.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping as MappingT
 
 from ..islcheck import isl
-from ..poly import KernelModel, count, fix_params, isl_name, param_set, to_int
-from .residency import LevelResidency, Residencies, residencies, without_params
+from ..poly import KernelModel, count, isl_name, to_int
+from .footprint import DTYPE_BYTES, level_footprint  # noqa: F401  (re-exported)
+from .residency import LevelResidency, Residencies, residencies
 
-DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
 
@@ -230,46 +235,6 @@ class _Counter:
         nums = {k: self.number(v) for k, v in pws.items()}
         return TensorCounts(tensor, nums.get("fills"), nums.get("writebacks"), nums["reads"],
                             nums["updates"], formulas)
-
-
-# --------------------------------------------------------------------------- footprints
-
-
-def _max_value(pw, model: KernelModel, params: MappingT[str, int]) -> int:
-    """Exact maximum of a piecewise quasi-polynomial over its domain at ``params``."""
-    if pw.dim(isl.dim_type.param):
-        pw = pw.intersect_params(param_set(model, params))
-    if pw.is_zero():
-        return 0
-    fold, tight = pw.bound(isl.fold.max)
-    if tight:
-        return max(to_int(fold, params), 0)
-    best = 0  # ISL's bound is not provably tight: evaluate every residency point
-    for dom, qp in pw.get_pieces():
-        vals: list[int] = []
-        dom.foreach_point(lambda pt: vals.append(int(qp.eval(pt).to_python())))
-        best = max([best] + vals)
-    return best
-
-
-def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str, int]) -> tuple[int, int]:
-    """``(elements, bytes)`` held at once by one instance of the level, at its fullest."""
-    elems = nbytes = None
-    sizes = {DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4) for t in lr.tensors}
-    for t in lr.tensors:
-        # a number, even for --symbolic: count without parameters (much cheaper)
-        held = without_params(fix_params(t.held, model, params)) if t.held.dim(isl.dim_type.param) else t.held
-        c = held.card()
-        elems = c if elems is None else elems.add(c)
-        if len(sizes) > 1:
-            scaled = c.scale_val(isl.Val(DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)))
-            nbytes = scaled if nbytes is None else nbytes.add(scaled)
-    if elems is None:
-        return 0, 0
-    most = _max_value(elems, model, params)
-    if len(sizes) == 1:
-        return most, most * sizes.pop()  # one dtype: bytes are a multiple of elements
-    return most, _max_value(nbytes, model, params)
 
 
 # --------------------------------------------------------------------------- entry points
