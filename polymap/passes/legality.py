@@ -40,8 +40,9 @@ from typing import Mapping
 from ..islcheck import isl
 from ..poly import KernelModel, StatementModel
 from . import witness as W
-from .reaching_writers import dataflow, keeps_writers, original_dataflow
-from .schedule_order import keeps_conflicts
+from .dependences import maps_of
+from .reaching_writers import dataflow, keeps_writers, original_dataflow, writer_changes
+from .schedule_order import ScheduleOrder, keeps_conflicts
 
 
 @dataclass(frozen=True)
@@ -92,53 +93,73 @@ def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, 
     return {"A": a, "B": b, "C": c, "D": d, "_old_flows": old.flows}
 
 
-def _key(pair: W.TaggedPair) -> tuple[str, str]:
-    return pair.source.statement, pair.sink.statement
-
-
-def _violations_for(model: KernelModel, label: str, rel: isl.UnionMap, old_flows: isl.UnionMap,
-                    params: Mapping[str, int] | None) -> list[Violation]:
-    """One violation (with witness) per pair of statements and tensor in ``rel``."""
-    groups: dict[tuple, list[isl.Map]] = {}
-    from .dependences import maps_of
-
+def _groups(model: KernelModel, rel: isl.UnionMap, near: tuple[int, int]) -> dict[tuple, list[isl.Map]]:
+    """The maps of tagged ``rel`` per (statement at ``near[0]``, statement at ``near[1]``, tensor)."""
+    out: dict[tuple, list[isl.Map]] = {}
     for m in maps_of(rel):
         if m.is_empty():
             continue
-        sp = m.get_space()
-        s = sp.domain().unwrap().get_tuple_name(isl.dim_type.in_)
-        t = sp.range().unwrap().get_tuple_name(isl.dim_type.in_)
-        tensor = W.tensor_of(model, sp.domain().unwrap().get_tuple_name(isl.dim_type.out))
-        groups.setdefault((s, t, tensor), []).append(m)
-    out = []
-    for (s, t, tensor), maps in sorted(groups.items()):
-        pair = W.pick_pair(model, maps, params)
-        out.append(_phrase(model, label, s, t, tensor, pair, old_flows))
+        lv = W.leaves(m.wrap().get_space())
+        (s, tag), (t, _) = lv[near[0]], lv[near[1]]
+        out.setdefault((s, t, W.tensor_of(model, tag)), []).append(m)
     return out
 
 
-def _phrase(model, label, s, t, tensor, pair: W.TaggedPair | None, old_flows) -> Violation:
-    if pair is None:  # non-empty symbolically, but no small witness found
-        kind = {"A": "RAW", "B": "WAR", "C": "WAW", "D": "WAW"}[label]
-        return Violation(kind, f"{s} and {t} conflict on {tensor} and the new order swaps them "
-                               f"(no small witness found)", s, t, tensor)
-    params = dict(pair.params)
-    el = W.element_of(model, pair.source_tag, pair.source, params)
-    el_text = W.element_text(tensor, el)
-    if label == "A":
-        wit = W.Witness(pair.source, pair.sink, tensor, el, pair.params)
-        return Violation("RAW", W.raw_read_first(pair.source, pair.sink, el_text), s, t, tensor, wit)
-    if label == "B":
-        wit = W.Witness(pair.sink, pair.source, tensor, el, pair.params)
-        return Violation("WAR", W.war_write_first(pair.sink, pair.source, el_text), t, s, tensor, wit)
-    if label == "C":
-        orig = W.image_of(model, old_flows.reverse(), pair.sink, pair.sink_tag, params)
-        w = orig[0] if orig else pair.source
-        wit = W.Witness(pair.source, w, tensor, el, pair.params)
-        return Violation("WAW", W.waw_in_between(w, pair.sink, pair.source, el_text),
-                         s, w.statement, tensor, wit)
-    wit = W.Witness(pair.source, pair.sink, tensor, el, pair.params)
-    return Violation("WAW", W.waw_final(pair.source, pair.sink, el_text), s, t, tensor, wit)
+def _witnessed(model, rel, near, given, seen: set, kind: str, make) -> list[Violation]:
+    """One violation per group of ``rel`` not ``seen`` yet (for ``kind``), phrased by ``make``."""
+    out = []
+    for (s, t, tensor), maps in sorted(_groups(model, rel, near).items()):
+        if (kind, s, t, tensor) in seen:
+            continue
+        seen.add((kind, s, t, tensor))
+        choice = W.choose(model, maps, given, near=near)
+        assert choice is not None, "a non-empty relation has a point"
+        params = dict(choice.params)
+        el = W.element_of(model, choice.tags[near[0]], choice.instances[near[0]], params)
+        out.append(make(choice, tensor, el, W.element_text(tensor, el)))
+    return out
+
+
+def _violations(model: KernelModel, stmts, order: ScheduleOrder, given) -> list[Violation]:
+    """The violations of :func:`~polymap.passes.reaching_writers.writer_changes`, one per
+    (kind, source, sink, tensor), each with the closest witness pair."""
+    ch = writer_changes(model, stmts, order)
+    old = original_dataflow(model, tuple(stmts))
+    seen: set = set()
+
+    def raw(c, tensor, el, text):
+        w, r = c.instances
+        return Violation("RAW", W.raw_read_first(w, r, text), w.statement, r.statement, tensor,
+                         W.Witness(w, r, tensor, el, c.params))
+
+    def war(c, tensor, el, text):
+        r, w2 = c.instances
+        return Violation("WAR", W.war_write_first(r, w2, text), r.statement, w2.statement, tensor,
+                         W.Witness(r, w2, tensor, el, c.params))
+
+    def between(c, tensor, el, text):
+        w, r, w2 = c.instances
+        return Violation("WAW", W.waw_in_between(w, r, w2, text), w2.statement, w.statement, tensor,
+                         W.Witness(w2, w, tensor, el, c.params))
+
+    def final(c, tensor, el, text):
+        x, f = c.instances
+        return Violation("WAW", W.waw_final(x, f, text), x.statement, f.statement, tensor,
+                         W.Witness(x, f, tensor, el, c.params))
+
+    # (4) splits by which pair flips: the read and a later write, or a write before its writer
+    war_between = old.order.keep(ch.between.domain_factor_range())
+    out = _witnessed(model, ch.read_first, (0, 1), given, seen, "RAW", raw)
+    out += _witnessed(model, ch.input_overwritten.union(war_between), (0, 1), given, seen, "WAR", war)
+    out += _witnessed(model, _write_before_writer(old, ch.between), (2, 0), given, seen, "WAW", between)
+    out += _witnessed(model, ch.final_swaps, (0, 1), given, seen, "WAW", final)
+    return out
+
+
+def _write_before_writer(old, between: isl.UnionMap) -> isl.UnionMap:
+    """The triples ``[w -> r] -> w2`` of ``between`` where ``w2`` came before ``w`` originally."""
+    pairs = old.order.keep(between.domain_factor_domain(), flip=True)  # w -> w2 with w2 <o w
+    return between.intersect(old.flows.domain_map().apply_range(pairs))
 
 
 def compact_maps(mapped) -> dict[str, isl.Map]:
@@ -164,13 +185,12 @@ def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int]
                         ) -> list[Violation]:
     """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
     stmts, maps = mapped.statements, compact_maps(mapped)
-    if keeps_conflicts(model, stmts, maps) or keeps_writers(model, stmts, maps):
+    if keeps_conflicts(model, stmts, maps):
         return []
-    rels = violated_relations(model, stmts, lambda s: mapped.map_of(s.name))
-    out = []
-    for label in "ABCD":
-        out += _violations_for(model, label, rels[label], rels["_old_flows"], params)
-    return out
+    order = ScheduleOrder(maps)  # shared: keeps_writers fills its cache, the witnesses reuse it
+    if keeps_writers(model, stmts, maps, order=order):
+        return []
+    return _violations(model, stmts, order, params)
 
 
 def is_legal_schedule(model: KernelModel, mapped) -> bool:
@@ -223,15 +243,13 @@ def spatial_findings(model: KernelModel, mapped, *, params: Mapping[str, int] | 
 
 
 def _spatial_violation(model, dep, carried: isl.Map, loop: str, level: str, params) -> Violation:
-    pair = W.pick_plain(model, carried, params)
-    extra = (("spatial", {"loop": loop, "level": level}),)
-    if pair is None:
-        return Violation(dep.kind, f"spatial loop {loop} at level {level} carries this dependence",
-                         dep.source, dep.sink, dep.tensor, None, extra)
-    a, b, values = pair
+    choice = W.choose(model, [carried], params, tagged=False)
+    assert choice is not None, "a non-empty relation has a point"
+    (a, b), values = choice.instances, dict(choice.params)
     el = W.element_of(model, dep.source_tag, a, values)
-    wit = W.Witness(a, b, dep.tensor, el, tuple(sorted(values.items())))
+    wit = W.Witness(a, b, dep.tensor, el, choice.params)
     reason = W.spatial_race(a, b, W.element_text(dep.tensor, el), dep.kind, loop, level)
+    extra = (("spatial", {"loop": loop, "level": level}),)
     return Violation(dep.kind, reason, dep.source, dep.sink, dep.tensor, wit, extra)
 
 

@@ -78,11 +78,16 @@ def _facts(model: KernelModel, stmts: tuple[StatementModel, ...]) -> _Facts:
     return cached(model, ("writer_facts", tuple(s.name for s in stmts)), compute)
 
 
-def keeps_writers(model: KernelModel, stmts, maps: dict[str, isl.Map]) -> bool:
-    """True iff scheduling ``stmts`` by ``maps`` keeps every reaching and final writer (module doc)."""
+def keeps_writers(model: KernelModel, stmts, maps: dict[str, isl.Map], *,
+                  order: ScheduleOrder | None = None) -> bool:
+    """True iff scheduling ``stmts`` by ``maps`` keeps every reaching and final writer (module doc).
+
+    ``order`` (a :class:`ScheduleOrder` of ``maps``) shares its per-pair
+    cache with a later :func:`writer_changes`.
+    """
     stmts = tuple(stmts)
     facts = _facts(model, stmts)
-    new = ScheduleOrder(maps)
+    new = order if order is not None else ScheduleOrder(maps)
     if not new.keep(facts.old.flows, flip=True).is_empty():  # 1
         return False
     wr_new = new.keep(facts.wr)
@@ -93,3 +98,66 @@ def keeps_writers(model: KernelModel, stmts, maps: dict[str, isl.Map]) -> bool:
         return False
     between = facts.old.flows.reverse().apply_range(ww_new)  # r -> w2 after r's writer
     return between.intersect(wr_new.reverse()).is_empty()  # 4
+
+
+@dataclass(frozen=True)
+class WriterChanges:
+    """Relations 1-4 of the module docstring in full (tagged instances), each pair flipping order.
+
+    ``read_first`` ``w -> r`` (1); ``input_overwritten`` ``r -> w2`` (2:
+    ``r`` had no writer, ``r <o w2``, ``w2 <n r``); ``between``
+    ``[w -> r] -> w2`` (4: ``w <n w2 <n r``, so ``r <o w2`` or ``w2 <o w``);
+    ``final_swaps`` ``x -> f`` (3 made concrete: ``x`` is an element's last
+    write under the new order, ``f`` under the original one, ``x <o f``).
+    """
+
+    read_first: isl.UnionMap
+    input_overwritten: isl.UnionMap
+    between: isl.UnionMap
+    final_swaps: isl.UnionMap
+
+
+def writer_changes(model: KernelModel, stmts, order: ScheduleOrder) -> WriterChanges:
+    """Every way the schedule of ``order`` changes a reaching or final writer (empty iff legal).
+
+    No dataflow under the new schedule: the new last writers are computed
+    only for the tensors whose original last writer is overtaken (3).
+    """
+    stmts = tuple(stmts)
+    facts = _facts(model, stmts)
+    flows = facts.old.flows
+    read_first = order.keep(flows, flip=True)
+    wr_new = order.keep(facts.wr)
+    ww_new = order.keep(facts.ww)
+    inputs = wr_new.intersect_range(facts.unwritten).reverse()
+    between = flows.domain_map().apply_range(ww_new).intersect(flows.range_map().apply_range(wr_new.reverse()))
+    overtaken = ww_new.intersect_domain(facts.old.finals.domain())
+    return WriterChanges(read_first, inputs, between, _final_swaps(facts, order, overtaken))
+
+
+def _final_swaps(facts: _Facts, order: ScheduleOrder, overtaken: isl.UnionMap) -> isl.UnionMap:
+    """``x -> f``: new last write ``x`` of an element whose original last write ``f`` it replaces."""
+    if overtaken.is_empty():
+        return overtaken
+    all_writes = _maps(facts.old.prog.writes)
+    tensor_of = {_tag(m): m.get_tuple_name(isl.dim_type.out) for m in all_writes}
+    tags: list[str] = []
+    overtaken.range().foreach_set(lambda s: tags.append(s.unwrap().get_tuple_name(isl.dim_type.out)))
+    tensors = {tensor_of[t] for t in tags}
+    writes = isl.UnionMap.empty(facts.old.prog.writes.get_space())
+    for m in all_writes:  # only the writes of the tensors concerned
+        if m.get_tuple_name(isl.dim_type.out) in tensors:
+            writes = writes.union(isl.UnionMap.from_map(m))
+    later = order.keep(writes.apply_range(writes.reverse()))
+    new_finals = writes.subtract_domain(later.domain())
+    return new_finals.subtract(facts.old.finals).apply_range(facts.old.finals.reverse())
+
+
+def _maps(umap: isl.UnionMap) -> list[isl.Map]:
+    out: list[isl.Map] = []
+    umap.foreach_map(out.append)
+    return out
+
+
+def _tag(tagged_access: isl.Map) -> str:
+    return tagged_access.get_space().domain().unwrap().get_tuple_name(isl.dim_type.out)

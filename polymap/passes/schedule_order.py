@@ -66,12 +66,14 @@ class ScheduleOrder:
     def __init__(self, maps: Mapping[str, isl.Map]):
         self.maps = dict(maps)
         self._lt: dict[tuple[str, str], isl.Map] = {}
+        self._kept: dict[tuple[int, bool], tuple[isl.UnionMap, isl.UnionMap]] = {}
 
     def lt(self, s: str, t: str) -> isl.Map:
         """``S[i] -> T[j]`` where ``S[i]`` runs strictly before ``T[j]``."""
         key = (s, t)
         if key not in self._lt:
-            self._lt[key] = self.maps[s].lex_lt_map(self.maps[t])
+            a, b = _decisive_dims(self.maps[s], self.maps[t])
+            self._lt[key] = a.lex_lt_map(b)
         return self._lt[key]
 
     def keep_map(self, rel: isl.Map, *, flip: bool = False) -> isl.Map:
@@ -87,12 +89,46 @@ class ScheduleOrder:
         return rel.intersect(before)
 
     def keep(self, rel: isl.UnionMap, *, flip: bool = False) -> isl.UnionMap:
-        """:meth:`keep_map` on every map of a union."""
+        """:meth:`keep_map` on every map of a union; remembered per ``rel`` object (the
+        yes/no test and the witnesses ask for the same relations of the original program)."""
+        key = (id(rel), flip)
+        if key in self._kept and self._kept[key][0] is rel:
+            return self._kept[key][1]
         out = isl.UnionMap.empty(rel.get_space())
         for m in _maps(rel):
             if not m.is_empty():
                 out = out.union(isl.UnionMap.from_map(self.keep_map(m, flip=flip)))
+        self._kept[key] = (rel, out)  # holding rel keeps its id from being reused
         return out
+
+
+def _fixed(m: isl.Map, d: int) -> int | None:
+    v = m.plain_get_val_if_fixed(isl.dim_type.out, d)
+    return None if v.is_nan() else int(v.to_python())
+
+
+def _decisive_dims(a: isl.Map, b: isl.Map) -> tuple[isl.Map, isl.Map]:
+    """``a`` and ``b`` (time maps) with only the dimensions that can decide their lexicographic order.
+
+    A dimension that is the same constant in both is equal for every pair:
+    dropping it keeps the order. A dimension that is a different constant in
+    each differs for every pair: the order is decided there or before, so
+    what follows it goes. Mapped schedules hold many such dimensions (phases,
+    loops a statement lacks), and each costs ISL a disjunct with divisions.
+    """
+    n = a.dim(isl.dim_type.out)
+    keep = []
+    for d in range(n):
+        ca, cb = _fixed(a, d), _fixed(b, d)
+        if ca is not None and ca == cb:
+            continue
+        keep.append(d)
+        if ca is not None and cb is not None:
+            break
+    for d in reversed([d for d in range(n) if d not in keep]):
+        a = a.project_out(isl.dim_type.out, d, 1)
+        b = b.project_out(isl.dim_type.out, d, 1)
+    return a, b
 
 
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:
@@ -145,7 +181,8 @@ def keeps_conflicts(model, statements: Iterable, new_maps: Mapping[str, isl.Map]
     the first failing pair stops the test.
     """
     for s, t, rel in conflict_pairs(model, statements):
-        times = rel.apply_domain(new_maps[s]).apply_range(new_maps[t])
+        a, b = _decisive_dims(new_maps[s], new_maps[t])
+        times = rel.apply_domain(a).apply_range(b)
         n = times.dim(isl.dim_type.in_)
         ge = isl.Map.lex_ge(isl.Space.set_alloc(times.get_ctx(), 0, n)).align_params(times.get_space())
         if not times.intersect(ge).is_empty():

@@ -1,22 +1,29 @@
-"""Concrete witnesses: one pair of statement instances per violated dependence.
+"""Concrete witnesses: statement instances that show why a schedule is illegal.
 
 A violation is found symbolically (a non-empty relation between tagged
-instances, ``[S[i] -> S_w0[]] -> [T[j] -> T_r1[]]``); users need numbers.
-This module fixes the parameters (the values given on the command line,
-else small ones), takes the lexicographically smallest pair, recovers the
-shared element from the reference's subscripts, and phrases it::
+instances, ``[S[i] -> S_w0[]] -> [T[j] -> T_r1[]]``, or a triple
+``[[W -> w] -> [R -> r]] -> [W2 -> w2]``); users need numbers. Taking them
+straight from the relation never fails while it is non-empty:
 
-    init(i=1, j=0) writes C[1,0], which acc(i=1, j=0, k=0) reads;
-    the new order runs the read first
+1. parameters: the given ones if the relation holds there, else the
+   smallest ones where it does (least sum, then lexicographically least),
+   found by ISL with the parameters turned into set dimensions;
+2. instances: the pair closest together, so that the witness teaches. For
+   the two instances compared (``near``), ``|a.x - b.x|`` summed over the
+   loops they share by name comes first, then the instance values::
+
+       acc(i=0, j=0, k=1) reads t before acc(i=0, j=1, k=0) overwrites it
+       (not acc(i=63, j=63, k=0), the last write before the read)
+
+The phrases of the reasons live here too, so they read alike everywhere.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Mapping, Sequence
 
 from ..islcheck import isl
-from ..poly import KernelModel, fix_params
-from .dependences import maps_of
+from ..poly import KernelModel, fix_params, isl_name
 from .evaluate import eval_int
 
 
@@ -35,17 +42,6 @@ class Instance:
 
 
 @dataclass(frozen=True)
-class TaggedPair:
-    """A concrete pair of tagged instances (each with the reference it uses)."""
-
-    source: Instance
-    source_tag: str
-    sink: Instance
-    sink_tag: str
-    params: tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True)
 class Witness:
     """The JSON witness of ``cli.md``: two instances and the element they share."""
 
@@ -60,51 +56,18 @@ class Witness:
                 "element": list(self.element), "params": dict(self.params)}
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Concrete instances of one relation, in the order of its (flattened) tuples, with their tags."""
+
+    instances: tuple[Instance, ...]
+    tags: tuple[str, ...]  # "" for an untagged relation
+    params: tuple[tuple[str, int], ...]
+
+
 def element_text(tensor: str, element: tuple[int, ...]) -> str:
     """``C[1,0]``; a scalar is just its name."""
     return f"{tensor}[{','.join(map(str, element))}]" if element else tensor
-
-
-def param_candidates(model: KernelModel, given: Mapping[str, int] | None) -> list[dict[str, int]]:
-    """Parameter values to look for a witness at: the given ones, then small uniform ones."""
-    out = [dict(given)] if given else []
-    out += [{p: v for p in model.params} for v in (2, 3, 4, 5, 6, 8, 1)]
-    return out
-
-
-def _point_values(point: isl.Point, space_names: list[str], start: int) -> tuple[tuple[str, int], ...]:
-    return tuple((n, int(point.get_coordinate_val(isl.dim_type.set, start + k).to_python()))
-                 for k, n in enumerate(space_names))
-
-
-def _names(model: KernelModel, statement: str) -> list[str]:
-    return list(model.statement(statement).loops)
-
-
-def _tags(m: isl.Map) -> tuple[str, str, str, str]:
-    sp = m.get_space()
-    d, r = sp.domain().unwrap(), sp.range().unwrap()
-    return (d.get_tuple_name(isl.dim_type.in_), d.get_tuple_name(isl.dim_type.out),
-            r.get_tuple_name(isl.dim_type.in_), r.get_tuple_name(isl.dim_type.out))
-
-
-def pick_pair(model: KernelModel, tagged: isl.UnionMap | Iterable[isl.Map],
-              given: Mapping[str, int] | None) -> TaggedPair | None:
-    """The lexicographically first pair of a tagged relation, at the first parameters where it exists."""
-    maps = maps_of(tagged) if isinstance(tagged, isl.UnionMap) else list(tagged)
-    maps = sorted((m for m in maps if not m.is_empty()), key=lambda m: _tags(m))
-    for values in param_candidates(model, given):
-        for m in maps:
-            fixed = fix_params(m.domain_factor_domain().range_factor_domain(), model, values)
-            if fixed.is_empty():
-                continue
-            point = fixed.wrap().lexmin().sample_point()
-            s, stag, t, ttag = _tags(m)
-            a_names, b_names = _names(model, s), _names(model, t)
-            a = Instance(s, _point_values(point, a_names, 0))
-            b = Instance(t, _point_values(point, b_names, len(a_names)))
-            return TaggedPair(a, stag, b, ttag, tuple(sorted(values.items())))
-    return None
 
 
 def element_of(model: KernelModel, tag: str, inst: Instance, params: Mapping[str, int]) -> tuple[int, ...]:
@@ -119,22 +82,99 @@ def tensor_of(model: KernelModel, tag: str) -> str:
     return next(a.tensor for s in model.statements for a in s.accesses if a.tag == tag)
 
 
-def image_of(model: KernelModel, rel: isl.UnionMap, inst: Instance, tag: str,
-             params: Mapping[str, int]) -> tuple[Instance, str] | None:
-    """The single instance ``rel`` maps tagged instance ``(inst, tag)`` to, if any."""
-    for m in maps_of(rel):
-        s, stag, t, ttag = _tags(m)
-        if s != inst.statement or stag != tag:
+# --------------------------------------------------------------------------- choosing
+
+
+def leaves(space: isl.Space, *, tagged: bool = True) -> list[tuple[str, str]]:
+    """``(statement, tag)`` of each instance of a (nested) wrapped space, left to right."""
+    if not space.is_wrapping():
+        return [(space.get_tuple_name(isl.dim_type.set), "")]
+    u = space.unwrap()
+    dom, rng = u.domain(), u.range()
+    if tagged and not dom.is_wrapping():  # [S[i] -> tag[]]
+        return [(dom.get_tuple_name(isl.dim_type.set), rng.get_tuple_name(isl.dim_type.set))]
+    return leaves(dom, tagged=tagged) + leaves(rng, tagged=tagged)
+
+
+def _coords(point: isl.Point, n: int, start: int = 0) -> list[int]:
+    return [int(point.get_coordinate_val(isl.dim_type.set, start + k).to_python()) for k in range(n)]
+
+
+def _lexmin_coords(s: isl.Set) -> list[int]:
+    return _coords(s.lexmin().sample_point(), s.dim(isl.dim_type.set))
+
+
+def _with_objective(flat: isl.Set, pairs: list[tuple[int, int]]) -> isl.Set:
+    """``flat`` (dims x) as ``[s, d.., x..]`` with ``d_k = |x_a - x_b|`` at the minimum, ``s = sum d``."""
+    n, k = flat.dim(isl.dim_type.set), len(pairs)
+    xs = [f"x{m}" for m in range(n)]
+    ds = [f"d{m}" for m in range(k)]
+    conds = [f"{d} >= x{a} - x{b} and {d} >= x{b} - x{a}" for d, (a, b) in zip(ds, pairs)]
+    conds.append(f"s = {' + '.join(ds) or '0'}")
+    obj = isl.Set(f"{{ [{', '.join(['s'] + ds + xs)}] : {' and '.join(conds)} }}")
+    lifted = flat.reset_tuple_id().insert_dims(isl.dim_type.set, 0, 1 + k)
+    return lifted.intersect(obj.align_params(lifted.get_space()))
+
+
+def _smallest_params(model: KernelModel, ps: isl.Set) -> tuple[int, ...] | None:
+    """The parameter values of ``ps`` (a parameter set) with the least sum, then lexicographically least."""
+    ps = ps.intersect(model.context.align_params(ps.get_space()))
+    if ps.is_empty():
+        return None
+    names = [isl_name(p) for p in model.params]
+    ps = ps.align_params(isl.Set(f"[{', '.join(names)}] -> {{ : }}").get_space())
+    n = ps.dim(isl.dim_type.param)
+    flat = isl.Set.from_params(ps).move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
+    flat = flat.insert_dims(isl.dim_type.set, 0, 1)
+    ys = [f"y{m}" for m in range(n)]
+    total = isl.Set(f"{{ [{', '.join(['s'] + ys)}] : s = {' + '.join(ys) or '0'} }}")
+    flat = flat.reset_tuple_id().intersect(total.align_params(flat.get_space()))
+    return tuple(_lexmin_coords(flat)[1:1 + len(model.params)])
+
+
+def _param_values(model: KernelModel, given: Mapping[str, int] | None, maps: Sequence[isl.Set]
+                  ) -> dict[str, int] | None:
+    """The given values if some relation holds there, else the smallest values where one does."""
+    if given and all(p in given for p in model.params):
+        values = {p: int(given[p]) for p in model.params}
+        if any(not fix_params(m, model, values).is_empty() for m in maps):
+            return values
+    found = [v for v in (_smallest_params(model, m.params()) for m in maps) if v is not None]
+    if not found:
+        return None
+    best = min(found, key=lambda v: (sum(v), v))
+    return dict(zip(model.params, best))
+
+
+def choose(model: KernelModel, maps: Sequence[isl.Map], given: Mapping[str, int] | None, *,
+           near: tuple[int, int] = (0, 1), tagged: bool = True) -> Choice | None:
+    """The closest instances of the (tagged) relations ``maps``, at the given or the smallest parameters.
+
+    ``near`` names the two tuples (in flattened order) whose distance is
+    minimised. None only when every map is empty for every parameter value.
+    """
+    flats = [(leaves(m.wrap().get_space(), tagged=tagged), m.wrap().flatten()) for m in maps if not m.is_empty()]
+    values = _param_values(model, given, [f for _, f in flats])
+    if values is None:
+        return None
+    best = None
+    for lv, flat in flats:
+        fixed = fix_params(flat, model, values)
+        if fixed.is_empty():
             continue
-        plain = fix_params(m.domain_factor_domain().range_factor_domain(), model, params)
-        cond = " and ".join(f"{k} = {v}" for k, v in inst.values) or "true"
-        dom = isl.Set(f"{{ {s}[{', '.join(k for k, _ in inst.values)}] : {cond} }}")
-        img = plain.intersect_domain(dom.align_params(plain.get_space().domain())).range()
-        if img.is_empty():
-            continue
-        point = img.lexmin().sample_point()
-        return Instance(t, _point_values(point, _names(model, t), 0)), ttag
-    return None
+        names = [model.statement(s).loops for s, _ in lv]
+        starts = [sum(len(x) for x in names[:k]) for k in range(len(names))]
+        a, b = near
+        pairs = [(starts[a] + p, starts[b] + names[b].index(x)) for p, x in enumerate(names[a]) if x in names[b]]
+        coords = _lexmin_coords(_with_objective(fixed, pairs))
+        key = (coords[:1 + len(pairs)], coords[1 + len(pairs):])
+        if best is None or key < best[0]:
+            best = (key, lv, names, starts, coords[1 + len(pairs):])
+    if best is None:
+        return None
+    _, lv, names, starts, xs = best
+    insts = tuple(Instance(s, tuple(zip(n, xs[st:st + len(n)]))) for (s, _), n, st in zip(lv, names, starts))
+    return Choice(insts, tuple(t for _, t in lv), tuple(sorted(values.items())))
 
 
 # --------------------------------------------------------------------------- phrasing
@@ -162,20 +202,3 @@ def spatial_race(a: Instance, b: Instance, el: str, kind: str, loop: str, level:
             "WAW": "writes {el}, which {b} overwrites"}[kind].format(el=el, b=b)
     return (f"{a} {verb}, but spatial loop {loop} at level {level} runs them at the same time "
             f"on different instances")
-
-
-def pick_plain(model: KernelModel, rel: isl.Map, given: Mapping[str, int] | None
-               ) -> tuple[Instance, Instance, dict[str, int]] | None:
-    """The lexicographically first pair of an untagged relation ``S[..] -> T[..]``."""
-    s = rel.get_tuple_name(isl.dim_type.in_)
-    t = rel.get_tuple_name(isl.dim_type.out)
-    for values in param_candidates(model, given):
-        fixed = fix_params(rel, model, values)
-        if fixed.is_empty():
-            continue
-        point = fixed.wrap().lexmin().sample_point()
-        a_names = _names(model, s)
-        a = Instance(s, _point_values(point, a_names, 0))
-        b = Instance(t, _point_values(point, _names(model, t), len(a_names)))
-        return a, b, values
-    return None
