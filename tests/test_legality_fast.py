@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 
 from bruteforce import brute_legal
 from polymap import ir
-from polymap.passes.legality import check_mapping, violated_relations
-from polymap.passes.reaching_writers import keeps_writers
+from polymap.passes.legality import check_mapping
+from polymap.passes.reaching_writers import keeps_writers, violated_relations, writer_changes
 from polymap.passes.schedule_order import ScheduleOrder, keeps_conflicts, model_cache
 from polymap.passes.tiling import mapped_schedule
 from polymap.poly import build_model
@@ -22,6 +22,9 @@ def _answers(kernel, mapping):
     stmts, maps = mapped.statements, dict(mapped.maps)
     rels = violated_relations(model, stmts, lambda s: maps[s.name])
     dataflow_legal = all(rels[k].is_empty() for k in "ABCD")
+    ch = writer_changes(model, stmts, ScheduleOrder(maps))
+    changes = (ch.read_first, ch.input_overwritten, ch.between, ch.final_swaps)
+    assert all(c.is_empty() for c in changes) == dataflow_legal  # the witnesses' relations
     return keeps_conflicts(model, stmts, maps), keeps_writers(model, stmts, maps), dataflow_legal
 
 

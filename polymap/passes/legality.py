@@ -5,32 +5,33 @@ writer as in the original program (or still none), and every element has
 the same final writer. Only the nest is rescheduled; statements outside it
 keep their place, so comparing the nest alone is exact.
 
-Method: ISL dataflow (reads from writes) and final writers under the
-original and the new (mapped) schedule. They are equal iff these four
-relations are empty (``<o``/``<n``: runs before in the original/new order):
+Definition, by ISL dataflow (reads from writes) and final writers under
+the original and the new (mapped) schedule: they are equal iff the relations
+A-D of :func:`~polymap.passes.reaching_writers.violated_relations` are
+empty. That needs a dataflow analysis under the new, tiled schedule, which
+is slow; it stays as the reference the tests compare with.
 
-A. RAW  ``(w, r)`` an original flow with ``r <n w``         (the read runs first)
-B. WAR  ``(w2, r)`` a new flow with ``r <o w2``             (a later write now comes first)
-C. WAW  ``(w2, r)`` a new flow, ``w2 <o r``, not original, ``w(r) <n r``
-                                                          (``w2`` now overwrites in between)
-D. WAW  ``(x, e)`` a new final writer that is not the original one
-
-Each is a real conflict whose order flips: A ``(w, r)``, B ``(r, w2)``,
-C ``(w2, w(r))``, D ``(x, original final writer)``. All stay symbolic in the
-parameters; witnesses are then taken at concrete values.
-
-Two shortcuts come first, both exact for a "legal" answer:
+Method, in three steps, each exact:
 
 1. when the new schedule keeps every memory-based dependence (every
    conflicting pair, :func:`~polymap.passes.schedule_order.keeps_conflicts`)
-   in its original order, A-D are empty (per element, writes keep their
-   order and reads their place among them): legal, no dataflow at all;
+   in its original order, per element writes keep their order and reads
+   their place among them: legal, no dataflow at all;
 2. else :func:`~polymap.passes.reaching_writers.keeps_writers` decides with
    the original dataflow and the new order of conflicting pairs only (a
-   flipped pair need not change any writer: a WAR against a dead value...).
+   flipped pair need not change any writer: a WAR against a dead value...);
+3. only an illegal schedule asks for
+   :func:`~polymap.passes.reaching_writers.writer_changes`, the same
+   relations in full, and turns each (kind, source, sink, tensor) into one
+   violation with the closest witness pair (:mod:`polymap.passes.witness`)::
 
-Only an illegal schedule pays for the new dataflow, to find witnesses. The
-original schedule's dataflow and the dependences are cached per model.
+     RAW  w -> r, the read now runs first       "... the new order runs the read first"
+     WAR  r -> w2, a later write now comes first "... so the read sees the wrong value"
+     WAW  w2 -> w, an earlier write now lands between w and its reader r
+     WAW  x -> f, x is now the last write of an element instead of f
+
+The original schedule's dataflow, the dependences and the new order of
+each pair of statements are computed once (cached per model / per check).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from ..islcheck import isl
 from ..poly import KernelModel, StatementModel
 from . import witness as W
 from .dependences import maps_of
-from .reaching_writers import dataflow, keeps_writers, original_dataflow, writer_changes
+from .reaching_writers import keeps_writers, original_dataflow, writer_changes
 from .schedule_order import ScheduleOrder, keeps_conflicts
 
 
@@ -77,20 +78,6 @@ class Verdict:
     notes: tuple[str, ...] = ()
     hints: tuple[str, ...] = ()
     extra: dict = field(default_factory=dict, compare=False)
-
-
-def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, isl.UnionMap]:
-    """The relations A-D of the module docstring (tagged), keyed ``A``..``D`` (no fast path)."""
-    stmts = tuple(stmts)
-    old = original_dataflow(model, stmts)
-    new = dataflow(model, stmts, {s.name: new_schedule_of(s) for s in stmts})
-    a = new.order.keep(old.flows, flip=True)  # the read now runs first
-    b = old.order.keep(new.flows, flip=True)  # the new writer used to come after the read
-    moved = new.order.keep(old.flows).range()  # reads whose writer still runs first
-    c = old.order.keep(new.flows).subtract(old.flows).intersect_range(moved)
-    changed = new.finals.subtract(old.finals)
-    d = changed.apply_range(old.finals.reverse())
-    return {"A": a, "B": b, "C": c, "D": d, "_old_flows": old.flows}
 
 
 def _groups(model: KernelModel, rel: isl.UnionMap, near: tuple[int, int]) -> dict[tuple, list[isl.Map]]:

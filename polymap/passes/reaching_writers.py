@@ -60,6 +60,33 @@ def original_dataflow(model: KernelModel, stmts: tuple[StatementModel, ...]) -> 
     return cached(model, key, lambda: dataflow(model, stmts, {s.name: s.schedule for s in stmts}))
 
 
+def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, isl.UnionMap]:
+    """The reference definition of legality: dataflow under both schedules, compared.
+
+    With ``<o``/``<n`` "runs before" in the original/new order, the new
+    schedule keeps every reaching and final writer iff these (tagged)
+    relations, keyed ``A``..``D``, are empty:
+
+    A. RAW ``(w, r)`` an original flow with ``r <n w``      (the read runs first)
+    B. WAR ``(w2, r)`` a new flow with ``r <o w2``          (a later write now comes first)
+    C. WAW ``(w2, r)`` a new flow, ``w2 <o r``, not original, ``w(r) <n r``
+    D. WAW ``(x, f)`` a new final writer ``x`` that is not the original ``f``
+
+    Slow (a dataflow analysis under the new schedule): the legality check
+    uses :func:`keeps_writers` and :func:`writer_changes`; tests compare.
+    """
+    stmts = tuple(stmts)
+    old = original_dataflow(model, stmts)
+    new = dataflow(model, stmts, {s.name: new_schedule_of(s) for s in stmts})
+    a = new.order.keep(old.flows, flip=True)  # the read now runs first
+    b = old.order.keep(new.flows, flip=True)  # the new writer used to come after the read
+    moved = new.order.keep(old.flows).range()  # reads whose writer still runs first
+    c = old.order.keep(new.flows).subtract(old.flows).intersect_range(moved)
+    changed = new.finals.subtract(old.finals)
+    d = changed.apply_range(old.finals.reverse())
+    return {"A": a, "B": b, "C": c, "D": d}
+
+
 @dataclass(frozen=True)
 class _Facts:
     old: Dataflow
