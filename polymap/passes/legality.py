@@ -205,6 +205,8 @@ def spatial_findings(model: KernelModel, mapped, *, params: Mapping[str, int] | 
     """Dependences carried by spatial loops: violations, and notes for combinable reductions."""
     from .dependences import memory_based
 
+    if not any(dim.spatial for dim in mapped.dims):
+        return [], []
     deps = memory_based(model, mapped.statements)
     violations, notes, seen = [], [], set()
     for d, dim in enumerate(mapped.dims):

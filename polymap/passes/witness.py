@@ -20,6 +20,7 @@ The phrases of the reasons live here too, so they read alike everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 from ..islcheck import isl
@@ -104,15 +105,21 @@ def _lexmin_coords(s: isl.Set) -> list[int]:
     return _coords(s.lexmin().sample_point(), s.dim(isl.dim_type.set))
 
 
-def _with_objective(flat: isl.Set, pairs: list[tuple[int, int]]) -> isl.Set:
-    """``flat`` (dims x) as ``[s, d.., x..]`` with ``d_k = |x_a - x_b|`` at the minimum, ``s = sum d``."""
-    n, k = flat.dim(isl.dim_type.set), len(pairs)
+@lru_cache(maxsize=256)
+def _objective(n: int, pairs: tuple[tuple[int, int], ...]) -> isl.Set:
+    """``[s, d.., x0..x(n-1)]`` with ``d_k >= |x_a - x_b|`` for each pair ``(a, b)``, ``s = sum d``."""
     xs = [f"x{m}" for m in range(n)]
-    ds = [f"d{m}" for m in range(k)]
+    ds = [f"d{m}" for m in range(len(pairs))]
     conds = [f"{d} >= x{a} - x{b} and {d} >= x{b} - x{a}" for d, (a, b) in zip(ds, pairs)]
     conds.append(f"s = {' + '.join(ds) or '0'}")
-    obj = isl.Set(f"{{ [{', '.join(['s'] + ds + xs)}] : {' and '.join(conds)} }}")
-    lifted = flat.reset_tuple_id().insert_dims(isl.dim_type.set, 0, 1 + k)
+    return isl.Set(f"{{ [{', '.join(['s'] + ds + xs)}] : {' and '.join(conds)} }}")
+
+
+def _with_objective(flat: isl.Set, pairs: list[tuple[int, int]]) -> isl.Set:
+    """``flat`` (dims x) as ``[s, d.., x..]``: at the lexicographic minimum ``d_k = |x_a - x_b|``
+    (each ``d`` is only bounded below), so ``s`` is the distance of the pair."""
+    obj = _objective(flat.dim(isl.dim_type.set), tuple(pairs))
+    lifted = flat.reset_tuple_id().insert_dims(isl.dim_type.set, 0, 1 + len(pairs))
     return lifted.intersect(obj.align_params(lifted.get_space()))
 
 
