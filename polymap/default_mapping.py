@@ -11,7 +11,7 @@ instances (the cores)::
       DRAM order i j k | LLC tile {i: 256} order i j k, spatial i | L2 tile 128 |
       L1 tile 32 order i k j | RF tile 1
 
-Each candidate is checked (:func:`dependence_violation`); when tiling is
+Each candidate is checked (:func:`polymap.passes.legality.is_legal_schedule`); when tiling is
 illegal (LU, Cholesky, Seidel) the nest keeps its original order untiled.
 
 A reduction nest (gemm-like: ``C[.., i, j] += ...`` over a loop ``k`` that
@@ -53,16 +53,16 @@ def choose_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, in
     from .register_mapping import register_mapping
 
     blocked = register_mapping(model, nest, arch, params)
-    if blocked is not None and dependence_violation(model, blocked) is None:
+    if blocked is not None and _legal(model, blocked):
         return blocked
     untiled = _untiled(kernel.name, nest, loops, arch, keep)
     tiles = _tiles(model, nest, loops, arch, extents)
     point = _point_order(model, nest, loops)
     for order in dict.fromkeys((point, loops)):
         candidate = _tiled(kernel.name, nest, loops, arch, keep, tiles, order)
-        if dependence_violation(model, candidate) is None:
+        if _legal(model, candidate):
             return _with_spatial(model, candidate, arch, extents, tiles)
-    return untiled if dependence_violation(model, untiled) is None else None
+    return untiled if _legal(model, untiled) else None
 
 
 def _untiled(kernel: str, nest: int, loops, arch, keep) -> Mapping:
@@ -161,9 +161,20 @@ def _with_spatial(model: KernelModel, mapping: Mapping, arch, extents, tiles) ->
     lm = levels[fan_level]
     levels[fan_level] = LevelMapping(lm.level, lm.tile, (x,) + tuple(y for y in lm.order if y != x), (x,), lm.keep)
     out = Mapping(mapping.kernel, mapping.nest, mapping.loops, tuple(levels))
-    if check_fanout(out, arch, extents) or dependence_violation(model, out) is not None:
+    if check_fanout(out, arch, extents) or not _legal(model, out):
         return mapping
     return out
+
+
+def _legal(model: KernelModel, mapping) -> bool:
+    """Does ``mapping`` keep every dependence (the legality pass's exact, cached test)?"""
+    from .passes.legality import is_legal_schedule
+    from .passes.tiling import mapped_schedule
+
+    try:
+        return is_legal_schedule(model, mapped_schedule(model, mapping))
+    except Exception:  # undecided: not a candidate
+        return False
 
 
 def dependence_violation(model: KernelModel, mapping) -> isl.UnionMap | None:

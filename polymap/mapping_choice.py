@@ -120,7 +120,7 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
     for k, m in enumerate(_search(model, nest, arch, params, search_seconds)):
         proposals.append((f"search #{k + 1}", m))
     seen = set()
-    candidates = [_evaluate(model, "original order", None, original_mapping(kernel, nest, arch), arch, params)]
+    others = []
     for source, m in proposals:
         if m is None:
             continue
@@ -128,9 +128,16 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
         if text in seen:
             continue
         seen.add(text)
-        candidates.append(_evaluate(model, source, m, m, arch, params))
-    usable = sorted((c for c in candidates if c.legal and c.report is not None), key=Candidate.key)
-    rest = [c for c in candidates if not (c.legal and c.report is not None)]
+        others.append(_evaluate(model, source, m, m, arch, params))
+    original = original_mapping(kernel, nest, arch)
+    if any(c.legal and c.report is not None for c in others):
+        candidates = [_evaluate(model, "original order", None, original, arch, params)] + others
+    else:  # nothing to rank against: the original order wins without being counted
+        candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
+        candidates += others
+    usable = sorted((c for c in candidates if c.legal and (c.report is not None or c.mapping is None)),
+                    key=Candidate.key)
+    rest = [c for c in candidates if c not in usable]
     chosen = usable[0] if usable else candidates[0]
     return NestChoice(nest, chosen, tuple(usable + rest))
 
@@ -244,6 +251,8 @@ def explain(choice: NestChoice, arch) -> list[str]:
         if cand.report is not None:
             lines.append(f"  {mark} {cand.source:16s} cycles {cand.report.cycles:.3g}, "
                          f"energy {cand.report.energy_pj:.3g} pJ, bottleneck {cand.report.bottleneck}")
+        elif cand.legal:
+            lines.append(f"  {mark} {cand.source:16s} {cand.problems[0] if cand.problems else 'not counted'}")
         else:
             lines.append(f"  {mark} {cand.source:16s} rejected: {cand.problems[0] if cand.problems else 'no counts'}")
     if c.report is not None:

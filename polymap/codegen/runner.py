@@ -48,7 +48,8 @@ def run_generated(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: M
     store = allocate(kernel, params)
     for d in kernel.decls:
         if d.role in ("in", "inout"):
-            store[d.name] = np.ascontiguousarray(np.array(arrays[d.name], dtype=numpy_dtype(d.dtype), copy=True))
+            # np.array copies C-contiguous and keeps 0-d scalars 0-d (ascontiguousarray makes them 1-d)
+            store[d.name] = np.array(arrays[d.name], dtype=numpy_dtype(d.dtype), copy=True, order="C")
     tensors = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
     if target == "c":
         _run_c(kernel, model, tuple(mappings), tensors, params)
