@@ -24,7 +24,7 @@ import numpy as np
 from polymap.arch import load_architecture
 from polymap.codegen.build import CFunction, build_c, load_kernel
 from polymap.codegen.c_emitter import emit_c
-from polymap.default_mapping import choose_mappings
+from polymap.mapping_choice import choose
 from polymap.driver import parse
 from polymap.poly import build_model
 from polymap.register_mapping import Blocking, register_mapping
@@ -82,6 +82,7 @@ def main() -> None:
     ap.add_argument("--blocking", help="MR,NR,KC,MC,NC instead of the default register blocking")
     ap.add_argument("--threads", default=os.environ.get("OMP_NUM_THREADS", "2"))
     ap.add_argument("--no-naive", action="store_true", help="skip the (slow) naive loop")
+    ap.add_argument("--search-seconds", type=float, default=4.0, help="search time cap (compile's default)")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     kernel = parse(GEMM, "gemm.loop").kernels[0]
@@ -100,9 +101,12 @@ def main() -> None:
             b = Blocking(*(int(x) for x in args.blocking.split(",")))
             mappings = (register_mapping(model, 0, arch, params, blocking=b),)
         else:
-            mappings = choose_mappings(model, arch, params)
-        tiled = load_kernel(emit_c(kernel, model, mappings), kernel)
-        np_target = load_numpy(kernel, model, mappings[0])
+            # what `polymap compile` chooses (gemm has no shared loop names: the kernel is unchanged)
+            choice = choose(kernel, arch, params, search_seconds=args.search_seconds)
+            mappings = choice.mappings
+            print(f"  N={n}: compile chose " + ", ".join(nc.chosen.source for nc in choice.nests), flush=True)
+        tiled = load_kernel(emit_c(kernel, model, mappings, params=params), kernel)
+        np_target = load_numpy(kernel, model, mappings[0] if mappings else None)
         rng = np.random.default_rng(0)
         a = rng.random((n, n), dtype=np.float32)
         b = rng.random((n, n), dtype=np.float32)

@@ -113,8 +113,7 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
     for source, make in (("register tiles", lambda: register_mapping(model, nest, arch, params)),
                          ("default", lambda: choose_mapping(model, nest, arch, params))):
         try:
-            m = make()
-            proposals.append((source, None if m is None else fit_keeps(model, m, arch, params)))
+            proposals.append((source, make()))
         except Exception as exc:  # a heuristic that fails is just no candidate
             proposals.append((f"{source} (failed: {type(exc).__name__})", None))
     for k, m in enumerate(_search(model, nest, arch, params, search_seconds)):
@@ -128,7 +127,8 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
         if text in seen:
             continue
         seen.add(text)
-        others.append(_evaluate(model, source, m, m, arch, params))
+        # the heuristics' blockings may overflow a level the code does not care about: bypass it
+        others.append(_evaluate(model, source, m, m, arch, params, fit=not source.startswith("search")))
     original = original_mapping(kernel, nest, arch)
     if any(c.legal and c.report is not None for c in others):
         candidates = [_evaluate(model, "original order", None, original, arch, params)] + others
@@ -191,17 +191,28 @@ def _box(model: KernelModel, nest: int, tensor: str, tile: MappingT[str, int]) -
     return best
 
 
-def _evaluate(model, source, mapping, counted, arch, params) -> Candidate:
+def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = False) -> Candidate:
+    """Legality first (cheap, exact), then fit (``fit``: by bypassing levels), then the counts."""
+    from .mapping import check_fanout
     from .passes.cost_model import active_compute_units, evaluate
-    from .passes.counting import count_mapping
+    from .passes.counting import capacity_violations, count_mapping
     from .passes.legality import check_mapping
 
     params = dict(params)
     try:
         if mapping is not None:
-            verdict = check_mapping(model, mapping, arch=arch, params=params)
+            verdict = check_mapping(model, mapping, params=params)
             if not verdict.legal:
                 return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
+            extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+            problems = list(check_fanout(mapping, arch, extents))
+            if not problems:
+                if fit:
+                    mapping = counted = fit_keeps(model, mapping, arch, params)
+                problems = [f"level {c['level']} would hold {c['footprint']} {c['unit']} but has capacity "
+                            f"{c['capacity']}" for c in capacity_violations(model, mapping, arch, params)]
+            if problems:
+                return Candidate(source, mapping, counted, False, tuple(problems))
         counts = count_mapping(model, counted, arch, params=params)
         extents = loop_extents(model.kernel, counted.nest, params, model=model)
         report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))

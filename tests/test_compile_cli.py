@@ -45,3 +45,34 @@ def test_illegal_mapping_is_refused(tmp_path, capsys):
 
 def test_bad_target_is_bad_input(tmp_path):
     assert main(["compile", str(EXAMPLES / "gemm.loop"), "-o", str(tmp_path), "--target", "fortran"]) == 2
+
+
+def test_unknown_define_is_bad_input(tmp_path, capsys):
+    rc = main(["compile", str(EXAMPLES / "gemm.loop"), "-o", str(tmp_path), "-D", "Q=3", "--target", "c"])
+    assert rc == 2
+    assert "no parameter 'Q'" in capsys.readouterr().err
+    assert not (tmp_path / "gemm.c").exists()
+
+
+def test_shared_loop_names_are_renamed_and_the_choice_explained(tmp_path, capsys):
+    rc = main(["compile", str(EXAMPLES / "jacobi2d.loop"), "-o", str(tmp_path), "-D", "T=3", "-D", "N=12",
+               "--target", "c,numpy"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "renamed apart" in captured.out and "original order" in captured.out
+    assert "choosing a mapping" not in captured.err  # progress only on a terminal
+    doc = json.loads((tmp_path / "jacobi2d.json").read_text())
+    assert doc["choice"]["renamed"] == {"0": ["i", "j"]}
+    nest = doc["choice"]["nests"][0]
+    assert sum(c["chosen"] for c in nest["candidates"]) == 1
+    assert "void jacobi2d(float *restrict A, float *restrict B, long T, long N)" in (tmp_path / "jacobi2d.c").read_text()
+
+
+def test_choice_ranks_by_counts_and_prints_traffic(tmp_path, capsys):
+    rc = main(["compile", str(EXAMPLES / "gemm.loop"), "-o", str(tmp_path), "-D", "M=64", "-D", "N=64",
+               "-D", "K=64", "--target", "c", "--json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)["kernels"][0]
+    cands = [c for c in doc["choice"]["nests"][-1]["candidates"] if "cycles" in c]
+    keys = [(c["cycles"], c["energy_pj"]) for c in cands]
+    assert keys == sorted(keys) and cands[0]["chosen"]

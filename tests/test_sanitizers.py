@@ -1,4 +1,4 @@
-"""Generated C under AddressSanitizer and UBSan on every example (original order; default mapping too for examples/*.loop).
+"""Generated C under AddressSanitizer and UBSan on every example (original order; compile's default choice too for examples/*.loop).
 
 Each kernel is built as a small executable (the generated file plus a
 ``main`` that allocates every tensor at its exact size and fills it with
@@ -19,7 +19,7 @@ from polymap import ir
 from polymap.arch import load_architecture
 from polymap.codegen.c_emitter import emit_c
 from polymap.codegen.c_expr import C_TYPES, c_name
-from polymap.default_mapping import choose_mappings
+from polymap.mapping_choice import choose
 from polymap.driver import load_program
 from polymap.poly import build_model
 from polymap.tensors import shape_of
@@ -66,12 +66,16 @@ def test_sanitized_run(path: Path, tmp_path: Path):
     for kernel in program.kernels:
         params = _small(kernel)
         model = build_model(kernel)
-        # the default mapping of the polybench kernels is covered by the top-level examples' shapes;
+        # compile's choice for the polybench kernels is covered by the top-level examples' shapes;
         # choosing it for every polybench kernel would cost more than the sanitized runs
-        variants = ((),) if path.parent.name == "polybench" else ((), choose_mappings(model, arch, params))
-        for mappings in variants:
+        variants = [(kernel, model, ())]
+        if path.parent.name != "polybench":
+            choice = choose(kernel, arch, params, search_seconds=0.3)
+            variants.append((choice.kernel, choice.model, choice.mappings))
+        # no sizes given to the emitter: every parallel loop is shared out (hoisted regions included)
+        for code_kernel, code_model, mappings in variants:
             src = tmp_path / f"{kernel.name}.c"
-            src.write_text(emit_c(kernel, model, mappings) + _driver(kernel, params))
+            src.write_text(emit_c(code_kernel, code_model, mappings) + _driver(kernel, params))
             exe = tmp_path / kernel.name
             build = subprocess.run(["cc", "-O1", "-g", "-fopenmp", "-fsanitize=address,undefined",
                                     "-fno-sanitize-recover=all", str(src), "-o", str(exe), "-lm"],
