@@ -123,11 +123,11 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
         targets = tuple(t for t in targets if t != "numpy")
     doc = {"kernel": kernel.name, "params": dict(params), "arch": arch.name, "why": why,
            "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
+    if choice is not None:
+        doc["choice"] = _choice_doc(choice)
     json_path = out_dir / f"{kernel.name}.json"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
     written.append(str(json_path))
-    if choice is not None:
-        doc["choice"] = _choice_doc(choice)
     doc["files"] = written
     if not args.json:
         print(f"kernel {kernel.name}: {why}")
