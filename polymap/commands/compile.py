@@ -154,7 +154,7 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
             target, c = result.largest() or ("-", None)
             if c is not None:
                 print(f"  verified against the reference ({', '.join(targets)}): largest difference "
-                      f"{c.max_abs:.3g} on {c.tensor} ({target}, relative {c.max_rel:.3g}, tolerance {c.tolerance:.3g})")
+                      f"{c.max_abs:.3g} on {c.tensor} ({target}, relative to the largest value {c.max_rel:.3g}, within the relative tolerance {c.tolerance:.3g})")
     return doc
 
 
