@@ -36,6 +36,9 @@ from .poly import KernelModel, build_model
 
 #: seconds the search may take per nest before its candidates are dropped
 SEARCH_SECONDS = 4.0
+#: seconds one candidate's legality, fit and counts may take (ISL on a triangle at large sizes
+#: can take minutes: symm's register blocking at LARGE) before it is dropped
+EVALUATE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -128,10 +131,14 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
             continue
         seen.add(text)
         # the heuristics' blockings may overflow a level the code does not care about: bypass it
-        others.append(_evaluate(model, source, m, m, arch, params, fit=not source.startswith("search")))
+        others.append(_in_child(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
+                                EVALUATE_SECONDS, Candidate(source, m, m, False, (
+                                    f"not decided within {EVALUATE_SECONDS:.0f} s",))))
     original = original_mapping(kernel, nest, arch)
     if any(c.legal and c.report is not None for c in others):
-        candidates = [_evaluate(model, "original order", None, original, arch, params)] + others
+        fallback = Candidate("original order", None, original, True, (f"not counted within {EVALUATE_SECONDS:.0f} s",))
+        candidates = [_in_child(_evaluate, (model, "original order", None, original, arch, params), {},
+                                EVALUATE_SECONDS, fallback)] + others
     else:  # nothing to rank against: the original order wins without being counted
         candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
         candidates += others
@@ -222,34 +229,48 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
     return Candidate(source, mapping, counted, True, (), report)
 
 
-def _search_child(out, model, nest, arch, params) -> None:
-    from .passes.search import search_mappings
-
+def _child(out, fn, args, kwargs) -> None:
     try:
-        out.put([m for m, _ in search_mappings(model, nest, arch, params, top=3, budget=300, confirm=3)])
-    except Exception:
-        out.put([])
+        out.put(("ok", fn(*args, **kwargs)))
+    except BaseException as exc:  # reported to the parent, which decides
+        out.put(("error", f"{type(exc).__name__}: {exc}"))
 
 
-def _search(model, nest, arch, params, seconds: float) -> list[Mapping]:
-    """The search's best mappings, or none when it takes longer than ``seconds`` (it runs in a child)."""
-    if seconds <= 0:
-        return []
+def _in_child(fn, args, kwargs, seconds: float, timed_out):
+    """``fn(*args, **kwargs)`` in a forked child, or ``timed_out`` after ``seconds`` (ISL cannot be interrupted)."""
     try:
         ctx = multiprocessing.get_context("fork")
-    except ValueError:
-        return []
+    except ValueError:  # no fork on this platform: no time limit
+        return fn(*args, **kwargs)
     results = ctx.Queue()
-    child = ctx.Process(target=_search_child, args=(results, model, nest, arch, dict(params)), daemon=True)
+    child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
     child.start()
     try:
-        found = results.get(timeout=seconds)
+        status, value = results.get(timeout=seconds)
     except queue.Empty:
-        found = []
+        status, value = "timeout", timed_out
     if child.is_alive():
         child.kill()
     child.join()
-    return found
+    if status == "error":
+        raise RuntimeError(value)
+    return value
+
+
+def _search_mappings(model, nest, arch, params) -> list[Mapping]:
+    from .passes.search import search_mappings
+
+    try:
+        return [m for m, _ in search_mappings(model, nest, arch, params, top=3, budget=300, confirm=3)]
+    except Exception:  # the search is one source of candidates among others
+        return []
+
+
+def _search(model, nest, arch, params, seconds: float) -> list[Mapping]:
+    """The search's best mappings, or none when it takes longer than ``seconds``."""
+    if seconds <= 0:
+        return []
+    return _in_child(_search_mappings, (model, nest, arch, dict(params)), {}, seconds, [])
 
 
 def explain(choice: NestChoice, arch) -> list[str]:
