@@ -89,18 +89,10 @@ def check_mapping(model: KernelModel, mapping, arch, params) -> None:
 
 
 def _violations(model: KernelModel, mapping, params) -> list[str]:
-    try:
-        from ..passes.legality import schedule_violations
-    except ImportError:
-        schedule_violations = None
-    if schedule_violations is not None:
-        from ..passes.tiling import mapped_schedule
+    from ..passes.legality import schedule_violations
+    from ..passes.tiling import mapped_schedule
 
-        return [v.reason for v in schedule_violations(model, mapped_schedule(model, mapping), params=params)]
-    from ..default_mapping import dependence_violation
-
-    bad = dependence_violation(model, mapping)
-    return [] if bad is None else [f"conflicting instances run out of their original order: {bad}"]
+    return [v.reason for v in schedule_violations(model, mapped_schedule(model, mapping), params=params)]
 
 
 def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,

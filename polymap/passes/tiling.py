@@ -166,28 +166,10 @@ def mapped_schedule(model: KernelModel, mapping) -> MappedSchedule:
     return MappedSchedule(model, mapping, tuple(dims), tuple(maps))
 
 
-@dataclass(frozen=True)
-class OrderLevel:
-    """A single-level mapping: what ``--order`` means (no tiles, one loop order)."""
+def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]):
+    """The mapping that runs ``nest`` in loop ``order`` (missing loops follow in nest order):
+    one untiled level, which is what ``--order`` means."""
+    from ..mapping import LevelMapping, Mapping
 
-    level: str
-    tile: tuple[None, ...]
-    order: tuple[str, ...]
-    spatial: tuple[str, ...] = ()
-    keep: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class OrderMapping:
-    """``--order i,k,j`` as a mapping of one level with untiled loops."""
-
-    kernel: str
-    nest: int
-    loops: tuple[str, ...]
-    levels: tuple[OrderLevel, ...]
-
-
-def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]) -> OrderMapping:
-    """The mapping that runs ``nest`` in loop ``order`` (missing loops follow in nest order)."""
     full = tuple(order) + tuple(x for x in loops if x not in order)
-    return OrderMapping(kernel.name, nest, tuple(loops), (OrderLevel("order", (None,) * len(loops), full),))
+    return Mapping(kernel.name, nest, tuple(loops), (LevelMapping("order", (None,) * len(loops), full, (), ()),))
