@@ -16,12 +16,12 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from polymap.arch import load_architecture  # noqa: E402
-from polymap.driver import load_program, parse  # noqa: E402
-from polymap.mapping import LevelMapping, Mapping, nest_loops, nest_tensors  # noqa: E402
-from polymap.passes.counting import count_mapping  # noqa: E402
-from polymap.passes.fastcount import evaluator_for, tiles_of  # noqa: E402
-from polymap.poly import build_model  # noqa: E402
+from polymap.machine.arch import load_architecture
+from polymap.driver import load_program, parse
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fastcount import evaluator_for, tiles_of
+from polymap.poly import build_model
 
 GEMM = """
 kernel gemm(M = 256, N = 256, K = 256) {

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from polymap.arch import load_architecture
+from polymap.machine.arch import load_architecture
 from polymap.driver import load_program
-from polymap.mapping import Mapping
-from polymap.passes.counting import count_mapping
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model
 
 ROOT = Path(__file__).parent.parent
@@ -50,7 +50,7 @@ def bench(path: str, mapping: dict, params: dict, repeat: int = 5) -> tuple[floa
 
 def bench_host_default(repeat: int = 3) -> tuple[float, float]:
     """examples/gemm.loop (init + acc) at its default sizes on ``host``, default mapping."""
-    from polymap.default_mapping import choose_mappings
+    from polymap.passes.search.default_mapping import choose_mappings
     from polymap.driver import param_values
 
     kernel = load_program(ROOT / "examples/gemm.loop").kernels[0]

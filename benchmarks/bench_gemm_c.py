@@ -21,13 +21,13 @@ import time
 
 import numpy as np
 
-from polymap.arch import load_architecture
+from polymap.machine.arch import load_architecture
 from polymap.codegen.build import CFunction, build_c, load_kernel
-from polymap.codegen.c_emitter import emit_c
-from polymap.mapping_choice import choose
+from polymap.codegen.c.emitter import emit_c
+from polymap.passes.search.choice import choose
 from polymap.driver import parse
 from polymap.poly import build_model
-from polymap.register_mapping import Blocking, register_mapping
+from polymap.passes.search.register_mapping import Blocking, register_mapping
 
 GEMM = """
 kernel gemm(M, N, K) {
@@ -91,7 +91,7 @@ def main() -> None:
     naive = CFunction(build_c(NAIVE, name="gemm_naive"), kernel)
     print(f"numpy {np.__version__}: {blas_info()}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, OMP_NUM_THREADS={args.threads}")
-    from polymap.codegen.numpy_emitter import load_numpy
+    from polymap.codegen.numpy.emitter import load_numpy
 
     head = f"{'N':>6} {'numpy':>8} {'naive':>8} {'polymap':>8} {'np-tgt':>8}   poly/numpy  poly/naive  (GFLOP/s)"
     print(head)

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from polymap.codegen.numpy_emitter import load_numpy
+from polymap.codegen.numpy.emitter import load_numpy
 from polymap.driver import load_program
-from polymap.mapping import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.poly import build_model
 
 ROOT = Path(__file__).resolve().parent.parent

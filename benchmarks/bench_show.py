@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from polymap.driver import load_program
-from polymap.model_report import kernel_json
+from polymap.reports.model import kernel_json
 from polymap.poly import build_model
 
 ROOT = Path(__file__).resolve().parent.parent

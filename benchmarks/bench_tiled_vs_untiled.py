@@ -7,7 +7,7 @@
 loop order, what PolyBench's C is) built sequential like the original
 program, ``cc -O3 -march=native -shared -fPIC`` (no -fopenmp: its pragmas
 are ignored); "polymap" what ``compile`` chooses on the ``host`` preset
-(:func:`polymap.mapping_choice.choose`, ``--search-seconds`` per nest),
+(:func:`polymap.passes.search.choice.choose`, ``--search-seconds`` per nest),
 emitted for the sizes at hand, built with ``-fopenmp`` too and run on
 OMP_NUM_THREADS (2) threads. ``--repeat`` timed runs each, the median
 reported. Sizes are
@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from polymap.arch import load_architecture
+from polymap.machine.arch import load_architecture
 from polymap.codegen.build import load_kernel
-from polymap.codegen.c_emitter import emit_c
+from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.verify import needs_well_conditioned
-from polymap.mapping_choice import choose
+from polymap.passes.search.choice import choose
 from polymap.driver import load_program
 from polymap.poly import build_model
 from polymap.tensors import allocate, random_inputs

@@ -13,8 +13,8 @@ verified C and NumPy code. Every ``polymap`` command is one function of
 """
 from __future__ import annotations
 
-from .islcheck import isl  # noqa: F401  (fails loudly without barvinok)
-from .api import (  # noqa: F401
+from polymap.islcheck import isl
+from polymap.api import (
     architecture,
     check,
     compile,
@@ -28,7 +28,7 @@ from .api import (  # noqa: F401
     search,
     transform,
 )
-from .driver import load_program, param_values  # noqa: F401
+from polymap.driver import load_program, param_values
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
            "compile", "run", "architecture", "mapping_of", "load_program", "param_values"]

@@ -1,4 +1,4 @@
 """``python -m polymap`` is the ``polymap`` command."""
-from .cli import entry
+from polymap.cli import entry
 
 entry()

@@ -14,8 +14,8 @@ Research pipelines import these instead of shelling out::
     result = polymap.compile(kernel, arch="toy", mapping=mapping, out_dir="out")
 
 Arguments are forgiving in the usual ways: ``arch`` is an
-:class:`~polymap.arch.Architecture`, a preset name or a YAML path;
-``mapping`` a :class:`~polymap.mapping.Mapping`, a dict in the
+:class:`~polymap.machine.arch.Architecture`, a preset name or a YAML path;
+``mapping`` a :class:`~polymap.mapping.model.Mapping`, a dict in the
 ``mapping.md`` format or a YAML path; ``params`` maps parameter names to
 values (defaults fill the rest). Errors are the ones of :mod:`polymap.errors`:
 ``PolymapError`` for bad input, ``Refusal`` subclasses for a "no".
@@ -28,10 +28,10 @@ from typing import Any, Mapping as MappingT, Sequence
 
 import numpy as np
 
-from . import ir
-from .driver import load_program, param_values, parse
-from .errors import IllegalTransformation, InvalidMapping
-from .poly import KernelModel, build_model
+from polymap import ir
+from polymap.driver import load_program, param_values, parse
+from polymap.errors import IllegalTransformation, InvalidMapping
+from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
            "compile", "run", "architecture", "mapping_of"]
@@ -48,15 +48,15 @@ def model(kernel: ir.Kernel) -> KernelModel:
 
 
 def architecture(arch: Any = "host"):
-    """An :class:`~polymap.arch.Architecture` from a preset name, a YAML path or itself."""
-    from .arch import Architecture, load_architecture
+    """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
+    from polymap.machine.arch import Architecture, load_architecture
 
     return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
 
 
 def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
-    """A validated :class:`~polymap.mapping.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
-    from .mapping import Mapping, load_mapping
+    """A validated :class:`~polymap.mapping.model.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
+    from polymap.mapping.model import Mapping, load_mapping
 
     if isinstance(mapping, Mapping):
         return mapping
@@ -74,14 +74,14 @@ class DependenceReport:
 
     kernel: str
     analysis: str  # "value-based" | "memory-based"
-    dependences: tuple  # of polymap.passes.dependences.Dependence
-    loops: dict  # loop name -> polymap.passes.loop_classes.LoopClass
+    dependences: tuple  # of polymap.passes.dependences.dependences.Dependence
+    loops: dict  # loop name -> polymap.passes.dependences.loop_classes.LoopClass
 
 
 def dependences(kernel: ir.Kernel, *, memory_based: bool = False) -> DependenceReport:
     """Exact dependences (value-based by default) and which loops are parallel or reductions."""
-    from .passes.dependences import dependences as find
-    from .passes.loop_classes import loop_classes
+    from polymap.passes.dependences.dependences import dependences as find
+    from polymap.passes.dependences.loop_classes import loop_classes
 
     m = build_model(kernel)
     deps = find(m, memory=memory_based)
@@ -96,13 +96,13 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any
           arch: Any = None, params: MappingT[str, int] | None = None):
     """Is a loop ``order`` (outer -> inner) or a whole ``mapping`` legal?
 
-    Returns a :class:`~polymap.passes.legality.Verdict` (``legal``,
+    Returns a :class:`~polymap.passes.legality.legality.Verdict` (``legal``,
     ``violations`` with witnesses, ``notes``, ``hints``); it never raises
     for an illegal answer. With ``arch``, fan-out and capacity are checked too.
     """
-    from .mapping import nest_loops
-    from .passes.legality import check_mapping
-    from .passes.tiling import order_mapping
+    from polymap.mapping.model import nest_loops
+    from polymap.passes.legality.legality import check_mapping
+    from polymap.passes.schedule.tiling import order_mapping
 
     if (order is None) == (mapping is None):
         raise TypeError("check() needs exactly one of order= or mapping=")
@@ -124,12 +124,12 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
          symbolic: bool = False):
     """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
 
-    Returns a :class:`~polymap.passes.cost_model.CostReport`; raises
+    Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    from .mapping import check_fanout, loop_extents
-    from .passes.cost_model import active_compute_units, evaluate
-    from .passes.counting import capacity_violations, count_mapping
+    from polymap.mapping.model import check_fanout, loop_extents
+    from polymap.passes.counting.cost_model import active_compute_units, evaluate
+    from polymap.passes.counting.counting import capacity_violations, count_mapping
 
     arch_obj = architecture(arch)
     mp = mapping_of(kernel, mapping, arch_obj)
@@ -150,7 +150,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
 def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
            nest: int = 0, top: int = 10) -> list:
     """The best legal, fitting mappings of one nest, best first (ranked by energy, then cycles)."""
-    from .passes.search import search_mappings
+    from polymap.passes.search.search import search_mappings
 
     values = param_values(kernel, dict(params or {}))
     found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
@@ -161,8 +161,8 @@ def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] 
 
 
 def _legal_or_refuse(kernel: ir.Kernel, m: KernelModel, mappings: tuple, values) -> None:
-    from .passes.legality import schedule_violations
-    from .passes.tiling import mapped_schedule
+    from polymap.passes.legality.legality import schedule_violations
+    from polymap.passes.schedule.tiling import mapped_schedule
 
     for mp in mappings:
         bad = schedule_violations(m, mapped_schedule(m, mp), params=values)
@@ -178,7 +178,7 @@ def transform(kernel: ir.Kernel, mapping: Any, *, arch: Any = "host",
 
     Refuses an illegal mapping (:class:`~polymap.errors.IllegalTransformation`).
     """
-    from .codegen.loop_emitter import emit_loop
+    from polymap.codegen.loop_emitter import emit_loop
 
     m = build_model(kernel)
     mp = mapping_of(kernel, mapping, arch)
@@ -208,9 +208,9 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     written there. Raises ``IllegalTransformation`` for an illegal mapping and
     ``VerificationFailure`` when the generated code disagrees with the reference.
     """
-    from .codegen.c_emitter import emit_c
-    from .codegen.numpy_emitter import emit_numpy
-    from .codegen.runner import numpy_mapping_arg, resolve_mappings
+    from polymap.codegen.c.emitter import emit_c
+    from polymap.codegen.numpy.emitter import emit_numpy
+    from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -231,7 +231,7 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
             files.append(str(out / f"{kernel.name}{suffix}"))
     result = None
     if verify:
-        from .codegen.verify import verify as check_against_reference
+        from polymap.codegen.verify import verify as check_against_reference
 
         result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
     return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
@@ -245,15 +245,15 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
     IR), ``"c"`` or ``"numpy"`` (generated code for ``mapping``, or for the
     mapping ``compile`` would choose).
     """
-    from .tensors import validate_inputs
+    from polymap.tensors import validate_inputs
 
     values = param_values(kernel, dict(params or {}))
     validate_inputs(kernel, arrays, values, allow_extra=True)
     if target == "reference":
-        from .reference import execute
+        from polymap.reference import execute
 
         return execute(kernel, dict(arrays), values)
-    from .codegen.runner import run_generated
+    from polymap.codegen.runner import run_generated
 
     mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
     return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from .errors import PolymapError, Refusal
+from polymap.errors import PolymapError, Refusal
 
 COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch")
 

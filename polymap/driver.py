@@ -9,8 +9,8 @@ from __future__ import annotations
 import weakref
 from pathlib import Path
 
-from . import ir
-from .errors import InputError
+from polymap import ir
+from polymap.errors import InputError
 
 
 def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
@@ -21,8 +21,8 @@ def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Pro
     :class:`~polymap.errors.PolymapError`; warnings are returned by
     :func:`warnings_of` (:func:`print_warnings` shows them on stderr).
     """
-    from .grammar import parse_program
-    from .passes.semantics import checked
+    from polymap.grammar import parse_program
+    from polymap.passes.frontend.semantics import checked
 
     program = parse_program(text, filename)
     if not check:
@@ -42,8 +42,8 @@ def _check_with_isl(program: ir.Program) -> None:
     Errors raise one :class:`~polymap.errors.SemanticError`; warnings are kept
     for :func:`warnings_of`.
     """
-    from .errors import SemanticError
-    from .passes.bounds import bounds_diagnostics
+    from polymap.errors import SemanticError
+    from polymap.passes.frontend.bounds import bounds_diagnostics
 
     found = {k.name: bounds_diagnostics(k) for k in program.kernels}
     errors = [d for ds in found.values() for d in ds if d.severity == "error"]
@@ -147,7 +147,7 @@ def param_values(kernel: ir.Kernel, defines: dict[str, int] | None = None) -> di
     several kernels (the caller decides; here it is simply not used). Values
     must be >= 1 and satisfy the kernel's ``where`` clause.
     """
-    from .errors import Diagnostic
+    from polymap.errors import Diagnostic
 
     defines = defines or {}
     values: dict[str, int] = {}
@@ -171,8 +171,8 @@ def param_values(kernel: ir.Kernel, defines: dict[str, int] | None = None) -> di
 
 
 def _check_where(kernel: ir.Kernel, values: dict[str, int]) -> None:
-    from .errors import Diagnostic
-    from .passes.evaluate import eval_int_condition
+    from polymap.errors import Diagnostic
+    from polymap.evaluate import eval_int_condition
 
     for cond in kernel.where:
         if not eval_int_condition(cond, values):

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .ir import Loc
+from polymap.ir import Loc
 
 
 @dataclass(frozen=True)

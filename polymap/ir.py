@@ -4,7 +4,7 @@ The parser (:mod:`polymap.grammar`) builds it; every later stage reads it and
 none mutates it. Children are tuples so that nodes hash and compare by value.
 Expressions are one small algebra used everywhere (subscripts, bounds,
 conditions and right-hand sides); which of them must be (quasi-)affine is the
-business of :mod:`polymap.passes.semantics` and :mod:`polymap.poly`.
+business of :mod:`polymap.passes.frontend.semantics` and :mod:`polymap.poly`.
 
 Sketch of ``for i in 0..N { S: A[i] += B[i] * 2 }``::
 

@@ -6,7 +6,7 @@ and every count would be lost. polymap refuses to run instead of estimating.
 """
 from __future__ import annotations
 
-from .errors import EnvironmentProblem
+from polymap.errors import EnvironmentProblem
 
 
 def require_barvinok():

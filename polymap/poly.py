@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Mapping
 
-from . import ir
-from .errors import AnalysisError, Diagnostic
-from .islcheck import isl
+from polymap import ir
+from polymap.errors import AnalysisError, Diagnostic
+from polymap.islcheck import isl
 
 # ISL reserves these words; a name that collides gets a suffix inside ISL text only.
 _ISL_WORDS = {"min", "max", "floor", "ceil", "mod", "exists", "and", "or", "not", "implies",

@@ -7,7 +7,7 @@ same IR (locations aside). ``polymap transform`` and the JSON of ``show``
 """
 from __future__ import annotations
 
-from . import ir
+from polymap import ir
 
 # Binding strength, higher binds tighter (as in Python).
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "%": 6, "neg": 7, "atom": 8}

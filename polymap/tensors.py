@@ -13,9 +13,9 @@ from typing import Mapping
 
 import numpy as np
 
-from . import ir
-from .errors import Diagnostic, InputError
-from .passes.evaluate import eval_int
+from polymap import ir
+from polymap.errors import Diagnostic, InputError
+from polymap.evaluate import eval_int
 
 _NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
 #: Roles whose arrays the caller gives.

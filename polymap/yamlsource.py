@@ -19,8 +19,8 @@ from typing import Any, NoReturn
 import yaml
 from yaml.constructor import SafeConstructor
 
-from .errors import Diagnostic, MappingError
-from .ir import Loc, SourceFile
+from polymap.errors import Diagnostic, MappingError
+from polymap.ir import Loc, SourceFile
 
 YamlPath = tuple[Any, ...]
 

@@ -7,7 +7,7 @@ tile-coordinate formulas (``mapping.md``) evaluated in Python.
 from __future__ import annotations
 
 from polymap import ir
-from polymap.passes.evaluate import eval_int, iterate_statement_instances
+from polymap.evaluate import eval_int, iterate_statement_instances
 
 
 def instances(kernel: ir.Kernel, params: dict[str, int], nest: int | None = 0):

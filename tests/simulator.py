@@ -1,13 +1,13 @@
 """A step-by-step simulator of a mapped loop nest, independent of ISL.
 
 It enumerates the statement instances of the nest (the original program,
-:func:`polymap.passes.evaluate.iterate_statement_instances`), computes each
+:func:`polymap.evaluate.iterate_statement_instances`), computes each
 instance's mapped time vector in plain Python from the mapping (tile
 coordinates by floor/mod, phases for missing loops, textual rank), sorts
 them, and walks them level by level: each instance of a level keeps the
 current residency's elements per tensor and counts what enters and leaves,
 exactly as ``mapping.md`` says. The result has the shape of
-:class:`polymap.passes.counting.Counts` flattened into dicts.
+:class:`polymap.passes.counting.counting.Counts` flattened into dicts.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from polymap import ir
-from polymap.passes.evaluate import eval_int, iterate_statement_instances
+from polymap.evaluate import eval_int, iterate_statement_instances
 
 INF = float("inf")
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
@@ -216,7 +216,7 @@ def simulate(kernel: ir.Kernel, mapping, params: dict) -> dict:
 
 
 def counts_as_dict(counts) -> dict:
-    """:class:`polymap.passes.counting.Counts` in the shape :func:`simulate` returns."""
+    """:class:`polymap.passes.counting.counting.Counts` in the shape :func:`simulate` returns."""
     levels = []
     for lv in counts.levels:
         out = {}

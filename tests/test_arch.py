@@ -9,11 +9,18 @@ from pathlib import Path
 import pytest
 import yaml
 
-from polymap.arch import (Architecture, Compute, Level, architecture_from_dict, load_architecture,
-                          parse_size, presets)
+from polymap.machine.arch import (
+    Architecture,
+    Compute,
+    Level,
+    architecture_from_dict,
+    load_architecture,
+    parse_size,
+    presets,
+)
 from polymap.cli import main
 from polymap.errors import MappingError
-from polymap.hostinfo import CacheInfo, HostInfo, host_architecture, host_info
+from polymap.machine.hostinfo import CacheInfo, HostInfo, host_architecture, host_info
 
 TOY_TEXT = """\
 name: toy

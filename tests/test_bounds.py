@@ -9,7 +9,7 @@ import pytest
 
 from polymap.driver import parse, warnings_of
 from polymap.errors import SemanticError
-from polymap.passes.bounds import bounds_diagnostics
+from polymap.passes.frontend.bounds import bounds_diagnostics
 
 
 def diagnostics(text: str):

@@ -377,7 +377,7 @@ def test_arch_unknown_name(capsys):
 
 def _original_orders(path: Path) -> list[tuple[str, str]]:
     from polymap.driver import load_program
-    from polymap.mapping import nest_loops
+    from polymap.mapping.model import nest_loops
 
     return [(k.name, ",".join(nest_loops(k, 0))) for k in load_program(path).kernels if k.nests()]
 

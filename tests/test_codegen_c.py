@@ -13,10 +13,10 @@ import pytest
 
 from polymap.codegen.ast_build import ast_loops_info, build_ast, kernel_schedule
 from polymap.codegen.build import load_kernel
-from polymap.codegen.c_emitter import c_signature, emit_c
+from polymap.codegen.c.emitter import c_signature, emit_c
 from polymap.codegen.verify import verify
 from polymap.driver import load_program, parse
-from polymap.mapping import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.poly import build_model
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -88,7 +88,7 @@ def test_illegal_lu_tiling_is_detected_and_really_wrong():
     # tiling i at the outer level runs the scale of a later row tile after updates that need it
     k = kernel_of("lu")
     mp = two_level(k, {"i": 7, "j": 5}, ("k", "i", "j"), ("k", "i", "j"))
-    from polymap.default_mapping import dependence_violation
+    from polymap.passes.search.default_mapping import dependence_violation
     from polymap.errors import VerificationFailure
 
     assert dependence_violation(build_model(k), mp) is not None

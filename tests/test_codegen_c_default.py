@@ -1,6 +1,6 @@
 """``compile``'s default choice on every example and PolyBench kernel, and where OpenMP goes.
 
-Every kernel: the mapping choice of :mod:`polymap.mapping_choice` at small
+Every kernel: the mapping choice of :mod:`polymap.passes.search.choice` at small
 sizes, then the C and NumPy code against the reference execution (an
 independent interpreter of the IR). OpenMP placement is checked on the
 printed C (one region per nest, hoisted out of time loops, none for small
@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from polymap import ir
-from polymap.arch import load_architecture
+from polymap.machine.arch import load_architecture
 from polymap.codegen.build import load_kernel
-from polymap.codegen.c_emitter import c_signature, emit_c, loop_coefficient
+from polymap.codegen.c.emitter import c_signature, emit_c, loop_coefficient
 from polymap.codegen.verify import needs_well_conditioned, verify
 from polymap.driver import load_program
-from polymap.mapping import nest_loops
-from polymap.mapping_choice import choose, choose_nest, original_mapping
+from polymap.mapping.model import nest_loops
+from polymap.passes.search.choice import choose, choose_nest, original_mapping
 from polymap.poly import build_model
 from polymap.reference import execute
 from polymap.tensors import allocate, random_inputs
@@ -41,7 +41,7 @@ def _small(kernel) -> dict[str, int]:
 
 def _nest_cases():
     """(example, nest) pairs: one test per nest keeps each under a few seconds."""
-    from polymap.passes.rename import distinct_loop_names
+    from polymap.passes.frontend.rename import distinct_loop_names
 
     for path in EXAMPLES:
         kernel = load_program(path).kernels[0]
@@ -51,7 +51,7 @@ def _nest_cases():
 
 @lru_cache(maxsize=None)
 def _renamed(path: Path):
-    from polymap.passes.rename import distinct_loop_names
+    from polymap.passes.frontend.rename import distinct_loop_names
 
     kernel = distinct_loop_names(load_program(path).kernels[0])
     return kernel, build_model(kernel)

@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polymap.arch import load_architecture
+from polymap.machine.arch import load_architecture
 from polymap.codegen.build import load_kernel
-from polymap.codegen.c_emitter import emit_c
+from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.verify import verify
-from polymap.default_mapping import choose_mappings, dependence_violation
+from polymap.passes.search.default_mapping import choose_mappings, dependence_violation
 from polymap.driver import load_program, parse
 from polymap.poly import build_model
-from polymap.register_mapping import Blocking, register_mapping
+from polymap.passes.search.register_mapping import Blocking, register_mapping
 
 ROOT = Path(__file__).parent.parent
 os.environ.setdefault("OMP_NUM_THREADS", "2")

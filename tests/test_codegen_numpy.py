@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polymap.codegen.numpy_emitter import emit_numpy, run_numpy
+from polymap.codegen.numpy.emitter import emit_numpy, run_numpy
 from polymap.driver import load_program
-from polymap.mapping import LevelMapping, Mapping, nest_loops, nest_tensors
-from polymap.passes.tiling import order_mapping
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.passes.schedule.tiling import order_mapping
 from polymap.poly import build_model
 from polymap.reference import execute
 from polymap.tensors import random_inputs
@@ -37,8 +37,8 @@ def two_level(kernel, tile: dict, order: tuple, inner_order: tuple, nest: int = 
 
 def assert_same(kernel, params, mapping, *, rtol=None):
     if mapping is not None:  # the test's own premise: only legal mappings must compute the same
-        from polymap.passes.legality import is_legal_schedule
-        from polymap.passes.tiling import mapped_schedule
+        from polymap.passes.legality.legality import is_legal_schedule
+        from polymap.passes.schedule.tiling import mapped_schedule
 
         model = build_model(kernel)
         for m in (mapping if isinstance(mapping, tuple) else (mapping,)):
@@ -134,8 +134,8 @@ def test_golden_gemm_module(golden):
 @pytest.mark.parametrize("name", ["2mm", "polybench/atax", "polybench/gemver", "conv2d", "seidel2d"])
 def test_default_mappings_of_every_nest(name):
     # several nests mapped at once, three levels, spatial loops: what `compile` feeds the emitter
-    from polymap.arch import load_architecture
-    from polymap.default_mapping import choose_mappings
+    from polymap.machine.arch import load_architecture
+    from polymap.passes.search.default_mapping import choose_mappings
 
     k = kernel_of(name)
     params = {p.name: min(p.default or 6, 7) for p in k.params}

@@ -1,12 +1,12 @@
-"""Exact counts (polymap.passes.counting) against the brute-force simulator and hand counts."""
+"""Exact counts (polymap.passes.counting.counting) against the brute-force simulator and hand counts."""
 from __future__ import annotations
 
 import pytest
 
-from polymap.arch import architecture_from_dict
+from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping import Mapping
-from polymap.passes.counting import capacity_violations, count_mapping
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.poly import build_model, to_int
 from simulator import counts_as_dict, simulate
 

@@ -10,10 +10,10 @@ import islpy as isl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polymap.arch import architecture_from_dict
+from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping import Mapping, nest_loops, nest_tensors
-from polymap.passes.counting import count_mapping
+from polymap.mapping.model import Mapping, nest_loops, nest_tensors
+from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model, to_int
 from simulator import counts_as_dict, simulate
 from test_counting import COPY, DILATED, GEMM, TRIANGULAR
@@ -124,7 +124,7 @@ def _brute_successor(points: isl.Set, spatial: tuple[int, ...]) -> set:
 @settings(max_examples=60, deadline=None)
 @given(point_sets(), st.sampled_from([(), (0,), (1,), (2,), (0, 2)]))
 def test_next_residency_is_the_enumerated_successor(text, spatial):
-    from polymap.passes.residency_order import successor
+    from polymap.passes.counting.residency_order import successor
 
     points = isl.Set(text)
     got: set = set()

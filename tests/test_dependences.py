@@ -8,9 +8,9 @@ import pytest
 
 from bruteforce import instances
 from polymap.driver import load_program
-from polymap.passes.dependences import group, memory_based, value_based
-from polymap.passes.depgraph import components, dependence_graph, to_dot
-from polymap.passes.loop_classes import carrying_loops, distance_vector, loop_classes
+from polymap.passes.dependences.dependences import group, memory_based, value_based
+from polymap.passes.dependences.depgraph import components, dependence_graph, to_dot
+from polymap.passes.dependences.loop_classes import carrying_loops, distance_vector, loop_classes
 from polymap.poly import build_model
 
 EX = Path(__file__).parent.parent / "examples"

@@ -7,7 +7,7 @@ from pathlib import Path
 from bruteforce import witness_is_real
 from polymap.cli import main
 from polymap.driver import load_program
-from polymap.passes.tiling import order_mapping
+from polymap.passes.schedule.tiling import order_mapping
 
 EX = Path(__file__).parent.parent / "examples"
 

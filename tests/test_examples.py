@@ -126,8 +126,8 @@ def test_parses(path):
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_passes_semantic_checks_without_warnings(path):
-    if not _has("polymap.passes.semantics"):
-        pytest.skip("polymap.passes.semantics not written yet")
+    if not _has("polymap.passes.frontend.semantics"):
+        pytest.skip("polymap.passes.frontend.semantics not written yet")
     program = _load(path, check=True)
     warnings = getattr(program, "program_warnings", ())
     assert not warnings, "\n".join(getattr(w, "render", lambda: str(w))() for w in warnings)

@@ -1,16 +1,16 @@
-"""The fast path (polymap.passes.fastcount) equals the ISL path on every generated case."""
+"""The fast path (polymap.passes.counting.fastcount) equals the ISL path on every generated case."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from polymap.arch import architecture_from_dict
+from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping import Mapping
-from polymap.passes.counting import count_mapping
-from polymap.passes.fastcount import Structure, evaluator_for, fast_counts, tiles_of
-from polymap.passes.fastcount_nest import NotSupported, analyse_nest
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fastcount import Structure, evaluator_for, fast_counts, tiles_of
+from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.poly import build_model
 from simulator import counts_as_dict, simulate
 

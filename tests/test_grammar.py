@@ -8,7 +8,21 @@ import pytest
 
 from polymap import ir
 from polymap.grammar import parse_program
-from polymap.ir import Assign, BinOp, BoolOp, Call, Compare, Const, If, Loop, Neg, Not, Ref, Select, Var
+from polymap.ir import (
+    Assign,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Const,
+    If,
+    Loop,
+    Neg,
+    Not,
+    Ref,
+    Select,
+    Var,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -267,7 +281,7 @@ def test_negative_and_non_constant_steps_are_kept_for_semantics():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from polymap.passes.evaluate import eval_int, eval_int_condition  # noqa: E402
+from polymap.evaluate import eval_int, eval_int_condition
 
 _atoms = st.sampled_from(["i", "j", "N", "0", "1", "3", "12"])
 

@@ -10,9 +10,9 @@ import pytest
 
 from bruteforce import brute_legal, witness_is_real
 from polymap.driver import load_program
-from polymap.mapping import nest_loops
-from polymap.passes.legality import check_mapping
-from polymap.passes.tiling import order_mapping
+from polymap.mapping.model import nest_loops
+from polymap.passes.legality.legality import check_mapping
+from polymap.passes.schedule.tiling import order_mapping
 from polymap.poly import build_model
 
 EX = Path(__file__).parent.parent / "examples"

@@ -8,10 +8,14 @@ from hypothesis import HealthCheck, given, settings
 
 from bruteforce import brute_legal
 from polymap import ir
-from polymap.passes.legality import check_mapping
-from polymap.passes.reaching_writers import keeps_writers, violated_relations, writer_changes
-from polymap.passes.schedule_order import ScheduleOrder, keeps_conflicts, model_cache
-from polymap.passes.tiling import mapped_schedule
+from polymap.passes.legality.legality import check_mapping
+from polymap.passes.legality.reaching_writers import (
+    keeps_writers,
+    violated_relations,
+    writer_changes,
+)
+from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts, model_cache
+from polymap.passes.schedule.tiling import mapped_schedule
 from polymap.poly import build_model
 from test_legality_properties import cases
 
@@ -62,7 +66,7 @@ def test_dead_writes_flip_but_stay_legal():
 
 def test_schedule_order_matches_lex_lt_union_map():
     """Pairwise ordering equals ISL's all-pairs ``lex_lt_union_map`` on a tagged relation."""
-    from polymap.passes.dependences import tag_program
+    from polymap.passes.dependences.dependences import tag_program
 
     a = ir.Assign("S", ir.Ref("A", (ir.Var("i"),)), "=", ir.Ref("A", (ir.BinOp("-", ir.Const(2), ir.Var("i")),)))
     b = ir.Assign("T", ir.Ref("A", (ir.Var("i"),)), "+=", ir.Ref("B", (ir.Var("i"),)))
@@ -78,7 +82,7 @@ def test_schedule_order_matches_lex_lt_union_map():
 def test_caches_are_per_model_and_freed():
     import gc
 
-    from polymap.passes import schedule_order
+    from polymap.passes.schedule import schedule_order
 
     body = ir.Assign("S", ir.Ref("s", ()), "+=", ir.Ref("A", (ir.Var("i"),)))
     model = build_model(ir.Kernel("k", (), (), (), (_loop("i", [body]),)))

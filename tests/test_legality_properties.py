@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from bruteforce import brute_legal, witness_is_real
 from polymap import ir
-from polymap.passes.legality import check_mapping
+from polymap.passes.legality.legality import check_mapping
 from polymap.poly import build_model
 
 NAMES = ("i", "j", "k")

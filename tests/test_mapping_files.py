@@ -9,12 +9,19 @@ import pytest
 import yaml
 
 from polymap import ir
-from polymap.arch import load_architecture
+from polymap.machine.arch import load_architecture
 from polymap.driver import parse
 from polymap.errors import MappingError
-from polymap.mapping import (Mapping, check_fanout, load_mapping, loop_extents, nest_loops, nest_tensors,
-                             trip_counts)
-from polymap.passes.evaluate import iterate_statement_instances
+from polymap.mapping.model import (
+    Mapping,
+    check_fanout,
+    load_mapping,
+    loop_extents,
+    nest_loops,
+    nest_tensors,
+    trip_counts,
+)
+from polymap.evaluate import iterate_statement_instances
 
 GEMM = """
 kernel gemm(M = 64, N = 64, K = 64) {

@@ -14,8 +14,8 @@ import islpy as isl
 import pytest
 
 from polymap.driver import parse
-from polymap.model_report import kernel_json
-from polymap.passes.evaluate import iterate_statement_instances
+from polymap.reports.model import kernel_json
+from polymap.evaluate import iterate_statement_instances
 from polymap.poly import build_model, fix_params
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

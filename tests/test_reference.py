@@ -15,8 +15,14 @@ import pytest
 from polymap import ir
 from polymap.errors import InputError, SemanticError
 from polymap.reference import execute
-from polymap.tensors import (load_npz, numpy_dtype, random_inputs, save_npz, shape_of,
-                             validate_inputs)
+from polymap.tensors import (
+    load_npz,
+    numpy_dtype,
+    random_inputs,
+    save_npz,
+    shape_of,
+    validate_inputs,
+)
 
 # --------------------------------------------------------------------------- building IR
 
@@ -330,7 +336,7 @@ def test_small_polybench_gemm_runs_fast():
 def test_instances_run_in_the_original_order_of_evaluate():
     # Each instance stamps a running counter into its own cell: the stamps give
     # the execution order, compared with passes.evaluate's independent walker.
-    from polymap.passes.evaluate import iterate_statement_instances
+    from polymap.evaluate import iterate_statement_instances
 
     p = {"N": 10}
     k = K(p, [D("s_c", "local", "", "i64"), D("T", "out", "N, N", "i64"), D("U", "out", "N", "i64")],

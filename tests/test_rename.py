@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import polymap
-from polymap.mapping import nest_loops
-from polymap.passes.rename import distinct_loop_names, repeated_loop_names
+from polymap.mapping.model import nest_loops
+from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.pretty import kernel as print_kernel
 from polymap.reference import execute
 from polymap.tensors import random_inputs

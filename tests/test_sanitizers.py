@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from polymap import ir
-from polymap.arch import load_architecture
-from polymap.codegen.c_emitter import emit_c
-from polymap.codegen.c_expr import C_TYPES, c_name
-from polymap.mapping_choice import choose
+from polymap.machine.arch import load_architecture
+from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.c.expr import C_TYPES, c_name
+from polymap.passes.search.choice import choose
 from polymap.driver import load_program
 from polymap.poly import build_model
 from polymap.tensors import shape_of

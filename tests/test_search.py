@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from itertools import product
 
-from polymap.arch import architecture_from_dict
+from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping import LevelMapping, Mapping
-from polymap.passes.counting import capacity_violations, count_mapping
-from polymap.passes.legality import check_mapping
-from polymap.passes.search import best_mapping, cost_of, explain, search_mappings
+from polymap.mapping.model import LevelMapping, Mapping
+from polymap.passes.counting.counting import capacity_violations, count_mapping
+from polymap.passes.legality.legality import check_mapping
+from polymap.passes.search.search import best_mapping, cost_of, explain, search_mappings
 from polymap.poly import build_model
 
 GEMM = """
@@ -92,7 +92,7 @@ def test_explain_names_every_level():
 
 def test_is_legal_agrees_with_check_mapping():
     """The search's yes/no legality (cached) equals check's verdict, spatial loops included."""
-    from polymap.passes.search import is_legal
+    from polymap.passes.search.search import is_legal
 
     kernel, model, params = setup()
     loops = ("i", "j", "k")

@@ -6,7 +6,7 @@ import pytest
 from polymap.driver import parse
 from polymap.errors import LoopSyntaxError, PolymapError, SemanticError
 from polymap.grammar import parse_program
-from polymap.passes.semantics import check_program, checked
+from polymap.passes.frontend.semantics import check_program, checked
 
 
 def errors_of(text: str, exc_type=PolymapError):

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from polymap.arch import architecture_from_dict
+from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping import Mapping
-from polymap.passes.counting import count_mapping
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model
 from simulator import counts_as_dict, simulate
 

@@ -14,8 +14,8 @@ import pytest
 from polymap.cli import main
 from polymap.codegen.loop_emitter import emit_loop
 from polymap.driver import load_program, parse
-from polymap.mapping import nest_loops
-from polymap.passes.tiling import order_mapping
+from polymap.mapping.model import nest_loops
+from polymap.passes.schedule.tiling import order_mapping
 from polymap.poly import build_model
 from polymap.reference import execute
 from polymap.tensors import random_inputs

@@ -1,7 +1,7 @@
 """The kernel's whole schedule and its ISL AST: what every code printer walks.
 
 One time space holds the kernel: the mapped nests use their mapped schedule
-(:func:`polymap.passes.tiling.mapped_schedule`), every other statement its
+(:func:`polymap.passes.schedule.tiling.mapped_schedule`), every other statement its
 original 2d+1 schedule. Dimension 0 is the top-level textual rank (so nests
 keep their order); the rest is padded with zeros to one common length::
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
-from ..islcheck import isl
-from ..poly import KernelModel, isl_name, param_set
+from polymap.islcheck import isl
+from polymap.poly import KernelModel, isl_name, param_set
 
 #: ISL names the iterator of time dimension k like this (``c0``, ``c1``...).
 ITERATOR_PREFIX = "c"
@@ -100,12 +100,12 @@ def _pad(m: isl.Map, front: int, length: int) -> isl.Map:
 def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedule:
     """The whole kernel's schedule, with ``mappings`` (one per mapped nest) applied.
 
-    A mapping is anything :func:`polymap.passes.tiling.mapped_schedule` takes
+    A mapping is anything :func:`polymap.passes.schedule.tiling.mapped_schedule` takes
     (``nest``, ``loops``, ``levels``). Statements of unmapped nests and
     statements outside every loop keep their original schedule (its first
     dimension, the top rank, is kept; the rest follows it).
     """
-    from ..passes.tiling import mapped_schedule
+    from polymap.passes.schedule.tiling import mapped_schedule
 
     by_nest = {m.nest: m for m in mappings}
     parts: list[tuple[str, int, isl.Map]] = []  # (statement, top rank, map without the top rank)

@@ -1,6 +1,6 @@
 """ISL's AST as IR expressions, loop bounds and names: what the NumPy and ``.loop`` printers share.
 
-Three things the printers of :mod:`polymap.codegen.numpy_emitter` and
+Three things the printers of :mod:`polymap.codegen.numpy.emitter` and
 :mod:`polymap.codegen.loop_emitter` need on top of :mod:`.ast_build`:
 
 * :func:`point_schedule`: the kernel schedule with every innermost-level
@@ -26,10 +26,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable, Mapping
 
-from .. import ir
-from ..errors import AnalysisError
-from ..islcheck import isl
-from .ast_build import KernelSchedule, expr_args, statements_under, user_statement, walk
+from polymap import ir
+from polymap.errors import AnalysisError
+from polymap.islcheck import isl
+from polymap.codegen.ast_build import (
+    KernelSchedule,
+    expr_args,
+    statements_under,
+    user_statement,
+    walk,
+)
 
 # --------------------------------------------------------------------------- the point schedule
 
@@ -297,7 +303,7 @@ def kernel_names(kernel: ir.Kernel) -> set[str]:
     for ctx in kernel.statements():
         out.update(ctx.iterators)
         out.add(ctx.name)
-    from ..passes.loop_classes import kernel_loops
+    from polymap.passes.dependences.loop_classes import kernel_loops
 
     out.update(lp.var for lp in kernel_loops(kernel))
     return out

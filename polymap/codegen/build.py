@@ -23,10 +23,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import ir
-from ..errors import EnvironmentProblem, InputError
-from ..tensors import numpy_dtype
-from .c_expr import c_name
+from polymap import ir
+from polymap.errors import EnvironmentProblem, InputError
+from polymap.tensors import numpy_dtype
+from polymap.codegen.c.expr import c_name
 
 DEFAULT_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC")
 SANITIZE_FLAGS = ("-O1", "-g", "-fopenmp", "-shared", "-fPIC", "-fno-omit-frame-pointer",

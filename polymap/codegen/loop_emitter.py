@@ -23,11 +23,30 @@ from __future__ import annotations
 
 import dataclasses
 
-from .. import ir, pretty
-from ..islcheck import isl
-from ..poly import KernelModel, build_model
-from .ast_build import build_ast, children, isl_param_names, iterator_dim, kernel_schedule, statements_under, user_statement
-from .ast_ir import Names, direct_loop, for_bounds, kernel_names, plus, point_schedule, simplify, substitute, tile_base, to_ir
+from polymap import ir, pretty
+from polymap.islcheck import isl
+from polymap.poly import KernelModel, build_model
+from polymap.codegen.ast_build import (
+    build_ast,
+    children,
+    isl_param_names,
+    iterator_dim,
+    kernel_schedule,
+    statements_under,
+    user_statement,
+)
+from polymap.codegen.ast_ir import (
+    Names,
+    direct_loop,
+    for_bounds,
+    kernel_names,
+    plus,
+    point_schedule,
+    simplify,
+    substitute,
+    tile_base,
+    to_ir,
+)
 
 
 def as_mappings(mapping) -> tuple:

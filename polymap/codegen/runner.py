@@ -1,7 +1,7 @@
 """Run generated code (C or NumPy) on arrays: what ``polymap run --target c|numpy`` calls.
 
 The mapping is the one given (a YAML file) or the one ``compile`` would
-choose (:func:`polymap.default_mapping.choose_mappings`). Inputs are never
+choose (:func:`polymap.passes.search.default_mapping.choose_mappings`). Inputs are never
 modified: the run works on copies and returns every ``out``/``inout``
 tensor, like :func:`polymap.reference.execute`::
 
@@ -14,23 +14,23 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import ir
-from ..errors import InputError
-from ..poly import KernelModel, build_model
-from ..tensors import allocate, numpy_dtype
+from polymap import ir
+from polymap.errors import InputError
+from polymap.poly import KernelModel, build_model
+from polymap.tensors import allocate, numpy_dtype
 
 
 def resolve_mappings(kernel: ir.Kernel, model: KernelModel, params: Mapping[str, int], *,
                      arch=None, mapping_path: str | None = None) -> tuple:
     """The mappings to generate code for: the file's, or the default choice for every nest."""
-    from ..arch import load_architecture
+    from polymap.machine.arch import load_architecture
 
     architecture = load_architecture(arch or "host") if isinstance(arch, (str, type(None))) else arch
     if mapping_path is not None:
-        from ..mapping import load_mapping
+        from polymap.mapping.model import load_mapping
 
         return (load_mapping(mapping_path, kernel=kernel, arch=architecture),)
-    from ..default_mapping import choose_mappings
+    from polymap.passes.search.default_mapping import choose_mappings
 
     return choose_mappings(model, architecture, params)
 
@@ -61,8 +61,8 @@ def run_generated(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: M
 
 
 def _run_c(kernel, model, mappings, tensors, params) -> None:
-    from .build import load_kernel
-    from .c_emitter import emit_c
+    from polymap.codegen.build import load_kernel
+    from polymap.codegen.c.emitter import emit_c
 
     # the sizes at hand decide which loops are worth threads: the code compile writes for them
     fn = load_kernel(emit_c(kernel, model, mappings, params=params), kernel)
@@ -79,7 +79,7 @@ def numpy_mapping_arg(mappings: tuple):
 def load_numpy_function(kernel: ir.Kernel, model: KernelModel, mappings: tuple):
     """Emit the NumPy module and return its kernel function."""
     try:
-        from .numpy_emitter import emit_numpy
+        from polymap.codegen.numpy.emitter import emit_numpy
     except ImportError as exc:
         if exc.name is not None and exc.name.startswith("polymap.codegen"):
             raise InputError("--target numpy: the NumPy code generator is not available in this build") from None

@@ -20,10 +20,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import ir
-from ..errors import VerificationFailure
-from ..poly import KernelModel, build_model
-from ..tensors import numpy_dtype, random_inputs
+from polymap import ir
+from polymap.errors import VerificationFailure
+from polymap.poly import KernelModel, build_model
+from polymap.tensors import numpy_dtype, random_inputs
 
 SAFETY = 64
 
@@ -95,7 +95,7 @@ def needs_well_conditioned(kernel: ir.Kernel) -> bool:
 
 def reduction_lengths(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, int]:
     """Per written tensor, the iterations that update one element (see the module docstring)."""
-    from ..mapping import loop_extents
+    from polymap.mapping.model import loop_extents
 
     extents: dict[str, int] = {}
     for nest in range(len(kernel.nests())):
@@ -142,9 +142,9 @@ def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[st
     largest difference when a target disagrees (unless ``raise_on_failure``
     is false).
     """
-    from ..reference import execute
-    from .c_emitter import as_mappings
-    from .runner import run_generated
+    from polymap.reference import execute
+    from polymap.codegen.c.emitter import as_mappings
+    from polymap.codegen.runner import run_generated
 
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..arch import Architecture, load_architecture, presets
-from ..errors import InputError
+from polymap.machine.arch import Architecture, load_architecture, presets
+from polymap.errors import InputError
 
 _ABOUT = {
     "host": "this machine: caches from /sys, cores x vector lanes as compute units",

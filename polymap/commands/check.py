@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 
-from .. import ir
-from ..driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from ..errors import IllegalTransformation, InputError
-from ..mapping import nest_loops
-from ..passes.legality import Verdict, check_mapping
-from ..passes.tiling import order_mapping
-from ..poly import build_model
+from polymap import ir
+from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
+from polymap.errors import IllegalTransformation, InputError
+from polymap.mapping.model import nest_loops
+from polymap.passes.legality.legality import Verdict, check_mapping
+from polymap.passes.schedule.tiling import order_mapping
+from polymap.poly import build_model
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -37,13 +37,13 @@ def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tup
 
 
 def _arch(args, mapping_path: str):
-    from ..arch import load_architecture, presets
+    from polymap.machine.arch import load_architecture, presets
 
     if args.arch:
         return load_architecture(args.arch)
     # Without --arch, the architecture whose level names the mapping uses.
-    from ..mapping_file import MAPPING_KEYS
-    from ..yamlsource import read_yaml
+    from polymap.mapping.files import MAPPING_KEYS
+    from polymap.yamlsource import read_yaml
 
     doc = read_yaml(mapping_path)
     data = doc.data
@@ -93,7 +93,7 @@ def main(args) -> int:
     if args.mapping:
         arch = _arch(args, args.mapping)
         if len(kernels) > 1:
-            from ..mapping import load_mapping
+            from polymap.mapping.model import load_mapping
 
             kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel),)
     docs, reports, legal = [], [], True
@@ -101,7 +101,7 @@ def main(args) -> int:
         params = _params(kernel, defines)
         model = build_model(kernel)
         if args.mapping:
-            from ..mapping import load_mapping
+            from polymap.mapping.model import load_mapping
 
             mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
             what = f"mapping {args.mapping}"
@@ -127,7 +127,7 @@ def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict
     """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
     from dataclasses import replace
 
-    from ..passes.rename import repeated_loop_names
+    from polymap.passes.frontend.rename import repeated_loop_names
 
     names = repeated_loop_names(kernel).get(nest)
     if not names:

@@ -1,7 +1,7 @@
 """``polymap compile FILE``: tiled C and NumPy code for every kernel, verified.
 
 Per kernel: the mapping (``--mapping``, refused when illegal, or the best
-legal fitting candidate of :mod:`polymap.mapping_choice`, ranked by exact
+legal fitting candidate of :mod:`polymap.passes.search.choice`, ranked by exact
 counts; loops that share a name are renamed apart first); ``DIR/NAME.c``,
 ``DIR/NAME.py`` (when the NumPy emitter exists) and ``DIR/NAME.json`` (the
 mappings and their cost report); then, unless ``--no-verify``, a run of
@@ -13,10 +13,17 @@ import json
 import sys
 from pathlib import Path
 
-from .. import ir
-from ..driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
-from ..errors import IllegalTransformation, InputError, InvalidMapping
-from ..poly import KernelModel, build_model
+from polymap import ir
+from polymap.driver import (
+    check_defines,
+    load_program,
+    param_values,
+    parse_defines,
+    print_warnings,
+    select_kernels,
+)
+from polymap.errors import IllegalTransformation, InputError, InvalidMapping
+from polymap.poly import KernelModel, build_model
 
 TARGETS = ("c", "numpy")
 
@@ -26,12 +33,12 @@ def main(args) -> int:
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
-    from ..arch import load_architecture
+    from polymap.machine.arch import load_architecture
 
     arch = load_architecture(args.arch)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
-    from ..mapping_choice import progress_printer
+    from polymap.passes.search.choice import progress_printer
 
     progress = progress_printer()
     out_dir = Path(args.output_dir)
@@ -41,7 +48,7 @@ def main(args) -> int:
         raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     user_mapping = None
     if args.mapping:
-        from ..mapping import load_mapping
+        from polymap.mapping.model import load_mapping
 
         user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
     documents = []
@@ -53,7 +60,7 @@ def main(args) -> int:
             mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
             check_mapping(model, user_mapping, arch, params)
         else:
-            from ..mapping_choice import choose
+            from polymap.passes.search.choice import choose
 
             choice = choose(kernel, arch, params, progress=progress)
             kernel, model, mappings = choice.kernel, choice.model, choice.mappings
@@ -75,7 +82,7 @@ def _targets(text: str) -> tuple[str, ...]:
 
 def check_mapping(model: KernelModel, mapping, arch, params) -> None:
     """Refuse (exit 1) a mapping that changes the results or does not fit the architecture."""
-    from ..mapping import check_fanout, loop_extents
+    from polymap.mapping.model import check_fanout, loop_extents
 
     problems = check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, params))
     if problems:
@@ -89,15 +96,15 @@ def check_mapping(model: KernelModel, mapping, arch, params) -> None:
 
 
 def _violations(model: KernelModel, mapping, params) -> list[str]:
-    from ..passes.legality import schedule_violations
-    from ..passes.tiling import mapped_schedule
+    from polymap.passes.legality.legality import schedule_violations
+    from polymap.passes.schedule.tiling import mapped_schedule
 
     return [v.reason for v in schedule_violations(model, mapped_schedule(model, mapping), params=params)]
 
 
 def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
                  choice=None, progress=None) -> dict:
-    from ..codegen.c_emitter import emit_c
+    from polymap.codegen.c.emitter import emit_c
 
     written = []
     c_path = out_dir / f"{kernel.name}.c"
@@ -124,7 +131,7 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     if not args.json:
         print(f"kernel {kernel.name}: {why}")
         if choice is not None:
-            from ..mapping_choice import explain
+            from polymap.passes.search.choice import explain
 
             for nest, names in choice.renamed:
                 print(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
@@ -136,7 +143,7 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
             print("  every nest in its original order")
         print("  wrote " + ", ".join(written))
     if not args.no_verify:
-        from ..codegen.verify import verify
+        from polymap.codegen.verify import verify
 
         if progress:
             progress("verifying...")
@@ -181,12 +188,12 @@ def _level_text(m, k: int) -> str:
 
 def _numpy_source(kernel, model, mappings) -> str | None:
     try:
-        from ..codegen.numpy_emitter import emit_numpy
+        from polymap.codegen.numpy.emitter import emit_numpy
     except ImportError as exc:
         if exc.name is not None and exc.name.startswith("polymap.codegen"):
             return None
         raise
-    from ..codegen.runner import numpy_mapping_arg
+    from polymap.codegen.runner import numpy_mapping_arg
 
     return emit_numpy(kernel, model, numpy_mapping_arg(tuple(mappings)))
 
@@ -194,7 +201,7 @@ def _numpy_source(kernel, model, mappings) -> str | None:
 def _cost(model, mapping, arch, params) -> dict | None:
     """The cost report of a mapping when the counting module is there (None otherwise)."""
     try:
-        from ..passes.counting import count_mapping
+        from polymap.passes.counting.counting import count_mapping
     except ImportError:
         return None
     try:
@@ -205,7 +212,7 @@ def _cost(model, mapping, arch, params) -> dict | None:
         if hasattr(counts, name):
             return getattr(counts, name)()
     try:
-        from ..commands.cost import counts_document  # type: ignore[attr-defined]
+        from polymap.commands.cost import counts_document
 
         return counts_document(counts, arch)
     except Exception:

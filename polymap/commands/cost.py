@@ -1,9 +1,9 @@
 """``polymap cost FILE --arch ARCH --mapping M.yaml [--symbolic] [--plot ROOFLINE.png]``.
 
 The exact counts of ``mapping.md`` per level and tensor
-(:func:`polymap.passes.counting.count_mapping`), then energy, cycles, the
+(:func:`polymap.passes.counting.counting.count_mapping`), then energy, cycles, the
 bottleneck, utilization and intensities
-(:func:`polymap.passes.cost_model.evaluate`). A mapping whose spatial loops
+(:func:`polymap.passes.counting.cost_model.evaluate`). A mapping whose spatial loops
 need more instances than the architecture has, or whose footprint overflows
 a level, is refused (exit 1) naming the level, its capacity and the footprint.
 ``--symbolic`` formulas that take longer than ``$POLYMAP_SYMBOLIC_SECONDS``
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import json
 
-from ..arch import load_architecture
-from ..cost_report import report_json, report_text
-from ..driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from ..errors import InvalidMapping
-from ..mapping import check_fanout, load_mapping, loop_extents
-from ..passes.cost_model import active_compute_units, evaluate
-from ..passes.counting import capacity_violations, count_mapping
-from ..passes.symbolic_budget import count_symbolic_within
-from ..poly import build_model
+from polymap.machine.arch import load_architecture
+from polymap.reports.cost import report_json, report_text
+from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
+from polymap.errors import InvalidMapping
+from polymap.mapping.model import check_fanout, load_mapping, loop_extents
+from polymap.passes.counting.cost_model import active_compute_units, evaluate
+from polymap.passes.counting.counting import capacity_violations, count_mapping
+from polymap.passes.counting.symbolic_budget import count_symbolic_within
+from polymap.poly import build_model
 
 
 def _kernel(program, args, arch):
@@ -50,8 +50,8 @@ def mapping_name(mapping) -> str:
 def _legality_note(model, mapping) -> list[str]:
     """A note when the mapping would change the results (cost does not require legality)."""
     try:
-        from ..passes.legality import is_legal_schedule
-        from ..passes.tiling import mapped_schedule
+        from polymap.passes.legality.legality import is_legal_schedule
+        from polymap.passes.schedule.tiling import mapped_schedule
 
         if not is_legal_schedule(model, mapped_schedule(model, mapping)):
             return ["this mapping is illegal (it reorders dependent instances; see `polymap check`); "
@@ -80,7 +80,7 @@ def main(args) -> int:
     units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))
     report = evaluate(counts, arch, active_units=units)
     if args.plot:
-        from ..roofline import plot_roofline
+        from polymap.reports.roofline import plot_roofline
 
         plot_roofline(report, arch, args.plot)
     if args.json:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 
-from ..driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from ..errors import InputError
-from ..passes.dependences import dependences, group
-from ..passes.loop_classes import carrying_loops, distance_vector, loop_classes
-from ..poly import KernelModel, build_model
+from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
+from polymap.errors import InputError
+from polymap.passes.dependences.dependences import dependences, group
+from polymap.passes.dependences.loop_classes import carrying_loops, distance_vector, loop_classes
+from polymap.poly import KernelModel, build_model
 
 
 def kernel_deps(model: KernelModel, *, memory: bool) -> dict:
@@ -101,7 +101,7 @@ def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> None:
     model = models[0]
     deps = group(dependences(model, memory=args.memory_based))
     if args.dot:
-        from ..passes.depgraph import dependence_graph, to_dot
+        from polymap.passes.dependences.depgraph import dependence_graph, to_dot
 
         try:
             with open(args.dot, "w") as f:
@@ -109,7 +109,7 @@ def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> None:
         except OSError as exc:
             raise InputError(f"--dot {args.dot}: cannot write: {exc.strerror or exc}") from None
     if args.plot:
-        from ..dep_plot import plot_iteration_space
+        from polymap.reports.dep_plot import plot_iteration_space
 
         loops = None
         if args.loops:

@@ -13,11 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import ir
-from ..driver import (check_defines, load_program, param_values, parse_defines, print_warnings,
-                      select_kernels)
-from ..errors import InputError
-from ..tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
+from polymap import ir
+from polymap.driver import (
+    check_defines,
+    load_program,
+    param_values,
+    parse_defines,
+    print_warnings,
+    select_kernels,
+)
+from polymap.errors import InputError
+from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
 
 def main(args) -> int:
@@ -62,11 +68,11 @@ def _inputs(kernel: ir.Kernel, path: str | None) -> dict[str, np.ndarray]:
 
 def _execute(kernel: ir.Kernel, arrays, params, args) -> dict[str, np.ndarray]:
     if args.target == "reference":
-        from ..reference import execute
+        from polymap.reference import execute
 
         return execute(kernel, arrays, params)
     try:
-        from ..codegen.runner import run_generated
+        from polymap.codegen.runner import run_generated
     except ImportError as exc:
         if exc.name is not None and exc.name.startswith("polymap.codegen"):
             raise InputError(f"--target {args.target}: target not available in this build") from None

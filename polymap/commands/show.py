@@ -3,7 +3,7 @@
 For every selected kernel: its parameters (defaults overridden by ``-D``;
 null in JSON when a parameter has neither), context, tensors and, per
 statement, the iteration domain, the 2d+1 original schedule and the access
-relations (:mod:`polymap.model_report` renders them). The model itself stays
+relations (:mod:`polymap.reports.model` renders them). The model itself stays
 symbolic: ``show`` never needs numbers, so a parameter without a value is
 not an error here.
 """
@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import json
 
-from .. import ir
-from ..driver import (check_defines, load_program, parse_defines, print_warnings, select_kernels,
-                      warnings_of)
-from ..model_report import kernel_json, kernel_report
-from ..poly import build_model
+from polymap import ir
+from polymap.driver import (
+    check_defines,
+    load_program,
+    parse_defines,
+    print_warnings,
+    select_kernels,
+    warnings_of,
+)
+from polymap.reports.model import kernel_json, kernel_report
+from polymap.poly import build_model
 
 
 def main(args) -> int:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from ..driver import check_defines, load_program, parse_defines, select_kernels
-from ..errors import IllegalTransformation, MappingError
+from polymap.driver import check_defines, load_program, parse_defines, select_kernels
+from polymap.errors import IllegalTransformation, MappingError
 
 #: Architectures tried, in order, when ``--arch`` is not given.
 ARCH_CANDIDATES = ("toy", "host", "eyeriss")
@@ -24,7 +24,7 @@ ARCH_CANDIDATES = ("toy", "host", "eyeriss")
 
 def _mapping_levels(path: str) -> list[str] | None:
     """The level names a mapping file uses (None when the file cannot tell)."""
-    from ..yamlsource import read_yaml
+    from polymap.yamlsource import read_yaml
 
     data = read_yaml(path).data
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
@@ -34,8 +34,8 @@ def _mapping_levels(path: str) -> list[str] | None:
 
 def resolve_mapping(path: str, kernels, arch_spec: str | None):
     """Load ``path`` against ``kernels`` with ``arch_spec`` or the first architecture that fits."""
-    from ..arch import load_architecture
-    from ..mapping import load_mapping
+    from polymap.machine.arch import load_architecture
+    from polymap.mapping.model import load_mapping
 
     if arch_spec is not None:
         return load_mapping(path, kernel=kernels, arch=load_architecture(arch_spec))
@@ -55,8 +55,8 @@ def resolve_mapping(path: str, kernels, arch_spec: str | None):
 
 
 def main(args) -> int:
-    from ..codegen.loop_emitter import emit_loop
-    from ..poly import build_model
+    from polymap.codegen.loop_emitter import emit_loop
+    from polymap.poly import build_model
 
     program = load_program(args.file)
     kernels = select_kernels(program, args.kernel)
@@ -78,12 +78,12 @@ def main(args) -> int:
 
 def _refuse_if_illegal(model, mapping, defines) -> None:
     try:
-        from ..passes.legality import schedule_violations
+        from polymap.passes.legality.legality import schedule_violations
     except ImportError:
         return
-    from ..driver import param_values
-    from ..errors import InputError
-    from ..passes.tiling import mapped_schedule
+    from polymap.driver import param_values
+    from polymap.errors import InputError
+    from polymap.passes.schedule.tiling import mapped_schedule
 
     try:
         params = param_values(model.kernel, defines)

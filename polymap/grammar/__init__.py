@@ -5,7 +5,7 @@ reserved everywhere); :mod:`.postlex` normalises statement separators;
 :mod:`.transformer` builds the located IR; :mod:`.syntax_errors` turns
 lark's exceptions into :class:`~polymap.errors.LoopSyntaxError` in the
 user's words. The rules of ``dsl.md`` that need more than syntax live in
-:mod:`polymap.passes.semantics`.
+:mod:`polymap.passes.frontend.semantics`.
 """
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from functools import lru_cache
 from lark import Lark, Tree
 from lark.exceptions import UnexpectedInput, VisitError
 
-from .. import ir
-from ..errors import LoopSyntaxError, PolymapError
-from .postlex import SeparatorPostLex
-from .syntax_errors import syntax_error
-from .transformer import LoopTransformer
+from polymap import ir
+from polymap.errors import LoopSyntaxError, PolymapError
+from polymap.grammar.postlex import SeparatorPostLex
+from polymap.grammar.syntax_errors import syntax_error
+from polymap.grammar.transformer import LoopTransformer
 
 __all__ = ["parse_program"]
 
@@ -41,7 +41,7 @@ def parse_program(text: str, filename: str = "<input>") -> ir.Program:
 
     Raises :class:`~polymap.errors.LoopSyntaxError` at the first token that
     does not fit, saying what was expected there. Names, subscripts and
-    affinity are not checked here (see :func:`polymap.passes.semantics.checked`).
+    affinity are not checked here (see :func:`polymap.passes.frontend.semantics.checked`).
     """
     source = ir.SourceFile(filename, text)
     parser = _parser()

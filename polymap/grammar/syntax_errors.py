@@ -13,8 +13,8 @@ from lark import Lark
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import PatternStr
 
-from .. import ir
-from ..errors import Diagnostic, LoopSyntaxError
+from polymap import ir
+from polymap.errors import Diagnostic, LoopSyntaxError
 
 _EXPR_START = {"NAME", "INT", "FLOAT", "LPAR", "MINUS", "PLUS", "NOT"}
 _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPARE_OP", "AND", "OR"}

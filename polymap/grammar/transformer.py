@@ -12,8 +12,8 @@ from typing import Callable
 
 from lark import Token, Transformer, v_args
 
-from .. import ir
-from ..errors import Diagnostic, LoopSyntaxError
+from polymap import ir
+from polymap.errors import Diagnostic, LoopSyntaxError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,6 +9,11 @@ code with :mod:`polymap.codegen` and uses no dependence analysis. Modules:
 * :mod:`.vector`, :mod:`.plan`, :mod:`.vector_values`: whole loops on arrays
   when, on the concrete indices, that gives exactly the sequential result.
 """
-from .interpreter import compile_condition, compile_index, compile_subscripts, execute  # noqa: F401
+from polymap.reference.interpreter import (
+    compile_condition,
+    compile_index,
+    compile_subscripts,
+    execute,
+)
 
 __all__ = ["execute", "compile_index", "compile_condition", "compile_subscripts"]

@@ -1,7 +1,7 @@
 """Integer side of the reference execution: subscripts, loop bounds, ``if`` conditions.
 
 Closures over an environment of exact Python integers (iterators and
-parameters), with the semantics of :mod:`polymap.passes.evaluate` (floor
+parameters), with the semantics of :mod:`polymap.evaluate` (floor
 division, non-negative remainder, as in ISL)::
 
     A[2*p + r, q]  ->  index(env) == (2*env["p"] + env["r"], env["q"]), bounds-checked
@@ -13,9 +13,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import ir
-from ..errors import SemanticError
-from ..tensors import shape_of
+from polymap import ir
+from polymap.errors import SemanticError
+from polymap.tensors import shape_of
 
 Env = dict  # parameter and iterator names -> Python ints
 
@@ -99,7 +99,7 @@ def out_of_bounds(ref: ir.Ref, idx, shape, env: Env, ctx: Context) -> SemanticEr
 
 
 def compile_index(expr: ir.Expr) -> Callable[[Env], int]:
-    """A closure with the integer value :func:`polymap.passes.evaluate.eval_int` gives."""
+    """A closure with the integer value :func:`polymap.evaluate.eval_int` gives."""
     match expr:
         case ir.Const(value=v):
             c = int(v)
@@ -134,7 +134,7 @@ COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator
 
 
 def compile_condition(expr: ir.Expr) -> Callable[[Env], bool]:
-    """A closure with the truth :func:`polymap.passes.evaluate.eval_int_condition` gives."""
+    """A closure with the truth :func:`polymap.evaluate.eval_int_condition` gives."""
     match expr:
         case ir.Compare(op=op, lhs=a, rhs=b):
             fa, fb, cmp = compile_index(a), compile_index(b), COMPARE[op]

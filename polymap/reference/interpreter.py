@@ -2,7 +2,7 @@
 
 This is the oracle that generated code is checked against, so it shares
 nothing with the code generators (only :mod:`polymap.ir`,
-:mod:`polymap.passes.evaluate` and :mod:`polymap.tensors`). Each statement,
+:mod:`polymap.evaluate` and :mod:`polymap.tensors`). Each statement,
 loop and condition is compiled once into a Python closure; running the
 kernel is then a walk of closures in textual (original) order::
 
@@ -37,7 +37,7 @@ Value semantics (chosen to match C, documented here once):
   integers 1/0. Storing converts to the tensor's dtype (floats to integers
   truncate toward zero).
 * Subscripts, loop bounds and ``if`` conditions use the integer semantics of
-  :mod:`polymap.passes.evaluate` (floor division, non-negative remainder),
+  :mod:`polymap.evaluate` (floor division, non-negative remainder),
   as in ISL. An access outside its tensor is a :class:`SemanticError`.
 """
 from __future__ import annotations
@@ -46,12 +46,19 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .. import ir
-from ..errors import InputError
-from .index import (Context, Env, compile_condition, compile_extreme,  # noqa: F401
-                              compile_index, compile_subscripts, loc)
-from .values import COMBINE, CONVERT, cast, common, compile_value, value_op
-from ..tensors import allocate, numpy_dtype, validate_inputs
+from polymap import ir
+from polymap.errors import InputError
+from polymap.reference.index import (
+    Context,
+    Env,
+    compile_condition,
+    compile_extreme,
+    compile_index,
+    compile_subscripts,
+    loc,
+)
+from polymap.reference.values import COMBINE, CONVERT, cast, common, compile_value, value_op
+from polymap.tensors import allocate, numpy_dtype, validate_inputs
 
 Run = Callable[[Env], None]
 
@@ -116,7 +123,7 @@ def _compile_loop(loop: ir.Loop, ctx: Context) -> Run:
             body(env)
     if not ctx.vectorize:
         return run
-    from .vector import Region  # the fast path: whole loops on arrays
+    from polymap.reference.vector import Region
 
     region = Region(loop, ctx)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .vector_values import LIMIT, Fallback
+from polymap.reference.vector_values import LIMIT, Fallback
 
 
 @dataclass
@@ -73,7 +73,7 @@ def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan |
 
 
 def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
-    from .vector import IfNode, LoopNode  # noqa: PLC0415 - the node types
+    from polymap.reference.vector import IfNode, LoopNode
 
     for pos, node in enumerate(nodes):
         here = comps + [("c", pos)]

@@ -14,9 +14,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import ir
-from ..errors import InputError, SemanticError
-from .index import COMPARE, Context, Env, compile_subscripts, loc, loc_of
+from polymap import ir
+from polymap.errors import InputError, SemanticError
+from polymap.reference.index import COMPARE, Context, Env, compile_subscripts, loc, loc_of
 
 #: Tensor types by C's conversion rank; "int" and "float" are the weak types of
 #: iterators/parameters/integer literals (Python int) and float literals (double).

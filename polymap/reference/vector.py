@@ -29,11 +29,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import ir
-from .plan import Plan, StatementInstances, plan_region
-from .vector_values import (Fallback, VTyped, compile_vcondition, compile_vextreme,
-                                      compile_vindex, compile_vvalue, store_values, vcast, vop)
-from .values import COMBINE, common
+from polymap import ir
+from polymap.reference.plan import Plan, StatementInstances, plan_region
+from polymap.reference.vector_values import (
+    Fallback,
+    VTyped,
+    compile_vcondition,
+    compile_vextreme,
+    compile_vindex,
+    compile_vvalue,
+    store_values,
+    vcast,
+    vop,
+)
+from polymap.reference.values import COMBINE, common
 
 #: At most this many statement instances are held as arrays at once (~100 bytes each).
 MAX_INSTANCES = 1 << 20

@@ -26,10 +26,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import ir
-from .index import COMPARE
-from .values import (CONVERT, INTEGER, common, pow_type, unary_float_type,
-                               value_op)
+from polymap import ir
+from polymap.reference.index import COMPARE
+from polymap.reference.values import CONVERT, INTEGER, common, pow_type, unary_float_type, value_op
 
 LIMIT = 2 ** 62
 #: Magnitudes below which an integer converts exactly.

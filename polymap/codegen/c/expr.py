@@ -1,0 +1,278 @@
+"""C text for expressions: IR right-hand sides (typed as the reference does) and ISL AST expressions.
+
+Right-hand sides follow the value semantics documented in
+:mod:`polymap.reference` (C's usual arithmetic conversions with *weak*
+iterators and literals), made explicit with casts so that the C compiler
+computes in exactly the type the reference does::
+
+    C[i, j] += A[i, k] * 0.5      (f32)   ->   C[...] += (A[...] * 0.5f);
+    x = i / 2 + B[i]              (f64)   ->   x = ((double)(i / 2) + B[...]);
+
+Subscripts and bounds use ISL's integer semantics (floor division,
+non-negative remainder) through the prelude's ``polymap_floord`` and
+``polymap_mod``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from polymap import ir
+from polymap.errors import SemanticError
+from polymap.islcheck import isl
+from polymap.codegen.ast_build import expr_args, iterator_dim
+
+#: C type of each dtype, and of the weak types ("int": iterators, parameters,
+#: integer literals as ``long``; "float": float literals as ``double``).
+C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
+           "int": "long", "float": "double"}
+#: Suffix of the prelude's helpers per type (``polymap_max_f``...).
+_SUFFIX = {"f32": "f", "f64": "d", "i32": "i32", "i64": "i64", "int": "l", "float": "d"}
+_RANK = {"i32": 0, "i64": 1, "f32": 2, "f64": 3}
+_INTEGER = ("int", "i32", "i64")
+
+C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
+float for goto if inline int long register restrict return short signed sizeof static struct
+switch typedef union unsigned void volatile while _Bool _Complex _Imaginary bool true false
+int32_t int64_t min max floord free calloc malloc abs sqrt exp log pow fabs fmod floor NULL
+main omp""".split())
+
+PRELUDE = """\
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+
+#ifndef POLYMAP_PRELUDE
+#define POLYMAP_PRELUDE
+/* isl's AST uses min, max and floord; subscripts use ISL's floor division and remainder. */
+static inline long min(long a, long b) { return a < b ? a : b; }
+static inline long max(long a, long b) { return a > b ? a : b; }
+static inline long floord(long n, long d) { return n >= 0 ? n / d : -((-n + d - 1) / d); }
+static inline long polymap_floord(long n, long d) { long q = n / d; return (n % d != 0 && ((n < 0) != (d < 0))) ? q - 1 : q; }
+static inline long polymap_mod(long n, long d) { long r = n % d; return r < 0 ? r + (d < 0 ? -d : d) : r; }
+/* max/min of data as the reference computes them: the second operand wins only when strictly larger/smaller. */
+#define POLYMAP_MINMAX(T, S) \\
+  static inline T polymap_max_##S(T x, T y) { return y > x ? y : x; } \\
+  static inline T polymap_min_##S(T x, T y) { return y < x ? y : x; } \\
+  static inline T polymap_abs_##S(T x) { return x < 0 ? -x : x; }
+POLYMAP_MINMAX(float, f)
+POLYMAP_MINMAX(double, d)
+POLYMAP_MINMAX(int32_t, i32)
+POLYMAP_MINMAX(int64_t, i64)
+POLYMAP_MINMAX(long, l)
+#undef POLYMAP_MINMAX
+#endif
+"""
+
+
+def c_name(name: str) -> str:
+    """A kernel name as a C identifier that cannot clash with C, the prelude or AST iterators."""
+    if name in C_KEYWORDS or iterator_dim(name) is not None or name.startswith("polymap_"):
+        return f"{name}_"
+    return name
+
+
+def common_type(a: str, b: str) -> str:
+    """The reference's type of ``a OP b`` (weak operands adopt the strong one)."""
+    if a in _RANK and b in _RANK:
+        return a if _RANK[a] >= _RANK[b] else b
+    if a in _RANK or b in _RANK:
+        strong, weak = (a, b) if a in _RANK else (b, a)
+        return strong if strong in ("f32", "f64") or weak == "int" else "f64"
+    return "float" if "float" in (a, b) else "int"
+
+
+@dataclass(frozen=True)
+class Typed:
+    """C text and its reference type."""
+
+    text: str
+    type: str
+
+
+def float_literal(value: float, to: str) -> str:
+    """``0.5`` as a literal of type ``to`` (``0.5f`` for float when exactly representable)."""
+    text = repr(float(value))
+    if "inf" in text or "nan" in text:
+        text = {"inf": "INFINITY", "-inf": "(-INFINITY)", "nan": "NAN"}[text]
+        return f"(({C_TYPES[to]}){text})"
+    if "." not in text and "e" not in text:
+        text += ".0"
+    if to == "f32":
+        import numpy as np
+
+        return f"{text}f" if float(np.float32(value)) == float(value) else f"((float){text})"
+    if to in ("f64", "float"):
+        return text
+    return f"(({C_TYPES[to]}){text})"
+
+
+def cast(t: Typed, to: str) -> str:
+    """``t`` converted to type ``to`` (literals retyped rather than cast)."""
+    if t.type == to:
+        return t.text
+    return f"(({C_TYPES[to]}){t.text})"
+
+
+class ValuePrinter:
+    """Prints right-hand sides and references; ``iterators`` maps loop names to C text."""
+
+    def __init__(self, kernel: ir.Kernel, iterators: Mapping[str, str], ref_text: Callable[[ir.Ref], str]):
+        self.kernel = kernel
+        self.iterators = iterators
+        self.ref_text = ref_text
+        self.dtypes = {d.name: d.dtype for d in kernel.decls}
+
+    # ---- integer (index) expressions: ISL semantics
+    def index(self, e: ir.Expr) -> str:
+        match e:
+            case ir.Const(value=v):
+                return str(int(v))
+            case ir.Var(name=n):
+                return self.iterators.get(n, c_name(n))
+            case ir.Neg(operand=a):
+                return f"(-{self.index(a)})"
+            case ir.BinOp(op="+" | "-" | "*", lhs=a, rhs=b):
+                return f"({self.index(a)} {e.op} {self.index(b)})"
+            case ir.BinOp(op="/", lhs=a, rhs=b):
+                return f"polymap_floord({self.index(a)}, {self.index(b)})"
+            case ir.BinOp(op="%", lhs=a, rhs=b):
+                return f"polymap_mod({self.index(a)}, {self.index(b)})"
+            case ir.Call(func="floor", args=(a,)):
+                return self.index(a)
+            case ir.Call(func="min" | "max", args=args):
+                out = self.index(args[0])
+                for x in args[1:]:
+                    out = f"{e.func}({out}, {self.index(x)})"
+                return out
+        raise SemanticError("not an integer index expression", getattr(e, "loc", None))
+
+    # ---- values: the reference's typing
+    def value(self, e: ir.Expr) -> Typed:
+        match e:
+            case ir.Const(value=v) if isinstance(v, int):
+                return Typed(str(v) if v >= 0 else f"({v})", "int")
+            case ir.Const(value=v):
+                return Typed(float_literal(v, "float"), "float")
+            case ir.Var(name=n):
+                return Typed(self.iterators.get(n, c_name(n)), "int")
+            case ir.Ref(tensor=name):
+                return Typed(self.ref_text(e), self.dtypes[name])
+            case ir.Neg(operand=a):
+                ta = self.value(a)
+                return Typed(f"(-{ta.text})", ta.type)
+            case ir.BinOp(op=op, lhs=a, rhs=b):
+                return self.arith(op, self.value(a), self.value(b))
+            case ir.Compare(op=op, lhs=a, rhs=b):
+                ta, tb = self.value(a), self.value(b)
+                t = common_type(ta.type, tb.type)
+                return Typed(f"({self.convert(ta, t)} {op} {self.convert(tb, t)})", "int")
+            case ir.BoolOp(op=op, operands=args):
+                joiner = " && " if op == "and" else " || "
+                return Typed("(" + joiner.join(f"({self.value(x).text} != 0)" for x in args) + ")", "int")
+            case ir.Not(operand=a):
+                return Typed(f"(!({self.value(a).text}))", "int")
+            case ir.Select(cond=c, if_true=a, if_false=b):
+                tc, ta, tb = self.value(c), self.value(a), self.value(b)
+                t = common_type(ta.type, tb.type)
+                return Typed(f"(({tc.text}) ? {self.convert(ta, t)} : {self.convert(tb, t)})", t)
+            case ir.Call(func=func, args=args):
+                return self.call(func, tuple(self.value(x) for x in args), e)
+        raise SemanticError(f"cannot print {type(e).__name__} as C", getattr(e, "loc", None))
+
+    def convert(self, t: Typed, to: str) -> str:
+        """``t`` in type ``to``; a literal is rewritten in that type instead of cast."""
+        if t.type == to:
+            return t.text
+        if t.type == "float" and to in ("f32", "f64"):
+            try:
+                return float_literal(float(t.text), to)
+            except ValueError:
+                pass
+        if t.type == "int" and to in ("f32", "f64") and t.text.isdigit():
+            return float_literal(float(t.text), to)
+        return cast(t, to)
+
+    def arith(self, op: str, a: Typed, b: Typed) -> Typed:
+        t = common_type(a.type, b.type)
+        x, y = self.convert(a, t), self.convert(b, t)
+        if op in ("max", "min"):
+            return Typed(f"polymap_{op}_{_SUFFIX[t]}({x}, {y})", t)
+        if op == "%" and t not in _INTEGER:
+            return Typed(f"{'fmodf' if t == 'f32' else 'fmod'}({x}, {y})", t)
+        return Typed(f"({x} {op} {y})", t)
+
+    def call(self, func: str, args: tuple[Typed, ...], e: ir.Call) -> Typed:
+        if func in ("min", "max"):
+            acc = args[0]
+            for b in args[1:]:
+                acc = self.arith(func, acc, b)
+            return acc
+        if func == "abs":
+            (a,) = args
+            if a.type in ("f32",):
+                return Typed(f"fabsf({a.text})", a.type)
+            if a.type in ("f64", "float"):
+                return Typed(f"fabs({a.text})", a.type)
+            return Typed(f"polymap_abs_{_SUFFIX[a.type]}({a.text})", a.type)
+        if func == "floor":
+            (a,) = args
+            if a.type in _INTEGER:
+                return a
+            return Typed(f"{'floorf' if a.type == 'f32' else 'floor'}({a.text})", a.type)
+        if func in ("sqrt", "exp", "log"):
+            (a,) = args
+            t = {"f32": "f32", "f64": "f64", "int": "float", "float": "float"}.get(a.type, "f64")
+            name = func + ("f" if t == "f32" else "")
+            return Typed(f"{name}({cast(a, t)})", t)
+        if func == "pow":
+            a, b = args
+            t = common_type(a.type, b.type)
+            if t in _INTEGER:
+                t = "float" if t == "int" else "f64"
+            name = "powf" if t == "f32" else "pow"
+            return Typed(f"{name}({self.convert(a, t)}, {self.convert(b, t)})", t)
+        raise SemanticError(f"'{func}' cannot take {len(args)} argument(s)", e.loc)
+
+
+# --------------------------------------------------------------------------- ISL AST expressions
+
+_BINARY = {
+    isl.ast_expr_op_type.add: "+", isl.ast_expr_op_type.sub: "-", isl.ast_expr_op_type.mul: "*",
+    isl.ast_expr_op_type.div: "/", isl.ast_expr_op_type.pdiv_q: "/",
+    isl.ast_expr_op_type.pdiv_r: "%", isl.ast_expr_op_type.zdiv_r: "%",
+    isl.ast_expr_op_type.and_: "&&", isl.ast_expr_op_type.and_then: "&&",
+    isl.ast_expr_op_type.or_: "||", isl.ast_expr_op_type.or_else: "||",
+    isl.ast_expr_op_type.eq: "==", isl.ast_expr_op_type.le: "<=", isl.ast_expr_op_type.lt: "<",
+    isl.ast_expr_op_type.ge: ">=", isl.ast_expr_op_type.gt: ">",
+}
+
+
+def ast_expr(e: isl.AstExpr, names: Mapping[str, str], *, top: bool = True) -> str:
+    """C text of an ISL AST expression; ``names`` renames ids (parameters) to C names."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.int:
+        v = int(e.get_val().to_python())
+        return str(v) if v >= 0 or top else f"({v})"
+    if t == isl.ast_expr_type.id:
+        n = e.get_id().get_name()
+        return names.get(n, n)
+    op = e.get_op_type()
+    args = [ast_expr(a, names, top=False) for a in expr_args(e)]
+    if op in _BINARY:
+        text = f"{args[0]} {_BINARY[op]} {args[1]}"
+        return text if top else f"({text})"
+    if op == isl.ast_expr_op_type.minus:
+        return f"-{args[0]}" if top else f"(-{args[0]})"
+    if op in (isl.ast_expr_op_type.max, isl.ast_expr_op_type.min):
+        f = "max" if op == isl.ast_expr_op_type.max else "min"
+        out = args[0]
+        for a in args[1:]:
+            out = f"{f}({out}, {a})"
+        return out
+    if op == isl.ast_expr_op_type.fdiv_q:
+        return f"floord({args[0]}, {args[1]})"
+    if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
+        text = f"{args[0]} ? {args[1]} : {args[2]}"
+        return text if top else f"({text})"
+    raise SemanticError(f"unexpected ISL AST operation {op}")

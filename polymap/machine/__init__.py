@@ -1,0 +1,1 @@
+"""Machines: architectures, the host and the presets."""

@@ -1,0 +1,176 @@
+"""The ``host`` preset: this machine's memory hierarchy, read from the operating system.
+
+Caches come from ``/sys/devices/system/cpu/cpuN/cache/index*/{level,type,size,
+shared_cpu_list}``, the usable CPUs from ``sched_getaffinity``, the vector
+width from the ``flags`` line of ``/proc/cpuinfo`` and the clock from its
+``cpu MHz``. A two-core AVX2 machine with 32 KiB L1d, 512 KiB L2 and a shared
+32 MiB L3 becomes::
+
+    DRAM (backing store) -> LLC 32MiB x1 -> L2 512KiB x2 -> L1 32KiB x2 -> RF 512B x2
+    compute: 2 cores x 8 fp32 lanes = 16 units, 2 ops (FMA) per cycle
+
+A level the machine lacks (no L3) is left out. Energies and bandwidths are
+plausible round numbers, not measurements.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from math import gcd
+from pathlib import Path
+
+from polymap.machine.arch import Architecture, Compute, Level
+
+SYS_CPU = Path("/sys/devices/system/cpu")
+CPUINFO = Path("/proc/cpuinfo")
+#: pJ per element moved, read or write (RF, L1, L2, LLC, DRAM).
+ENERGY = {"RF": 0.1, "L1": 0.5, "L2": 2.0, "LLC": 8.0, "DRAM": 100.0}
+FMA_ENERGY = 0.5
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """One data (or unified) cache as CPU 0 sees it, with how many copies the usable CPUs have."""
+
+    level: int
+    size_bytes: int
+    instances: int
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    """What the ``host`` preset is built from."""
+
+    cpus: int
+    caches: tuple[CacheInfo, ...]  # innermost first: L1, L2, L3
+    vector_bytes: int  # one SIMD register
+    vector_registers: int
+    frequency: float  # Hz
+
+
+def parse_size(text: str) -> int:
+    """``"32K"`` -> 32768 (the /sys notation: K, M, G are binary)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)B?\s*", text)
+    if m is None:
+        raise ValueError(f"cache size {text!r}")
+    return int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)]
+
+
+def parse_cpu_list(text: str) -> frozenset[int]:
+    """``"0-3,8"`` -> {0, 1, 2, 3, 8}."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def usable_cpus() -> frozenset[int]:
+    """The CPUs this process may run on."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return frozenset(range(os.cpu_count() or 1))
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _cpu_caches(root: Path, cpu: int) -> dict[int, tuple[int, frozenset[int]]]:
+    """Level -> (size, sharing CPUs) for CPU ``cpu``'s data and unified caches."""
+    out = {}
+    for index in sorted((root / f"cpu{cpu}" / "cache").glob("index*")):
+        level, kind, size = (_read(index / f) for f in ("level", "type", "size"))
+        shared = _read(index / "shared_cpu_list")
+        if None in (level, kind, size) or kind == "Instruction":
+            continue
+        try:
+            out[int(level)] = (parse_size(size), parse_cpu_list(shared or str(cpu)))
+        except ValueError:
+            continue  # an unreadable entry: leave that level out rather than guess
+    return out
+
+
+def read_caches(cpus: frozenset[int], root: Path = SYS_CPU) -> tuple[CacheInfo, ...]:
+    """The caches of the first usable CPU, innermost first, each with its copy count.
+
+    A cache's instances are the distinct groups of usable CPUs that share one.
+    """
+    first = min(cpus)
+    mine = _cpu_caches(root, first)
+    per_cpu = {c: _cpu_caches(root, c) for c in sorted(cpus)}
+    out = []
+    for level in sorted(mine):
+        groups = {per_cpu[c][level][1] & cpus for c in cpus if level in per_cpu[c]}
+        out.append(CacheInfo(level, mine[level][0], max(1, len(groups))))
+    return tuple(out)
+
+
+def cpu_flags(cpuinfo: str) -> frozenset[str]:
+    """The feature flags of the first processor in ``/proc/cpuinfo`` text."""
+    m = re.search(r"^flags\s*:(.*)$", cpuinfo, re.MULTILINE)
+    return frozenset(m.group(1).split()) if m else frozenset()
+
+
+def vector_registers(flags: frozenset[str]) -> tuple[int, int]:
+    """(bytes per SIMD register, number of registers) from the CPU flags."""
+    if "avx512f" in flags:
+        return 64, 32
+    if "avx" in flags or "avx2" in flags:
+        return 32, 16
+    if "sse" in flags or "sse2" in flags:
+        return 16, 16
+    return 8, 16  # general-purpose registers only
+
+
+def cpu_frequency(cpuinfo: str) -> float:
+    """The clock in Hz from the first ``cpu MHz`` line, or 2 GHz when there is none."""
+    m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.MULTILINE)
+    return float(m.group(1)) * 1e6 if m else 2.0e9
+
+
+def host_info(root: Path = SYS_CPU, cpuinfo: Path = CPUINFO) -> HostInfo:
+    """Read the machine; missing files give fewer levels or defaults, never an error."""
+    cpus = usable_cpus()
+    text = _read(cpuinfo) or ""
+    width, count = vector_registers(cpu_flags(text))
+    return HostInfo(len(cpus), read_caches(cpus, root), width, count, cpu_frequency(text))
+
+
+def host_architecture(info: HostInfo | None = None) -> Architecture:
+    """The ``host`` preset: DRAM, LLC (L3), L2, L1, RF over cores x fp32 lanes."""
+    info = info if info is not None else host_info()
+    lanes = info.vector_bytes // 4
+    caches = {c.level: c for c in info.caches if c.level in (1, 2, 3)}
+    # Aggregate elements per cycle across each level's inner boundary, per copy of the level.
+    per_copy = {"DRAM": 4, "LLC": 8, "L2": 16, "L1": 2 * lanes}
+    levels = [Level("DRAM", read_energy=ENERGY["DRAM"], write_energy=ENERGY["DRAM"], bandwidth=float(per_copy["DRAM"]))]
+    for lvl, name in ((3, "LLC"), (2, "L2"), (1, "L1")):
+        if lvl in caches:
+            c = caches[lvl]
+            levels.append(Level(name, None, c.size_bytes, c.instances, ENERGY[name], ENERGY[name],
+                                float(per_copy[name] * c.instances)))
+    levels.append(Level("RF", None, info.vector_registers * info.vector_bytes, info.cpus,
+                        ENERGY["RF"], ENERGY["RF"], None))
+    levels = _divisible(levels)
+    compute = Compute(info.cpus * lanes, 2, FMA_ENERGY, info.frequency)
+    return Architecture("host", tuple(levels), compute)
+
+
+def _divisible(levels: list[Level]) -> list[Level]:
+    """Make each level's instances divide the next inner level's (odd affinity masks can break it)."""
+    out = list(levels)
+    for k in range(len(out) - 2, -1, -1):
+        inner = out[k + 1].instances
+        if inner % out[k].instances:
+            lv = out[k]
+            out[k] = Level(lv.name, lv.capacity_elements, lv.capacity_bytes, gcd(lv.instances, inner),
+                           lv.read_energy, lv.write_energy, lv.bandwidth)
+    return out

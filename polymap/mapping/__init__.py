@@ -1,0 +1,1 @@
+"""Mappings: the mapping model and its files."""

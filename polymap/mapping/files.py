@@ -1,0 +1,170 @@
+"""Reading a mapping file: every rule of ``mapping.md`` that needs no numbers.
+
+Each problem is a :class:`~polymap.errors.MappingError` at the YAML entry
+(``levels[2] (RF): tile of 'j' is 0; tiles must be positive integers``).
+Rules that need parameter values (the spatial fan-out, capacities) live
+with the numbers: :func:`polymap.mapping.model.check_fanout` and the cost model.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from polymap import ir
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.yamlsource import YamlDocument
+
+MAPPING_KEYS = ("kernel", "nest", "levels")
+ENTRY_KEYS = ("level", "tile", "order", "spatial", "keep")
+
+
+def _kernels(kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel]) -> tuple[ir.Kernel, ...]:
+    if isinstance(kernel, ir.Kernel):
+        return (kernel,)
+    if isinstance(kernel, ir.Program):
+        return kernel.kernels
+    return tuple(kernel)
+
+
+def _select_kernel(doc: YamlDocument, data: dict, kernels: tuple[ir.Kernel, ...]) -> ir.Kernel:
+    names = ", ".join(k.name for k in kernels)
+    name = data.get("kernel")
+    if name is None:
+        if len(kernels) != 1:
+            doc.fail((), f"the program holds several kernels ({names}); say which with 'kernel: NAME'")
+        return kernels[0]
+    found = next((k for k in kernels if k.name == name), None)
+    if found is None:
+        doc.fail(("kernel",), f"kernel: no kernel named '{name}' here (kernels: {names})")
+    return found
+
+
+def _select_nest(doc: YamlDocument, data: dict, kernel: ir.Kernel) -> int:
+    count = len(kernel.nests())
+    nest = data.get("nest", 0)
+    if isinstance(nest, bool) or not isinstance(nest, int):
+        doc.fail(("nest",), f"nest: expected the index of a loop nest (0, 1, ...), not {nest!r}")
+    if not 0 <= nest < count:
+        doc.fail(("nest",), f"nest: kernel '{kernel.name}' has {count} top-level loop nest(s), "
+                            f"numbered from 0; there is no nest {nest}")
+    return nest
+
+
+def _names(doc: YamlDocument, path: tuple, value: Any, what: str, known: tuple[str, ...], kind: str) -> tuple[str, ...]:
+    """A list of distinct names from ``known``."""
+    if not isinstance(value, list):
+        doc.fail(path, f"{what} must be a list of {kind} names, like [{', '.join(known[:2])}]")
+    seen: list[str] = []
+    for k, x in enumerate(value):
+        if x not in known:
+            doc.fail(path + (k,), f"{what}: unknown {kind} '{x}' (the nest has {', '.join(known)})")
+        if x in seen:
+            doc.fail(path + (k,), f"{what}: {kind} '{x}' is listed twice")
+        seen.append(x)
+    return tuple(seen)
+
+
+def _tile(doc: YamlDocument, k: int, what: str, value: Any, loops: tuple[str, ...],
+          parent: tuple[int | None, ...]) -> tuple[int | None, ...]:
+    path = ("levels", k, "tile")
+    if k == 0:
+        if value:
+            doc.fail(path, f"{what}: the backing store's tile is the whole nest; give no tile here")
+        return parent
+    if not isinstance(value, dict):
+        doc.fail(path, f"{what}: tile must map loops to extents, like {{{loops[0]}: 32}}")
+    tile = dict(zip(loops, parent))
+    for x, t in value.items():
+        if x not in loops:
+            doc.fail(path + (x,), f"{what}: tile of unknown loop '{x}' (the nest has {', '.join(loops)})", key=True)
+        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
+            doc.fail(path + (x,), f"{what}: tile of '{x}' is {t!r}; tiles must be positive integers")
+        if tile[x] is not None and t > tile[x]:
+            doc.fail(path + (x,), f"{what}: tile of '{x}' is {t}, larger than the enclosing level's tile "
+                                  f"{tile[x]}; tiles cannot grow inward")
+        tile[x] = t
+    return tuple(tile[x] for x in loops)
+
+
+def _keep(doc: YamlDocument, k: int, what: str, value: Any, kernel: ir.Kernel, nest: int) -> tuple[str, ...]:
+    path = ("levels", k, "keep")
+    tensors = nest_tensors(kernel, nest)
+    if value is None:
+        return tensors
+    if not isinstance(value, list):
+        doc.fail(path, f"{what}: keep must be a list of tensor names, like [{', '.join(tensors[:2])}]")
+    for j, t in enumerate(value):
+        if not isinstance(t, str) or kernel.decl(t) is None:
+            doc.fail(path + (j,), f"{what}: keep names unknown tensor '{t}' (the nest uses {', '.join(tensors)})")
+        if t not in tensors:
+            doc.fail(path + (j,), f"{what}: keep names tensor '{t}', which nest {nest} does not access")
+        if value.count(t) > 1:
+            doc.fail(path + (j,), f"{what}: keep lists tensor '{t}' twice")
+    if k == 0 and set(value) != set(tensors):
+        missing = ", ".join(t for t in tensors if t not in value)
+        doc.fail(path, f"{what}: the backing store keeps every tensor; keep lacks {missing}")
+    return tuple(t for t in tensors if t in value)
+
+
+def _entry_names(doc: YamlDocument, entries: list, arch: Architecture) -> None:
+    """One entry per architecture level, outermost first."""
+    names = arch.level_names
+    listed = ", ".join(names)
+    for k, entry in enumerate(entries):
+        path = ("levels", k)
+        if not isinstance(entry, dict):
+            doc.fail(path, f"levels[{k}] must be a mapping with keys {', '.join(ENTRY_KEYS)}")
+        for key in entry:
+            if key not in ENTRY_KEYS:
+                doc.fail(path + (key,), f"levels[{k}]: unknown key '{key}' (expected one of {', '.join(ENTRY_KEYS)})",
+                         key=True)
+        name = entry.get("level")
+        if name is None:
+            doc.fail(path, f"levels[{k}]: every entry names its architecture level ('level: NAME')")
+        if name not in names:
+            doc.fail(path + ("level",), f"levels[{k}]: unknown level '{name}' (architecture '{arch.name}' has {listed})")
+        if k >= len(names) or name != names[k]:
+            if any(e.get("level") == name for e in entries[:k] if isinstance(e, dict)):
+                doc.fail(path + ("level",), f"levels[{k}]: level '{name}' is listed twice")
+            doc.fail(path + ("level",), f"levels[{k}]: expected level '{names[k]}' here, found '{name}' "
+                                        f"(one entry per level, outermost first: {listed})")
+    if len(entries) < len(names):
+        missing = ", ".join(names[len(entries):])
+        doc.fail(("levels",), f"levels: no entry for {missing} (one entry per level, outermost first: {listed})")
+
+
+def _given(entry: dict, key: str, default: Any) -> Any:
+    """``entry[key]``, with an absent or empty (``key:`` alone, YAML null) entry meaning the default."""
+    value = entry.get(key)
+    return default if value is None else value
+
+
+def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel], arch: Architecture,
+                      source_name: str, document: YamlDocument | None = None) -> Mapping:
+    """Validate mapping-file ``data`` against the kernel(s) and the architecture."""
+    doc = document if document is not None else YamlDocument.of_data(data, source_name)
+    if not isinstance(data, dict):
+        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}")
+    for key in data:
+        if key not in MAPPING_KEYS:
+            doc.fail((key,), f"unknown key '{key}' (expected one of {', '.join(MAPPING_KEYS)})", key=True)
+    chosen = _select_kernel(doc, data, _kernels(kernel))
+    nest = _select_nest(doc, data, chosen)
+    loops = nest_loops(chosen, nest)
+    entries = data.get("levels")
+    if not isinstance(entries, list):
+        doc.fail(("levels",) if "levels" in data else (),
+                 f"levels: expected a list with one entry per level, outermost first: {', '.join(arch.level_names)}")
+    _entry_names(doc, entries, arch)
+    levels = []
+    tile: tuple[int | None, ...] = (None,) * len(loops)
+    for k, entry in enumerate(entries):
+        what = f"levels[{k}] ({entry['level']})"
+        path = ("levels", k)
+        tile = _tile(doc, k, what, _given(entry, "tile", {}), loops, tile)
+        order = _names(doc, path + ("order",), _given(entry, "order", []), f"{what}: order", loops, "loop")
+        order += tuple(x for x in loops if x not in order)
+        spatial = _names(doc, path + ("spatial",), _given(entry, "spatial", []), f"{what}: spatial", loops, "loop")
+        keep = _keep(doc, k, what, entry.get("keep"), chosen, nest)
+        levels.append(LevelMapping(entry["level"], tile, order, spatial, keep))
+    return Mapping(chosen.name, nest, loops, tuple(levels))

@@ -1,0 +1,210 @@
+"""Mappings: tiles, loop orders, spatial loops and bindings per level (``mapping.md``).
+
+A mapping file is validated against a kernel and an architecture
+(:mod:`polymap.mapping.files`) and becomes a frozen :class:`Mapping` in which
+everything the file leaves implicit is spelled out: tiles inherit from the
+enclosing level, orders are complete, ``keep`` lists tensor names. For gemm
+(loops ``i, j, k``) on ``toy``::
+
+    levels:                               Mapping("gemm", 0, ("i", "j", "k"), (
+      - {level: DRAM}                       LevelMapping("DRAM", (None, None, None), ("i", "j", "k"), (), ("A", "B", "C")),
+      - {level: GLB, tile: {i: 32},  ->     LevelMapping("GLB", (32, None, None), ("k", "i", "j"), (), ("A", "C")),
+         order: [k], keep: [A, C]}
+      - {level: RF, tile: {j: 16},          LevelMapping("RF", (32, 16, None), ("j", "i", "k"), ("j",), ("A", "B", "C"))))
+         order: [j], spatial: [j]}
+
+``None`` in a tile means "the whole loop": numbers come with
+:func:`loop_extents` at given parameter values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil, prod
+from pathlib import Path
+from typing import Any, Iterable, Mapping as MappingT
+
+from polymap import ir
+from polymap.machine.arch import Architecture
+
+
+@dataclass(frozen=True)
+class LevelMapping:
+    """The decisions at one architecture level."""
+
+    level: str
+    tile: tuple[int | None, ...]
+    """Extent of ``Mapping.loops[k]`` in one tile of this level; None: the whole loop."""
+    order: tuple[str, ...]
+    """Every loop of the nest, outer -> inner, as they walk the next inner level's tiles."""
+    spatial: tuple[str, ...]
+    """Loops whose iterations go to different instances of the next inner level (or compute)."""
+    keep: tuple[str, ...]
+    """Tensors stored at this level, in declaration order."""
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """A validated mapping of nest ``nest`` of ``kernel``; one entry per architecture level."""
+
+    kernel: str
+    nest: int
+    loops: tuple[str, ...]
+    levels: tuple[LevelMapping, ...]
+
+    def tile(self, level_index: int) -> dict[str, int | None]:
+        """``{loop: extent or None}`` of level ``level_index``'s tile."""
+        return dict(zip(self.loops, self.levels[level_index].tile))
+
+    def keeps(self, level_index: int, tensor: str) -> bool:
+        return tensor in self.levels[level_index].keep
+
+    def to_dict(self) -> dict[str, Any]:
+        """The mapping-file data (YAML/JSON); :meth:`from_dict` reads it back to an equal mapping."""
+        levels = []
+        for k, lm in enumerate(self.levels):
+            entry: dict[str, Any] = {"level": lm.level}
+            tile = {x: t for x, t in zip(self.loops, lm.tile) if t is not None}
+            if k > 0 and tile:
+                entry["tile"] = tile
+            entry["order"] = list(lm.order)
+            if lm.spatial:
+                entry["spatial"] = list(lm.spatial)
+            entry["keep"] = list(lm.keep)
+            levels.append(entry)
+        return {"kernel": self.kernel, "nest": self.nest, "levels": levels}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
+                  arch: Architecture, source_name: str = "<mapping>", document=None) -> "Mapping":
+        """Validate mapping-file data; a problem is a :class:`~polymap.errors.MappingError` at its entry.
+
+        ``kernel`` is the kernel the mapping applies to, or every kernel of a
+        program (the file's ``kernel:`` then picks one). ``document`` (a
+        :class:`~polymap.yamlsource.YamlDocument`) gives errors line numbers.
+        """
+        from polymap.mapping.files import mapping_from_dict
+
+        return mapping_from_dict(data, kernel=kernel, arch=arch, source_name=source_name, document=document)
+
+
+def load_mapping(path: str | Path, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
+                 arch: Architecture) -> Mapping:
+    """Read and validate a mapping YAML file."""
+    from polymap.yamlsource import read_yaml
+
+    doc = read_yaml(path)
+    return Mapping.from_dict(doc.data, kernel=kernel, arch=arch, source_name=str(path), document=doc)
+
+
+# --------------------------------------------------------------------------- the nest
+
+
+def nest_loops(kernel: ir.Kernel, nest: int) -> tuple[str, ...]:
+    """Distinct iterator names of ``kernel.nests()[nest]``, in order of first appearance.
+
+    ``for k { for i { .. } for i, j { .. } }`` -> ``("k", "i", "j")``.
+    """
+    out: list[str] = []
+
+    def walk(nodes: Iterable[ir.Node]) -> None:
+        for node in nodes:
+            if isinstance(node, ir.Loop):
+                if node.var not in out:
+                    out.append(node.var)
+                walk(node.body)
+            elif isinstance(node, ir.If):
+                walk(node.then)
+                walk(node.orelse)
+
+    walk((kernel.nests()[nest],))
+    return tuple(out)
+
+
+def nest_tensors(kernel: ir.Kernel, nest: int) -> tuple[str, ...]:
+    """The tensors the statements of nest ``nest`` read or write, in declaration order."""
+    used: set[str] = set()
+    for ctx in kernel.statements():
+        if ctx.nest == nest:
+            used.add(ctx.stmt.target.tensor)
+            used.update(r.tensor for r in ir.reads_of(ctx.stmt))
+    return tuple(d.name for d in kernel.decls if d.name in used)
+
+
+def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], *, model=None) -> dict[str, int]:
+    """Bounding-box extent (max - min + 1) of each loop over the nest's statement instances.
+
+    A loop no statement instance runs (an empty range at these sizes) has extent 0.
+    Computed once per kernel object, nest and parameter values; ``model`` (the
+    kernel's :class:`~polymap.poly.KernelModel`) saves building it.
+    """
+    from polymap.passes.schedule.schedule_order import cached
+
+    key = ("loop_extents", nest, tuple(sorted(dict(params).items())))
+    return dict(cached(kernel, key, lambda: _loop_extents(kernel, nest, params, model)))
+
+
+def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], model) -> dict[str, int]:
+    from polymap.poly import build_model, fix_params
+
+    if model is None or model.kernel is not kernel:
+        model = build_model(kernel)
+    low: dict[str, int] = {}
+    high: dict[str, int] = {}
+    for st in model.nest_statements(nest):
+        domain = fix_params(st.domain, model, params)
+        if domain.is_empty():
+            continue
+        for pos, name in enumerate(st.loops):
+            lo = domain.dim_min_val(pos).to_python()
+            hi = domain.dim_max_val(pos).to_python()
+            low[name] = min(low.get(name, lo), lo)
+            high[name] = max(high.get(name, hi), hi)
+    return {x: (high[x] - low[x] + 1 if x in low else 0) for x in nest_loops(kernel, nest)}
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def resolved_tile(mapping: Mapping, level_index: int, extents: MappingT[str, int]) -> dict[str, int]:
+    """Level ``level_index``'s tile in numbers: None becomes the loop's extent, and a
+    tile larger than its loop is clipped to it (it covers the whole loop)."""
+    return {x: extents[x] if t is None else min(t, extents[x])
+            for x, t in mapping.tile(level_index).items()}
+
+
+def trip_counts(mapping: Mapping, level_index: int, extents: MappingT[str, int]) -> dict[str, int]:
+    """How many tiles of the next inner level each loop at level ``level_index`` walks,
+    in the level's order: ``ceil(tile_l / tile_{l+1})``, at most (edge tiles walk fewer).
+
+    The innermost level's loops walk single iterations: their trip count is the tile.
+    ``extents`` (from :func:`loop_extents`) resolves tiles that are the whole loop.
+    """
+    outer = resolved_tile(mapping, level_index, extents)
+    if level_index + 1 < len(mapping.levels):
+        inner = resolved_tile(mapping, level_index + 1, extents)
+    else:
+        inner = {x: 1 for x in mapping.loops}
+    return {x: ceil(outer[x] / inner[x]) if inner[x] else 0 for x in mapping.levels[level_index].order}
+
+
+def check_fanout(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> list[str]:
+    """Problems with spatial loops that need more instances than the inner level offers.
+
+    At level ``l`` the spatial loops' trip counts multiply to the instances
+    one instance of ``l`` feeds; it has ``inner instances / instances of l``.
+    An empty list means the fan-out fits.
+    """
+    problems = []
+    for k, lm in enumerate(mapping.levels):
+        if not lm.spatial:
+            continue
+        trips = trip_counts(mapping, k, extents)
+        needed = prod(trips[x] for x in lm.spatial)
+        inner_name = arch.levels[k + 1].name if k + 1 < len(arch.levels) else "compute"
+        available = arch.inner_instances(k) // arch.levels[k].instances
+        if needed > available:
+            walk = " x ".join(f"{x}: {trips[x]}" for x in lm.spatial)
+            problems.append(
+                f"levels[{k}] ({lm.level}): spatial loops need {needed} instances of {inner_name} "
+                f"({walk}), but each {lm.level} instance has {available}")
+    return problems

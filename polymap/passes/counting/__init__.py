@@ -1,0 +1,1 @@
+"""Counting: residencies, exact traffic, footprints, the cost model, the fast path."""

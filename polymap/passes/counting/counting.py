@@ -1,0 +1,296 @@
+"""Exact counts of a mapping: fills, writebacks, reads, updates, footprints.
+
+Implements ``mapping.md`` ("What the counts mean") with ISL set operations
+on the residency relations of :mod:`polymap.passes.counting.residency` and barvinok
+cardinality. For level ``l``, tensor ``X`` kept there, ``D = held``::
+
+    stays      = |D| - |D & prev.D|                        (a stay of e starts at r)
+    fills      = stays - (|write_first| - |write_first & prev.D|)   (not born by a plain write)
+    writebacks = |{ (end of the stay, e) : e written during the stay }|
+                 (= stays when every residency holding e writes it)
+    reads      = fills of the nearest inner levels keeping X, one read per
+                 (parent instance, step, element) (multicast), or one per
+                 read reference per statement instance at the innermost keeper
+    updates    = writebacks of the nearest inner keeper, or one per write per
+                 statement instance at the innermost keeper
+    footprint  = max over residencies of sum_X |D_X(r)|
+
+The backing store (level 0) has reads and updates only. Every count is a
+piecewise quasi-polynomial in the kernel's parameters; with ``params``
+given the relations are built with the numbers substituted for the
+parameters (much faster) unless ``symbolic`` asks for the formulas too.
+Counting ``|A| - |A & B|`` instead of ``|A - B|`` keeps barvinok away from
+the many disjuncts a difference splits into; the difference itself is only
+built for multicast (spatial children). Footprints are numbers even for
+``symbolic``. This module's :func:`count_mapping`
+is the stable entry point later passes (closed forms, mapping search) build on.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from polymap.islcheck import isl
+from polymap.poly import KernelModel, count, isl_name, to_int
+from polymap.passes.counting.footprint import DTYPE_BYTES, level_footprint
+from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
+
+COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
+
+
+@dataclass(frozen=True)
+class TensorCounts:
+    """What one level does with one tensor. ``fills``/``writebacks`` are None at the backing store."""
+
+    tensor: str
+    fills: int | None
+    writebacks: int | None
+    reads: int
+    updates: int
+    formulas: tuple[tuple[str, str], ...] = ()  # ("fills", ISL text) when symbolic
+
+    def formula(self, name: str) -> str | None:
+        return dict(self.formulas).get(name)
+
+
+@dataclass(frozen=True)
+class LevelCounts:
+    """Counts of one architecture level, summed over its instances."""
+
+    name: str
+    index: int
+    tensors: tuple[TensorCounts, ...]
+    footprint: int | None = None  # elements, max over residencies of one instance (None: backing store)
+    footprint_bytes: int | None = None  # the same with each tensor's dtype size
+
+    def tensor(self, name: str) -> TensorCounts:
+        return next(t for t in self.tensors if t.tensor == name)
+
+    @property
+    def reads(self) -> int:
+        return sum(t.reads for t in self.tensors)
+
+    @property
+    def updates(self) -> int:
+        return sum(t.updates for t in self.tensors)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The exact counts of ``mapping.md`` for one mapping at given parameter values."""
+
+    kernel: str
+    params: tuple[tuple[str, int], ...]
+    instances: int
+    levels: tuple[LevelCounts, ...]
+    instances_formula: str | None = None
+    mapping: object = field(default=None, compare=False, repr=False)
+
+    def level(self, name: str) -> LevelCounts:
+        return next(lv for lv in self.levels if lv.name == name)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _card(obj):
+    """Barvinok count of a set or a map (all pairs)."""
+    return count(obj)
+
+
+def _formula_text(pw) -> str:
+    return str(pw.coalesce()) if hasattr(pw, "coalesce") else str(pw)
+
+
+def _keepers(mapping, tensor: str) -> list[int]:
+    """Levels keeping ``tensor``, outermost first (level 0 always)."""
+    return [l for l, lm in enumerate(mapping.levels) if l == 0 or tensor in lm.keep]
+
+
+def _previously_held(lr: LevelResidency, tensor: str) -> isl.Map:
+    """``r -> e``: e is held in the residency before r (of the same instance)."""
+    return lr.next.reverse().apply_range(lr.tensor(tensor).held)
+
+
+def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
+    """``[r -> e]``: e leaves after residency r at the end of a stay in which it was written."""
+    t = lr.tensor(tensor)
+    leaving = t.held.subtract(lr.next.apply_range(t.held))
+    ident = isl.Map.identity(t.held.range().get_space().map_from_set())
+    # a write at r_w is sent back when its stay ends: the first leaving point at or after r_w
+    step = lr.not_before.product(ident)
+    step = step.intersect_domain(t.written.wrap()).intersect_range(leaving.wrap())
+    return step.lexmin().range()
+
+
+def _multicast(fills: isl.Map, dims, parent: int, child_depth: int) -> isl.Map:
+    """Drop the spatial dims that tell apart the children one parent instance serves."""
+    drop = [j for j, d in enumerate(dims[:child_depth]) if d.spatial and d.level >= parent]
+    for j in reversed(drop):
+        fills = fills.project_out(isl.dim_type.in_, j, 1)
+    return fills
+
+
+def _per_instance(res: Residencies, instances: list, tensor: str, kind: str):
+    """One access per reference of ``kind`` per statement instance, over the nest."""
+    total = None
+    for st, c in zip(res.schedule.statements, instances):
+        for acc in st.accesses:
+            if acc.tensor == tensor and acc.kind == kind:
+                total = c if total is None else total.add(c)
+    return total
+
+
+class _Counter:
+    """Counts as piecewise quasi-polynomials, then numbers at ``params``."""
+
+    def __init__(self, model: KernelModel, mapping, res: Residencies, params, symbolic: bool):
+        self.model, self.mapping, self.res = model, mapping, res
+        self.params, self.symbolic = params, symbolic
+        self.instances = [_card(tmap.domain()) for tmap in res.time_maps]  # per statement
+        self._prev: dict = {}
+        self._entering: dict = {}
+        self._fills: dict = {}
+        self._wb: dict = {}
+
+    def number(self, pw) -> int:
+        return 0 if pw is None else to_int(pw, self.params)
+
+    def prev(self, level: int, tensor: str) -> isl.Map:
+        key = (level, tensor)
+        if key not in self._prev:
+            self._prev[key] = _previously_held(self.res.levels[level], tensor)
+        return self._prev[key]
+
+    def _starts(self, level: int, tensor: str, rel: isl.Map):
+        """``|rel - prev|`` for ``rel`` within held, as ``|rel| - |rel & prev|``.
+
+        Counting an intersection is much cheaper for barvinok than counting a
+        difference (which splits into many disjuncts, worse with parameters).
+        """
+        both = rel.intersect(self.prev(level, tensor))
+        return _card(rel) if both.is_empty() else _card(rel).sub(_card(both))
+
+    def entering_count(self, level: int, tensor: str):
+        """How many stays of ``tensor`` start (element entering or not from the parent)."""
+        key = (level, tensor)
+        if key not in self._entering:
+            self._entering[key] = self._starts(level, tensor, self.res.levels[level].tensor(tensor).held)
+        return self._entering[key]
+
+    def fill_count(self, level: int, tensor: str):
+        """Stays that start with a read: entering minus those born by a plain write."""
+        wf = self.res.levels[level].tensor(tensor).write_first
+        entering = self.entering_count(level, tensor)
+        return entering if wf.is_empty() else entering.sub(self._starts(level, tensor, wf))
+
+    def fills(self, level: int, tensor: str) -> isl.Map:
+        """``r -> e``: e enters residency r from the parent (not born by a write)."""
+        key = (level, tensor)
+        if key not in self._fills:
+            t = self.res.levels[level].tensor(tensor)
+            rel = t.held.subtract(self.prev(level, tensor))
+            self._fills[key] = rel if t.write_first.is_empty() else rel.subtract(t.write_first)
+        return self._fills[key]
+
+    def writebacks(self, level: int, tensor: str):
+        key = (level, tensor)
+        if key not in self._wb:
+            t = self.res.levels[level].tensor(tensor)
+            if t.written.is_empty():
+                self._wb[key] = None
+            elif t.written.is_equal(t.held):
+                # every residency holding e writes it: every stay ends dirty, and a stay ends
+                # (leaves, or is still held after the last residency) once per start
+                self._wb[key] = self.entering_count(level, tensor)
+            else:
+                self._wb[key] = _card(_writeback_ends(self.res.levels[level], tensor))
+        return self._wb[key]
+
+    def _parent_reads(self, level: int, child: int, tensor: str, depth: int):
+        """Fills of ``child`` seen from ``level``: one read per element and step for all the children."""
+        if not any(d.spatial and d.level >= level for d in self.res.dims[:depth]):
+            return self.fill_count(child, tensor)  # no children to tell apart: one read per fill
+        return _card(_multicast(self.fills(child, tensor), self.res.dims, level, depth))
+
+    def tensor_counts(self, level: int, tensor: str) -> TensorCounts:
+        keepers = _keepers(self.mapping, tensor)
+        inner = [c for c in keepers if c > level]
+        if inner:
+            child = inner[0]
+            depth = self.res.levels[child].depth
+            reads = self._parent_reads(level, child, tensor, depth)
+            updates = self.writebacks(child, tensor)
+        else:
+            reads = _per_instance(self.res, self.instances, tensor, "read")
+            updates = _per_instance(self.res, self.instances, tensor, "write")
+        pws = {"reads": reads, "updates": updates}
+        if level > 0:
+            pws["fills"] = self.fill_count(level, tensor)
+            pws["writebacks"] = self.writebacks(level, tensor)
+        formulas = ()
+        if self.symbolic:
+            zero = f"[{', '.join(isl_name(p) for p in self.model.params)}] -> {{ 0 }}"
+            formulas = tuple((k, _formula_text(pws[k]) if pws[k] is not None else zero)
+                             for k in COUNT_NAMES if k in pws)
+        nums = {k: self.number(v) for k, v in pws.items()}
+        return TensorCounts(tensor, nums.get("fills"), nums.get("writebacks"), nums["reads"],
+                            nums["updates"], formulas)
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _default_params(model: KernelModel, params):
+    if params is not None:
+        return dict(params)
+    from polymap.driver import param_values
+
+    return param_values(model.kernel)
+
+
+def count_mapping(model: KernelModel, mapping, arch, *, params: dict | None = None,
+                  symbolic: bool = False) -> Counts:
+    """The exact counts of ``mapping`` on ``arch`` (``mapping.md``).
+
+    ``params`` gives the parameter values (None: the kernel's defaults); with
+    ``symbolic`` each count also carries its formula (a piecewise
+    quasi-polynomial in the parameters, for the given tiles). ``arch`` names
+    the levels (``mapping.levels[k]`` is ``arch.levels[k]``).
+    """
+    values = _default_params(model, params)
+    res = residencies(model, mapping, params=None if symbolic else values)
+    counter = _Counter(model, mapping, res, values, symbolic)
+    names = tuple(t.tensor for t in res.events)
+    levels = []
+    for l, lm in enumerate(mapping.levels):
+        kept = names if l == 0 else tuple(x for x in names if x in lm.keep)
+        tensors = tuple(counter.tensor_counts(l, x) for x in kept)
+        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values)
+        name = arch.levels[l].name if arch is not None else lm.level
+        levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
+    inst = None
+    for c in counter.instances:
+        inst = c if inst is None else inst.add(c)
+    return Counts(model.kernel.name, tuple(sorted(values.items())), counter.number(inst), tuple(levels),
+                  _formula_text(inst) if symbolic and inst is not None else None, mapping)
+
+
+def capacity_violations(model: KernelModel, mapping, arch, params: dict | None = None) -> list[dict]:
+    """Levels whose footprint exceeds their capacity: ``[{level, capacity, footprint, unit}]``.
+
+    Compared in elements, or in bytes (dtype sizes) when the capacity has a unit.
+    """
+    values = _default_params(model, params)
+    res = residencies(model, mapping, params=values)
+    out = []
+    for l, lv in enumerate(arch.levels):
+        if l == 0 or not lv.bounded:
+            continue
+        elems, nbytes = level_footprint(model, res.levels[l], values)
+        if lv.exceeded_by(elems, nbytes):
+            in_bytes = lv.capacity_elements is None
+            out.append({"level": lv.name,
+                        "capacity": lv.capacity_bytes if in_bytes else lv.capacity_elements,
+                        "footprint": nbytes if in_bytes else elems,
+                        "unit": "bytes" if in_bytes else "elements"})
+    return out

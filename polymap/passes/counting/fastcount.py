@@ -1,0 +1,292 @@
+"""Fast exact counts: many mappings of one nest at once, equal to the ISL path.
+
+For nests in the class of :mod:`polymap.passes.counting.fastcount_nest` (one
+statement, box domain, sum-of-iterator subscripts) the counts of
+``mapping.md`` factor over loops. For level ``l`` and tensor ``X``:
+
+- the residencies of one instance of ``l`` walk, in time order, the tile
+  coordinates of the levels outside ``l``; going from ``r`` to its successor
+  ``r'`` one temporal dimension ``j`` (loop ``y``) steps and every temporal
+  dimension after it restarts. The elements that enter are
+  ``|D(r')| - |D(r) & D(r')|``, and both terms are products over ``X``'s
+  subscripts of sums over per-loop interval states
+  (:mod:`polymap.passes.counting.fastcount_forms`), because the set of transitions
+  at ``j`` is a product over loops;
+- entries = ``|D(first residency)|`` per instance + the sum over ``j``;
+  fills = entries if the statement reads ``X`` (else every element is born by
+  a plain write), writebacks = entries if it writes ``X`` (every held element
+  was written during its stay);
+- a parent's reads are its child keeper's fills divided by the spatial
+  fan-out of the loops between them that ``X`` does not depend on
+  (multicast); siblings that differ in a loop ``X`` depends on take disjoint
+  elements;
+- the footprint is at the first residency, where every tile is whole.
+
+Where this reasoning needs more than the nest's shape it is checked per
+mapping and the mapping is reported *inexact* (callers use the ISL path):
+a spatial loop whose parent tiles do not all have the same number of
+children (an instance would idle at an edge tile), a multicast loop whose
+parent tiles its tile does not divide, and (per mapping structure) a
+multicast across a loop in a two-loop subscript (overlapping halos).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from polymap.passes.counting import fastcount_forms as F
+from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
+from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What a batch of mappings shares: orders, spatial loops and bindings per level."""
+
+    orders: tuple[tuple[int, ...], ...]  # per level, loop indices outer -> inner
+    spatial: tuple[frozenset[int], ...]
+    keep: tuple[frozenset[str], ...]
+
+    @classmethod
+    def of(cls, mapping) -> "Structure":
+        idx = {x: k for k, x in enumerate(mapping.loops)}
+        return cls(tuple(tuple(idx[x] for x in lm.order) for lm in mapping.levels),
+                   tuple(frozenset(idx[x] for x in lm.spatial) for lm in mapping.levels),
+                   tuple(frozenset(lm.keep) for lm in mapping.levels))
+
+    @property
+    def levels(self) -> int:
+        return len(self.orders)
+
+    def keepers(self, tensor: str) -> list[int]:
+        return [l for l in range(self.levels) if l == 0 or tensor in self.keep[l]]
+
+    def dims(self, before: int) -> list[tuple[int, int, bool]]:
+        """``(level, loop, spatial)`` of the time dimensions of levels ``< before``, in time order."""
+        return [(k, x, x in self.spatial[k]) for k in range(before) for x in self.orders[k]]
+
+
+def tiles_of(mappings, nest: FastNest) -> np.ndarray:
+    """``(B, levels, loops)`` tile extents (0 for ``None``, the whole enclosing tile)."""
+    return np.array([[[0 if t is None else t for t in lm.tile] for lm in m.levels] for m in mappings],
+                    dtype=np.int64)
+
+
+@dataclass
+class BatchCounts:
+    """Counts of a batch: ``counts[l][X][name]`` arrays of shape ``(B,)``; ``exact`` marks valid entries."""
+
+    instances: int
+    counts: list[dict[str, dict[str, np.ndarray]]]
+    footprint: list[np.ndarray | None]
+    footprint_bytes: list[np.ndarray | None]
+    exact: np.ndarray
+
+    def as_counts(self, b: int, nest: FastNest, names: tuple[str, ...], mapping=None) -> Counts:
+        """Entry ``b`` as the :class:`Counts` of the ISL path."""
+        levels = []
+        for l, per in enumerate(self.counts):
+            tensors = tuple(TensorCounts(x, _opt(c.get("fills"), b), _opt(c.get("writebacks"), b),
+                                         int(c["reads"][b]), int(c["updates"][b])) for x, c in per.items())
+            fp = self.footprint[l]
+            levels.append(LevelCounts(names[l], l, tensors, _opt(fp, b), _opt(self.footprint_bytes[l], b)))
+        return Counts(nest.kernel, nest.params, self.instances, tuple(levels), None, mapping)
+
+
+def _opt(arr, b):
+    return None if arr is None else int(arr[b])
+
+
+class Evaluator:
+    """Exact counts of every mapping of ``nest`` with one :class:`Structure`, over batches of tiles."""
+
+    def __init__(self, nest: FastNest, structure: Structure):
+        self.nest, self.s = nest, structure
+        self._check_multicast()
+
+    def _check_multicast(self) -> None:
+        for t in self.nest.tensors:
+            keepers = self.s.keepers(t.name)
+            for parent, child in zip(keepers, keepers[1:]):
+                for k in range(parent, child):
+                    if self.s.spatial[k] & t.strided_loops:
+                        raise NotSupported(f"multicast of {t.name} across a spatial loop in a two-loop subscript")
+
+    @cached_property
+    def _irrelevant_spatial(self) -> set[tuple[int, int]]:
+        return {(k, x) for k in range(self.s.levels) for x in self.s.spatial[k]
+                if any(x not in t.loops for t in self.nest.tensors)}
+
+    # ----------------------------------------------------------------- chains
+
+    def resolve(self, tiles: np.ndarray) -> np.ndarray:
+        """``(B, levels + 1, loops)``: clipped tile extents, the whole loop at 0, 1 below the innermost."""
+        b, n, m = tiles.shape
+        out = np.empty((b, n + 1, m), dtype=np.int64)
+        out[:, 0] = np.array(self.nest.extents, dtype=np.int64)
+        for k in range(1, n):
+            t = tiles[:, k]
+            out[:, k] = np.where(t <= 0, out[:, k - 1], np.minimum(t, out[:, k - 1]))
+        out[:, n] = 1
+        return out
+
+    def _exact(self, T: np.ndarray, chains) -> np.ndarray:
+        ok = np.ones(T.shape[0], dtype=bool)
+        for k in range(self.s.levels):
+            for x in self.s.spatial[k]:
+                want = F.ceil_div(T[:, k, x], T[:, k + 1, x])
+                for cnt, length in chains[x][k]:
+                    ok &= (cnt == 0) | (F.ceil_div(length, T[:, k + 1, x]) == want)
+                    if (k, x) in self._irrelevant_spatial:
+                        ok &= (cnt == 0) | (length % T[:, k + 1, x] == 0)
+        return ok
+
+    def evaluate(self, tiles: np.ndarray) -> BatchCounts:
+        """Counts for a ``(B, levels, loops)`` array of tiles (see :func:`tiles_of`)."""
+        T = self.resolve(np.asarray(tiles, dtype=np.int64))
+        nest, n = self.nest, self.s.levels
+        ones = np.ones(T.shape[0], dtype=np.int64)
+        chains = []  # chains[x][k]: the level-k intervals of loop x
+        for x in range(len(nest.loops)):
+            states = [(ones, T[:, 0, x].copy())]
+            per = [states]
+            for k in range(1, n):
+                states = F.split_all(states, T[:, k, x])
+                per.append(states)
+            chains.append(per)
+        entries = [None] + [self._entries(l, T, chains) for l in range(1, n)]
+        counts, fps, fpb = [], [None], [None]
+        for l in range(n):
+            per = {}
+            for t in nest.tensors:
+                if l == 0 or t.name in self.s.keep[l]:
+                    per[t.name] = self._tensor_counts(l, t, T, entries)
+            counts.append(per)
+        for l in range(1, n):
+            lengths = {x: T[:, l, x] for x in range(len(nest.loops))}
+            sizes = [(t, _product(F.image_size(sub, lengths) for sub in t.subscripts) * ones)
+                     for t in nest.tensors if t.name in self.s.keep[l]]
+            fps.append(sum((sz for _, sz in sizes), 0 * ones))
+            fpb.append(sum((sz * t.dtype_bytes for t, sz in sizes), 0 * ones))
+        return BatchCounts(nest.instances, counts, fps, fpb, self._exact(T, chains))
+
+    # ----------------------------------------------------------------- per level
+
+    def _entries(self, l: int, T: np.ndarray, chains) -> dict[str, np.ndarray]:
+        """Elements entering level ``l`` (fills before the write-first rule), per kept tensor."""
+        kept = [t for t in self.nest.tensors if t.name in self.s.keep[l]]
+        if not kept:
+            return {}
+        m = len(self.nest.loops)
+        first = {}
+        for x in range(m):
+            states = chains[x][0]
+            for k in range(l):
+                split = F.split_all if x in self.s.spatial[k] else F.split_first
+                states = split(states, T[:, k + 1, x])
+            first[x] = states
+        out = {t.name: _tensor_sum(t, first, m) for t in kept}
+        dims = self.s.dims(l)
+        for j, (kj, y, spatial) in enumerate(dims):
+            if spatial:
+                continue
+            pairs = {x: self._pairs(x, j, dims, kj, y, l, T, chains) for x in range(m)}
+            for t in kept:
+                size, both = _tensor_pair_sums(t, pairs, m)
+                out[t.name] = out[t.name] + size - both
+        return out
+
+    def _pairs(self, x: int, j: int, dims, kj: int, y: int, l: int, T, chains):
+        """Pair states of loop ``x`` for the transitions at time dimension ``j`` (loop ``y``)."""
+        if x == y:
+            pairs = F.pair_step(chains[x][kj], T[:, kj + 1, x])
+            start = kj + 1
+        else:
+            order = self.s.orders[kj]
+            start = kj + (1 if order.index(x) < order.index(y) else 0)
+            pairs = F.as_pairs(chains[x][start])
+        for k in range(start, l):
+            step = F.pair_spatial if x in self.s.spatial[k] else F.pair_temporal
+            pairs = step(pairs, T[:, k + 1, x])
+        return pairs
+
+    def _tensor_counts(self, l: int, t, T: np.ndarray, entries) -> dict[str, np.ndarray]:
+        keepers = self.s.keepers(t.name)
+        inner = [c for c in keepers if c > l]
+        out = {}
+        if l > 0:
+            e = entries[l][t.name]
+            out["fills"] = e if t.reads else 0 * e
+            out["writebacks"] = e if t.writes else 0 * e
+        if inner:
+            c = inner[0]
+            e = entries[c][t.name]
+            fan = 1
+            for k in range(l, c):
+                for x in self.s.spatial[k]:
+                    if x not in t.loops:
+                        fan = fan * F.ceil_div(T[:, k, x], T[:, k + 1, x])
+            out["reads"] = (e // fan) if t.reads else 0 * e
+            out["updates"] = e if t.writes else 0 * e
+        else:
+            inst = np.full(T.shape[0], self.nest.instances, dtype=np.int64)
+            out["reads"] = t.reads * inst
+            out["updates"] = t.writes * inst
+        return out
+
+
+def _product(values):
+    out = 1
+    for v in values:
+        out = out * v
+    return out
+
+
+def _tensor_sum(t, states: dict, m: int):
+    """``sum |D_X(r)|`` over the joint states (a product over subscripts and unused loops)."""
+    out = _product(F.group_state_sum(sub, states) for sub in t.subscripts)
+    return out * _product(F.total(states[x]) for x in range(m) if x not in t.loops)
+
+
+def _tensor_pair_sums(t, pairs: dict, m: int):
+    sums = [F.group_pair_sums(sub, pairs) for sub in t.subscripts]
+    rest = _product(F.total(pairs[x]) for x in range(m) if x not in t.loops)
+    return _product(s for s, _ in sums) * rest, _product(b for _, b in sums) * rest
+
+
+# --------------------------------------------------------------------------- entry points
+
+_EVALUATORS: dict = {}
+
+
+def evaluator_for(model, mapping, params) -> Evaluator:
+    """The (cached) evaluator of ``mapping``'s nest and structure; :class:`NotSupported` if none."""
+    key = (id(model), mapping.nest, tuple(sorted(dict(params).items())), Structure.of(mapping))
+    if key not in _EVALUATORS:
+        try:
+            _EVALUATORS[key] = Evaluator(analyse_nest(model, mapping.nest, params), key[3])
+        except NotSupported as exc:
+            _EVALUATORS[key] = exc
+    found = _EVALUATORS[key]
+    if isinstance(found, NotSupported):
+        raise found
+    return found
+
+
+def fast_counts(model, mapping, arch, *, params: dict | None = None) -> Counts | None:
+    """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's class."""
+    if params is None:
+        from polymap.driver import param_values
+
+        params = param_values(model.kernel)
+    try:
+        ev = evaluator_for(model, mapping, params)
+    except NotSupported:
+        return None
+    batch = ev.evaluate(tiles_of([mapping], ev.nest))
+    if not batch.exact[0]:
+        return None
+    names = tuple(arch.levels[l].name if arch is not None else lm.level for l, lm in enumerate(mapping.levels))
+    return batch.as_counts(0, ev.nest, names, mapping)

@@ -1,0 +1,167 @@
+"""Closed forms of the per-loop tile intervals, vectorised over a batch of tile sizes.
+
+The fast path (:mod:`polymap.passes.counting.fastcount`) splits the counts of
+``mapping.md`` into per-loop factors. Everything here works on NumPy int64
+arrays of shape ``(B,)``, one entry per mapping of a batch.
+
+For one loop, the tiles of a level are intervals made by splitting the loop
+``[0, E)`` into tiles of ``T1``, each of those into tiles of ``T2``, ...
+(aligned at the start of their parent, so edge tiles are partial). A *state*
+is a class of such intervals with the same length: ``(count, L)``. A *pair
+state* ``(count, LI, LJ, d)`` describes a residency change ``r -> r'``: the
+loop's interval ``I`` in ``r`` (length ``LI``, at 0) and ``J`` in ``r'``
+(length ``LJ``, starting at ``d``)::
+
+    split_all([(1, 10)], 4)       -> [(2, 4), (1, 2)]          tiles 0-3, 4-7, 8-9
+    pair_step([(1, 10)], 4)       -> [(1, 4, 4, 4), (1, 4, 2, 4)]   0-3 -> 4-7, 4-7 -> 8-9
+    pair_temporal(pair(10), 4)    -> [(1, 2, 4, -8)]           last tile 8-9 -> first 0-3
+
+Partial states (length 0 when a split leaves no remainder) carry count 0,
+so every list has a fixed shape for the whole batch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+State = tuple  # (count, L)
+Pair = tuple  # (count, LI, LJ, d)
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def split_all(states: list[State], t) -> list[State]:
+    """Every child tile of extent ``t`` of every interval (full tiles and the remainder)."""
+    out = []
+    for cnt, length in states:
+        out.append((cnt * (length // t), np.broadcast_to(t, np.shape(length)).copy()))
+        rem = length % t
+        out.append((cnt * (rem > 0), rem))
+    return out
+
+
+def split_first(states: list[State], t) -> list[State]:
+    """The first child tile of every interval."""
+    return [(cnt, np.minimum(t, length)) for cnt, length in states]
+
+
+def as_pairs(states: list[State]) -> list[Pair]:
+    """Intervals that are the same in ``r`` and ``r'``."""
+    return [(cnt, length, length, np.zeros_like(length)) for cnt, length in states]
+
+
+def pair_temporal(pairs: list[Pair], t) -> list[Pair]:
+    """A temporal loop after the changing one: ``r`` sits in its last child, ``r'`` in its first."""
+    out = []
+    for cnt, li, lj, d in pairs:
+        skip = (ceil_div(li, t) - 1) * t
+        out.append((cnt, li - skip, np.minimum(t, lj), d - skip))
+    return out
+
+
+def pair_spatial(pairs: list[Pair], t) -> list[Pair]:
+    """A spatial loop after the changing one: ``r`` and ``r'`` take the same child (the instance).
+
+    Needs ``I`` and ``J`` to have the same number of children (checked by the caller).
+    """
+    out = []
+    for cnt, li, lj, d in pairs:
+        n = ceil_div(li, t)
+        out.append((cnt * np.maximum(n - 1, 0), np.broadcast_to(t, np.shape(li)).copy(),
+                    np.broadcast_to(t, np.shape(li)).copy(), d))
+        out.append((cnt, li - (n - 1) * t, lj - (n - 1) * t, d))
+    return out
+
+
+def pair_step(states: list[State], t) -> list[Pair]:
+    """The changing loop: ``r`` in child ``v``, ``r'`` in child ``v + 1`` (``v`` not the last)."""
+    out = []
+    for cnt, length in states:
+        n = ceil_div(length, t)
+        full = np.broadcast_to(t, np.shape(length)).copy()
+        out.append((cnt * np.maximum(n - 2, 0), full, full, full))
+        out.append((cnt * (n >= 2), full, length - (n - 1) * t, full))
+    return out
+
+
+def total(states) -> np.ndarray:
+    """How many intervals (or pairs) the states describe."""
+    return sum(s[0] for s in states)
+
+
+# --------------------------------------------------------------------------- images of subscripts
+
+
+def image_size(terms: tuple, lengths: dict) -> np.ndarray | int:
+    """Distinct values of one subscript over a box with the given per-loop lengths.
+
+    ``terms`` is ``()`` (a constant), ``((x, a),)`` or ``((u, a), (w, 1))`` for ``a*u + w``:
+    ``|{a u + w}| = (Lu - 1) min(a, Lw) + Lw``.
+    """
+    if not terms:
+        return 1
+    if len(terms) == 1:
+        return lengths[terms[0][0]]
+    (u, a), (w, _) = terms
+    lu, lw = lengths[u], lengths[w]
+    return (lu - 1) * np.minimum(a, lw) + lw
+
+
+def _overlap(li, lj, d):
+    """``|[0, LI) & [d, d + LJ)|``."""
+    return np.maximum(np.minimum(li, d + lj) - np.maximum(0, d), 0)
+
+
+def _count_residue(lo, hi, rho: int, a: int):
+    """``#{x in [lo, hi) : x = rho (mod a)}`` (0 when the range is empty)."""
+    return np.maximum((hi - 1 - rho) // a - (lo - 1 - rho) // a, 0)
+
+
+def strided_overlap(a: int, lui, lwi, luj, lwj, delta):
+    """``|S(LuI, LwI) & (delta + S(LuJ, LwJ))|`` with ``S(Lu, Lw) = {a u + w : u < Lu, w < Lw}``.
+
+    ``x`` is in ``S(Lu, Lw)`` iff ``0 <= x < a (Lu - 1) + Lw`` and ``x mod a < Lw``,
+    so the count is a sum over the residues modulo ``a``.
+    """
+    hi_i = a * (lui - 1) + lwi
+    lo = np.maximum(0, delta)
+    hi = np.minimum(hi_i, delta + a * (luj - 1) + lwj)
+    out = 0
+    for rho in range(a):
+        ok = (rho < lwi) & (np.mod(rho - delta, a) < lwj)
+        out = out + ok * _count_residue(lo, hi, rho, a)
+    return out
+
+
+def group_pair_sums(terms: tuple, pairs: dict) -> tuple:
+    """``(sum |D_d(r')|, sum |D_d(r) & D_d(r')|)`` over the joint pair states of one subscript."""
+    if not terms:
+        return 1, 1
+    if len(terms) == 1:
+        x = terms[0][0]
+        size = sum(c * lj for c, li, lj, d in pairs[x])
+        both = sum(c * _overlap(li, lj, d) for c, li, lj, d in pairs[x])
+        return size, both
+    (u, a), (w, _) = terms
+    size = both = 0
+    for cu, lui, luj, du in pairs[u]:
+        for cw, lwi, lwj, dw in pairs[w]:
+            cnt = cu * cw
+            size = size + cnt * ((luj - 1) * np.minimum(a, lwj) + lwj)
+            both = both + cnt * strided_overlap(a, lui, lwi, luj, lwj, a * du + dw)
+    return size, both
+
+
+def group_state_sum(terms: tuple, states: dict):
+    """``sum |D_d(r)|`` over the joint states of one subscript."""
+    if not terms:
+        return 1
+    if len(terms) == 1:
+        return sum(c * length for c, length in states[terms[0][0]])
+    (u, a), (w, _) = terms
+    out = 0
+    for cu, lu in states[u]:
+        for cw, lw in states[w]:
+            out = out + cu * cw * ((lu - 1) * np.minimum(a, lw) + lw)
+    return out

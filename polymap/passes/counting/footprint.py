@@ -1,0 +1,57 @@
+"""Footprints: the most elements (and bytes) one instance of a level holds at once.
+
+``mapping.md``: the sum over the tensors a level keeps of ``|D(r)|``,
+maximised over residencies ``r``. Per tensor, barvinok counts ``D(r)`` as a
+piecewise quasi-polynomial in ``r``; ISL bounds the sum (evaluating every
+residency when the bound is not provably tight)::
+
+    held(A) = { [i0, k0] -> A[i, k] : 32 i0 <= i < 32 i0 + 32, ... }   ->   |D| = 512   ->   max 512
+
+Always a number, even for ``--symbolic`` counts (the parameters are fixed first).
+"""
+from __future__ import annotations
+
+from typing import Mapping as MappingT
+
+from polymap.islcheck import isl
+from polymap.poly import KernelModel, fix_params, param_set, to_int
+from polymap.passes.counting.residency import LevelResidency, without_params
+
+DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
+
+
+def _max_value(pw, model: KernelModel, params: MappingT[str, int]) -> int:
+    """Exact maximum of a piecewise quasi-polynomial over its domain at ``params``."""
+    if pw.dim(isl.dim_type.param):
+        pw = pw.intersect_params(param_set(model, params))
+    if pw.is_zero():
+        return 0
+    fold, tight = pw.bound(isl.fold.max)
+    if tight:
+        return max(to_int(fold, params), 0)
+    best = 0  # ISL's bound is not provably tight: evaluate every residency point
+    for dom, qp in pw.get_pieces():
+        vals: list[int] = []
+        dom.foreach_point(lambda pt: vals.append(int(qp.eval(pt).to_python())))
+        best = max([best] + vals)
+    return best
+
+
+def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str, int]) -> tuple[int, int]:
+    """``(elements, bytes)`` held at once by one instance of the level, at its fullest."""
+    elems = nbytes = None
+    sizes = {DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4) for t in lr.tensors}
+    for t in lr.tensors:
+        # a number, even for --symbolic: count without parameters (much cheaper)
+        held = without_params(fix_params(t.held, model, params)) if t.held.dim(isl.dim_type.param) else t.held
+        c = held.card()
+        elems = c if elems is None else elems.add(c)
+        if len(sizes) > 1:
+            scaled = c.scale_val(isl.Val(DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)))
+            nbytes = scaled if nbytes is None else nbytes.add(scaled)
+    if elems is None:
+        return 0, 0
+    most = _max_value(elems, model, params)
+    if len(sizes) == 1:
+        return most, most * sizes.pop()  # one dtype: bytes are a multiple of elements
+    return most, _max_value(nbytes, model, params)

@@ -1,0 +1,1 @@
+"""Dependences: exact relations, distances, loop classes, the graph."""

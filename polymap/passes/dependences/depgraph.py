@@ -1,0 +1,74 @@
+"""The statement-level dependence graph and its strongly connected components.
+
+One node per statement, one edge per (source, sink) pair of statements that
+has a dependence, labelled with the kinds and tensors. A strongly connected
+component with more than one statement (or a self loop) is a recurrence:
+its statements cannot be distributed into separate loops.
+
+Before/after for gemm_scalar_acc (memory-based)::
+
+    zero -> acc (RAW, WAW t), acc -> store (RAW t), store -> zero (WAR t) ...
+    SCCs: [acc, store, zero]
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import networkx as nx
+
+from polymap.poly import KernelModel
+from polymap.passes.dependences.dependences import Dependence
+
+
+def dependence_graph(model: KernelModel, deps: Iterable[Dependence]) -> nx.MultiDiGraph:
+    """Statements as nodes (textual order), one edge per grouped dependence."""
+    g = nx.MultiDiGraph(name=model.kernel.name)
+    for s in model.statements:
+        g.add_node(s.name, loops=",".join(s.loops))
+    for d in deps:
+        g.add_edge(d.source, d.sink, kind=d.kind, tensor=d.tensor)
+    return g
+
+
+def components(graph: nx.MultiDiGraph) -> list[list[str]]:
+    """Strongly connected components, each in textual order, in topological order of the condensation."""
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    cond = nx.condensation(nx.DiGraph(graph))
+    out = []
+    for c in nx.topological_sort(cond):
+        out.append(sorted(cond.nodes[c]["members"], key=order.get))
+    return out
+
+
+def recurrences(graph: nx.MultiDiGraph) -> list[list[str]]:
+    """Components that form a cycle (several statements, or one with a self edge)."""
+    return [c for c in components(graph) if len(c) > 1 or graph.has_edge(c[0], c[0])]
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(graph: nx.MultiDiGraph) -> str:
+    """DOT text of the graph, SCCs as clusters (written by hand: pydot is optional)."""
+    lines = [f"digraph {_quote(graph.graph.get('name', 'deps'))} {{", "  node [shape=box];"]
+    for k, comp in enumerate(components(graph)):
+        if len(comp) > 1:
+            lines.append(f"  subgraph cluster_{k} {{ label={_quote('SCC ' + str(k))}; style=dashed;")
+            lines += [f"    {_quote(n)};" for n in comp]
+            lines.append("  }")
+    for n, data in graph.nodes(data=True):
+        label = _quote(n + "(" + data.get("loops", "") + ")")
+        lines.append(f"  {_quote(n)} [label={label}];")
+    merged: dict[tuple[str, str], list[str]] = {}
+    for a, b, data in graph.edges(data=True):
+        label = f"{data['kind']} {data['tensor']}"
+        merged.setdefault((a, b), [])
+        if label not in merged[(a, b)]:
+            merged[(a, b)].append(label)
+    style = {"RAW": "solid", "WAR": "dashed", "WAW": "dotted"}
+    for (a, b), labels in merged.items():
+        first = labels[0].split()[0]
+        lines.append(f"  {_quote(a)} -> {_quote(b)} [label={_quote(', '.join(labels))}, style={style[first]}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"

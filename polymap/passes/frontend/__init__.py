@@ -1,0 +1,1 @@
+"""Checks after parsing: semantics, affinity, bounds, renaming."""

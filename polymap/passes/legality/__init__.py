@@ -1,0 +1,1 @@
+"""Legality: exact checks of new schedules, with witnesses."""

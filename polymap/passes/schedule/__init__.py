@@ -1,0 +1,1 @@
+"""Schedules: the mapped schedule and which instances run first."""

@@ -1,0 +1,1 @@
+"""Choice: search space, heuristics, register blocking, compile's choice."""

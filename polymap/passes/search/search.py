@@ -1,0 +1,207 @@
+"""Mapping search: rank legal, fitting mappings of one nest by their exact counts.
+
+Candidates (``compile`` without ``--mapping``):
+
+- loop orders: every permutation of up to four loops, otherwise the
+  original order and each loop moved innermost; one order for every level;
+  an order is kept only when :func:`polymap.passes.legality.legality.check_mapping`
+  says it is legal (an error while deciding counts as illegal);
+- tiles: at every level with a capacity, square tiles whose footprint is
+  near a third of the capacity (the closed form), then a sweep of powers of
+  two and divisors around that side, per loop;
+- spatial: the outermost loop that carries no dependence (not even a
+  reduction), over the inner instances of the first level that fans out,
+  with a tile that divides evenly.
+
+Objective: energy (pJ, ``mapping.md``) first, then cycles; only mappings
+whose footprint fits every level. The fast path
+(:mod:`polymap.passes.counting.fastcount`) ranks whole batches when the nest is in
+its class; the winners are then checked once more (legality of their own
+tiles) and reported with the fast path's exact counts (``recount=True``
+recounts them with the ISL path,
+:func:`polymap.passes.counting.counting.count_mapping`, seconds to minutes at real
+sizes). Otherwise a small candidate set is ranked with the ISL path alone.
+
+Time: legality is a yes/no answer (:func:`is_legal`, no witnesses), cached
+per model and mapping. ``seconds`` bounds the wall time: orders are tested
+(original order first) until it runs out, and candidates are confirmed
+until one is found after it ran out.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Mapping as MappingT
+
+import numpy as np
+
+from polymap.mapping.model import Mapping, check_fanout
+from polymap.passes.counting.counting import Counts, count_mapping
+from polymap.passes.counting.fastcount import evaluator_for, tiles_of
+from polymap.passes.counting.fastcount_nest import NotSupported
+from polymap.passes.search.space import SearchSpace, candidate_tiles
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """The objective of one mapping, from exact counts."""
+
+    energy_pj: float
+    cycles: float
+    counts: Counts
+    exact_by: str  # "isl" or "fast"
+
+    def intensity(self) -> dict[str, float]:
+        """Statement instances per element crossing each level's inner boundary."""
+        out = {}
+        for lv in self.counts.levels:
+            moved = lv.reads + lv.updates
+            out[lv.name] = self.counts.instances / moved if moved else float("inf")
+        return out
+
+
+def _active_units(mapping: Mapping, arch, extents) -> int:
+    from polymap.mapping.model import trip_counts
+
+    active = 1
+    for k, lm in enumerate(mapping.levels):
+        trips = trip_counts(mapping, k, extents)
+        for x in lm.spatial:
+            active *= max(trips[x], 1)
+    return max(1, min(active, arch.compute.instances))
+
+
+def cost_of(counts: Counts, mapping: Mapping, arch, extents) -> tuple[float, float]:
+    """``(energy pJ, cycles)`` of ``mapping.md`` from exact counts."""
+    energy = counts.instances * arch.compute.energy
+    c = arch.compute
+    cycles = counts.instances / (_active_units(mapping, arch, extents) * c.ops_per_cycle)
+    for lv, spec in zip(counts.levels, arch.levels):
+        for t in lv.tensors:
+            energy += (t.reads + (t.writebacks or 0)) * spec.read_energy
+            energy += ((t.fills or 0) + t.updates) * spec.write_energy
+        if spec.bandwidth:
+            cycles = max(cycles, (lv.reads + lv.updates) / spec.bandwidth)
+    return energy, cycles
+
+
+def _fits(counts: Counts, arch) -> bool:
+    return not any(lv.footprint is not None and spec.exceeded_by(lv.footprint, lv.footprint_bytes)
+                   for lv, spec in zip(counts.levels, arch.levels))
+
+
+def is_legal(model, mapping: Mapping) -> bool:
+    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
+
+    The same answer as ``check_mapping(...).legal`` without an architecture,
+    without witnesses, notes or hints. An error while deciding counts as illegal.
+    """
+    from polymap.passes.schedule.schedule_order import cached
+
+    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
+
+
+def _decide(model, mapping: Mapping) -> bool:
+    from polymap.passes.legality.legality import is_legal_schedule, spatial_findings
+    from polymap.passes.schedule.tiling import mapped_schedule
+
+    try:
+        mapped = mapped_schedule(model, mapping)
+        if not is_legal_schedule(model, mapped):
+            return False
+        if not any(lm.spatial for lm in mapping.levels):
+            return True
+        return not spatial_findings(model, mapped)[0]
+    except Exception:  # undecided: treat as illegal
+        return False
+
+
+def _legal(model, mapping: Mapping, params=None) -> bool:
+    return is_legal(model, mapping)
+
+
+def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> CostReport | None:
+    counts, by = None, "isl"
+    if not recount:
+        from polymap.passes.counting.fastcount import fast_counts
+
+        counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
+    if counts is None:
+        counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
+    if not _fits(counts, arch):
+        return None
+    energy, cycles = cost_of(counts, mapping, arch, extents)
+    return CostReport(energy, cycles, counts, by)
+
+
+def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: int = 10,
+                    budget: int = 4000, confirm: int = 3, seconds: float | None = 5.0,
+                    recount: bool = False) -> list[tuple[Mapping, CostReport]]:
+    """Legal, fitting mappings of ``nest`` on ``arch``, best first (energy, then cycles).
+
+    ``budget`` bounds the tile vectors evaluated per loop order with the fast
+    path; the best ``confirm`` are checked for legality with their own tiles
+    and reported with exact counts (the fast path's, or the ISL path's with
+    ``recount`` or outside its class). ``seconds`` (None: no limit) bounds the
+    time spent on orders and confirmations, see the module docstring.
+    """
+    params = dict(params)
+    deadline = None if seconds is None else time.monotonic() + seconds
+    space = SearchSpace.build(model, nest, arch, params, deadline=deadline)
+    if space is None:
+        return []
+    try:
+        ranked, want = _rank_fast(model, space, budget), confirm
+    except NotSupported:
+        ranked, want, recount = space.few_candidates(), top, True
+    out: list[tuple[Mapping, CostReport]] = []
+    for m in ranked:
+        late = deadline is not None and time.monotonic() > deadline
+        if len(out) >= want or (late and out):
+            break
+        if check_fanout(m, arch, space.extents) or not is_legal(model, m):
+            continue
+        rep = _report(model, m, arch, params, space.extents, recount=recount)
+        if rep is not None:
+            out.append((m, rep))
+    out.sort(key=lambda mr: (mr[1].energy_pj, mr[1].cycles))
+    return out[:top]
+
+
+def _rank_fast(model, space: SearchSpace, budget: int):
+    """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
+    scored = []
+    for template in space.structures():
+        ev = evaluator_for(model, template, space.params)
+        tiles = candidate_tiles(space, template, budget)
+        if not len(tiles):
+            continue
+        batch = ev.evaluate(tiles)
+        energy, cycles, ok = space.batch_objective(batch, template, tiles)
+        for b in np.flatnonzero(ok):
+            scored.append((float(energy[b]), float(cycles[b]), len(scored), template, tiles[b]))
+    scored.sort(key=lambda s: (s[0], s[1], s[2]))
+    # mappings are built lazily: only the first few are ever confirmed
+    return (space.with_tiles(t, row) for _, _, _, t, row in scored)
+
+
+def best_mapping(model, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+    """Drop-in for :func:`polymap.passes.search.default_mapping.choose_mapping`: the best legal fitting mapping, or None."""
+    found = search_mappings(model, nest, arch, params, top=1)
+    return found[0][0] if found else None
+
+
+def explain(mapping: Mapping, report: CostReport) -> str:
+    """Why this mapping: per level its tile, order, traffic and arithmetic intensity."""
+    lines = [f"mapping of nest {mapping.nest}: energy {report.energy_pj:.4g} pJ, "
+             f"{report.cycles:.4g} cycles ({report.counts.instances} statement instances)"]
+    intensity = report.intensity()
+    width = max(len(lv.name) for lv in report.counts.levels)
+    for lm, lv in zip(mapping.levels, report.counts.levels):
+        tile = ", ".join(f"{x}: {t}" for x, t in zip(mapping.loops, lm.tile) if t is not None) or "whole"
+        traffic = lv.reads + lv.updates
+        fp = "" if lv.footprint is None else f", footprint {lv.footprint}"
+        sp = f", spatial {' '.join(lm.spatial)}" if lm.spatial else ""
+        lines.append(f"  {lv.name:<{width}}  tile {{{tile}}} order {' '.join(lm.order)}{sp}: "
+                     f"{traffic} elements to inner levels, intensity {intensity[lv.name]:.3g}{fp}")
+    return "\n".join(lines)

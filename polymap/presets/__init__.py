@@ -1,4 +1,0 @@
-"""Architecture presets shipped as package data (``toy.yaml``, ``eyeriss.yaml``).
-
-``host`` is not a file: :mod:`polymap.hostinfo` builds it from the operating system.
-"""

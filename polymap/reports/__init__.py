@@ -1,0 +1,1 @@
+"""Every human and JSON report, and the plots."""
