@@ -25,6 +25,9 @@ from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
 from polymap.machine.arch import Architecture
+from polymap.mapping.schedule import ScheduleEntry, mapping_extents
+from polymap.passes.schedule.schedule_order import cached as _cached
+from polymap.poly import build_model
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,8 @@ class LevelMapping:
     """Loops whose iterations go to different instances of the next inner level (or compute)."""
     keep: tuple[str, ...]
     """Tensors stored at this level, in declaration order."""
+    wavefront: tuple[str, ...] = ()
+    """``(a, b)``: this level walks its tiles of ``a`` and ``b`` by the diagonal ``a + b``, then ``b``."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +53,18 @@ class Mapping:
 
     kernel: str
     nest: int
+    """The first mapped nest."""
     loops: tuple[str, ...]
+    """Every loop of the mapping: the iterators of unlisted statements and the schedule's new loops."""
     levels: tuple[LevelMapping, ...]
+    nests: tuple[int, ...] = ()
+    """Consecutive top-level nests mapped together (fused); empty means ``(nest,)``."""
+    schedule: tuple[ScheduleEntry, ...] = ()
+    """New coordinates of the listed statements, in textual order (no identity entries)."""
+
+    @property
+    def mapped_nests(self) -> tuple[int, ...]:
+        return self.nests or (self.nest,)
 
     def tile(self, level_index: int) -> dict[str, int | None]:
         """``{loop: extent or None}`` of level ``level_index``'s tile."""
@@ -69,9 +84,19 @@ class Mapping:
             entry["order"] = list(lm.order)
             if lm.spatial:
                 entry["spatial"] = list(lm.spatial)
+            if lm.wavefront:
+                entry["wavefront"] = list(lm.wavefront)
             entry["keep"] = list(lm.keep)
             levels.append(entry)
-        return {"kernel": self.kernel, "nest": self.nest, "levels": levels}
+        out: dict[str, Any] = {"kernel": self.kernel}
+        if len(self.mapped_nests) > 1:
+            out["nests"] = list(self.mapped_nests)
+        else:
+            out["nest"] = self.nest
+        if self.schedule:
+            out["schedule"] = {e.statement: dict(zip(e.loops, e.exprs)) for e in self.schedule}
+        out["levels"] = levels
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
@@ -141,6 +166,18 @@ def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], *, mo
 
     key = ("loop_extents", nest, tuple(sorted(dict(params).items())))
     return dict(cached(kernel, key, lambda: _loop_extents(kernel, nest, params, model)))
+
+
+def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[str, int], *, model=None) -> dict[str, int]:
+    """:func:`loop_extents` of the loops of ``mapping``: for a schedule or fused nests, the
+    extents of the new loops over the images of the statements' domains."""
+    if not mapping.schedule and len(mapping.mapped_nests) == 1:
+        return loop_extents(kernel, mapping.nest, params, model=model)
+    if model is None or model.kernel is not kernel:
+        model = build_model(kernel)
+    key = ("mapping_extents", mapping.mapped_nests, mapping.loops, mapping.schedule,
+           tuple(sorted(dict(params).items())))
+    return dict(_cached(kernel, key, lambda: mapping_extents(model, mapping, params)))
 
 
 def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], model) -> dict[str, int]:
