@@ -46,6 +46,27 @@ class LevelMapping:
     wavefront: tuple[str, ...] = ()
     """``(a, b)``: this level walks its tiles of ``a`` and ``b`` by the diagonal ``a + b``, then ``b``."""
 
+    def __post_init__(self) -> None:
+        _check_names(f"level {self.level!r}: order", self.order)
+        _check_names(f"level {self.level!r}: spatial", self.spatial)
+        _check_names(f"level {self.level!r}: keep", self.keep)
+        for t in self.tile:
+            if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
+                raise ValueError(f"level {self.level!r}: tile extent {t!r} is not a positive integer or None")
+        outside = [x for x in self.spatial if x not in self.order]
+        if outside:
+            raise ValueError(f"level {self.level!r}: spatial loop(s) {', '.join(outside)} not in the order "
+                             f"{', '.join(self.order)}")
+
+
+def _check_names(what: str, names: tuple[str, ...]) -> None:
+    """``names`` is a tuple of distinct strings (a ValueError otherwise: a bug in the caller)."""
+    if not isinstance(names, tuple) or not all(isinstance(x, str) for x in names):
+        raise ValueError(f"{what} must be a tuple of names, not {names!r}")
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise ValueError(f"{what} lists {', '.join(twice)} more than once: {', '.join(names)}")
+
 
 @dataclass(frozen=True)
 class Mapping:
@@ -65,6 +86,24 @@ class Mapping:
     @property
     def mapped_nests(self) -> tuple[int, ...]:
         return self.nests or (self.nest,)
+
+    def __post_init__(self) -> None:
+        """The invariants every mapping holds, however it was built (a ValueError is a bug in the builder;
+        a mapping file's problems are reported earlier, located, by :mod:`polymap.mapping.files`)."""
+        if isinstance(self.nest, bool) or not isinstance(self.nest, int) or self.nest < 0:
+            raise ValueError(f"mapping of {self.kernel!r}: nest must be an index >= 0, not {self.nest!r}")
+        _check_names(f"mapping of {self.kernel!r} nest {self.nest}: loops", self.loops)
+        if not isinstance(self.levels, tuple) or not self.levels \
+                or not all(isinstance(lm, LevelMapping) for lm in self.levels):
+            raise ValueError(f"mapping of {self.kernel!r} nest {self.nest}: levels must be a non-empty tuple "
+                             f"of LevelMapping")
+        for lm in self.levels:
+            if len(lm.tile) != len(self.loops):
+                raise ValueError(f"level {lm.level!r}: {len(lm.tile)} tile extents for the nest's "
+                                 f"{len(self.loops)} loops ({', '.join(self.loops)})")
+            if sorted(lm.order) != sorted(self.loops):
+                raise ValueError(f"level {lm.level!r}: order {', '.join(lm.order)} is not a permutation of "
+                                 f"the nest's loops {', '.join(self.loops)}")
 
     def tile(self, level_index: int) -> dict[str, int | None]:
         """``{loop: extent or None}`` of level ``level_index``'s tile."""
