@@ -29,7 +29,7 @@ TARGETS = ("c", "numpy")
 
 
 def main(args) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
