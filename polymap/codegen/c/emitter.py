@@ -30,6 +30,7 @@ from typing import Sequence
 
 from polymap import ir
 from polymap.islcheck import isl
+from polymap.mapping.schedule import mapping_statements
 from polymap.poly import KernelModel, build_model
 from polymap.codegen.c import regtile, signature
 from polymap.codegen.c.parallel import ParallelPlan, Planner, child_paths
@@ -101,8 +102,8 @@ class _Printer:
                  register_tiles: bool = True):
         self.kernel = kernel
         # the mapping of each mapped top-level item (register tiles read the innermost level's tile)
-        self.mappings_by_rank = {ks.rank_of(model.nest_statements(m.nest)[0].name): m
-                                 for m in mappings if model.nest_statements(m.nest)} if register_tiles else {}
+        self.mappings_by_rank = {ks.rank_of(mapping_statements(model, m)[0].name): m
+                                 for m in mappings if mapping_statements(model, m)} if register_tiles else {}
         self.uses_vectors = False
         self.model = model
         self.ks = ks
