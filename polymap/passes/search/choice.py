@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel, build_model
 
 #: seconds the search may take per nest before its candidates are dropped
@@ -163,7 +163,7 @@ def fit_keeps(model: KernelModel, mapping: Mapping, arch, params: MappingT[str, 
     from polymap.mapping.model import resolved_tile
     from polymap.passes.counting.counting import capacity_violations
 
-    extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
     index = {lv.name: k for k, lv in enumerate(arch.levels)}
     for _ in range(sum(len(lm.keep) for lm in mapping.levels)):
         over = capacity_violations(model, mapping, arch, dict(params))
@@ -211,7 +211,7 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
             verdict = check_mapping(model, mapping, params=params)
             if not verdict.legal:
                 return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
-            extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+            extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
             problems = list(check_fanout(mapping, arch, extents))
             if not problems:
                 if fit:
@@ -221,7 +221,7 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
             if problems:
                 return Candidate(source, mapping, counted, False, tuple(problems))
         counts = count_mapping(model, counted, arch, params=params)
-        extents = loop_extents(model.kernel, counted.nest, params, model=model)
+        extents = mapping_loop_extents(model.kernel, counted, params, model=model)
         report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
     except Exception as exc:  # undecided: not a candidate (the original order stays one)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

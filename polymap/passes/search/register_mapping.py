@@ -206,9 +206,10 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     chunk = -(-chunk // step) * step
     rows = b.mc if i is not None else None
     whole = tuple(None for _ in loops)
+    outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
     l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     specs = {
-        0: (whole, others + tuple(loops), ()),
+        0: (whole, outer_first, ()),
         n - 4: (whole, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
                 (par,) if cores > 1 else ()),
         n - 3: (l2, ij + (k,) + others, ()),
@@ -217,7 +218,7 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     }
     levels = []
     for lv in range(n):
-        t, order, spatial = specs.get(lv, (whole, others + tuple(loops), ()))
+        t, order, spatial = specs.get(lv, (whole, outer_first, ()))
         levels.append(LevelMapping(arch.levels[lv].name, t, tuple(order), spatial, keep))
     out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     if check_fanout(out, arch, extents):
