@@ -109,14 +109,14 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
                 search_seconds: float = SEARCH_SECONDS) -> NestChoice:
     """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
     from polymap.passes.search.default_mapping import choose_mapping
-    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.register_mapping import register_mappings
 
     kernel = model.kernel
     proposals: list[tuple[str, Mapping | None]] = []
-    for source, make in (("register tiles", lambda: register_mapping(model, nest, arch, params)),
-                         ("default", lambda: choose_mapping(model, nest, arch, params))):
+    for source, make in (("register tiles", lambda: register_mappings(model, nest, arch, params)),
+                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))])):
         try:
-            proposals.append((source, make()))
+            proposals.extend(make())
         except Exception as exc:  # a heuristic that fails is just no candidate
             proposals.append((f"{source} (failed: {type(exc).__name__})", None))
     for k, m in enumerate(_search(model, nest, arch, params, search_seconds)):
