@@ -127,7 +127,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    from polymap.mapping.model import check_fanout, loop_extents
+    from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
     from polymap.passes.counting.cost_model import active_compute_units, evaluate
     from polymap.passes.counting.counting import capacity_violations, count_mapping
 
@@ -135,7 +135,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     mp = mapping_of(kernel, mapping, arch_obj)
     values = param_values(kernel, dict(params or {}))
     m = build_model(kernel)
-    extents = loop_extents(kernel, mp.nest, values)
+    extents = mapping_loop_extents(kernel, mp, values)
     problems = check_fanout(mp, arch_obj, extents)
     over = capacity_violations(m, mp, arch_obj, values)
     problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity "

@@ -17,7 +17,9 @@ COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arc
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
     if file:
-        p.add_argument("file", help="a .loop file")
+        p.add_argument("file", help="a .loop file, or a .c file with a #pragma scop region")
+        p.add_argument("--cpp", default="", metavar="FLAGS",
+                       help="extra C preprocessor flags for a .c file (e.g. \"-I DIR -DN=64\")")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter (repeatable)")
     p.add_argument("--kernel", help="the kernel to act on (default: all)")
@@ -30,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="the polyhedral model")
     _common(p)
+    p.add_argument("--emit", choices=("model", "loop"), default="model",
+                   help="'loop' prints the kernels in the .loop language (for a C file)")
 
     p = sub.add_parser("run", help="run a kernel on arrays from an .npz file")
     _common(p)

@@ -31,7 +31,7 @@ TARGETS = ("c", "numpy")
 
 
 def main(args) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
@@ -133,9 +133,9 @@ def _targets(text: str) -> tuple[str, ...]:
 
 def check_mapping(model: KernelModel, mapping, arch, params) -> None:
     """Refuse (exit 1) a mapping that changes the results or does not fit the architecture."""
-    from polymap.mapping.model import check_fanout, loop_extents
+    from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
 
-    problems = check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, params))
+    problems = check_fanout(mapping, arch, mapping_loop_extents(model.kernel, mapping, params))
     if problems:
         raise InvalidMapping(f"kernel {model.kernel.name}: invalid mapping: " + "; ".join(problems),
                              {"kernel": model.kernel.name, "legal": False, "violations": problems})

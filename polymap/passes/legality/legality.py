@@ -308,11 +308,11 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
 def _arch_violations(model: KernelModel, mapping, arch, params) -> list[Violation]:
     out = []
     try:
-        from polymap.mapping.model import check_fanout, loop_extents
+        from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
     except ImportError:  # the mapping module is optional for order checks
         return out
     values = dict(params or {})
-    for msg in check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, values, model=model)):
+    for msg in check_fanout(mapping, arch, mapping_loop_extents(model.kernel, mapping, values, model=model)):
         out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
     try:
         from polymap.passes.counting.counting import capacity_violations

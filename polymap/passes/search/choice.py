@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel, build_model
 
 #: seconds the search may take per nest before its candidates are dropped
@@ -112,14 +112,14 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
     ``search_top`` of the search's best mappings are candidates (``--tune K`` asks for K).
     """
     from polymap.passes.search.default_mapping import choose_mapping
-    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.register_mapping import register_mappings
 
     kernel = model.kernel
     proposals: list[tuple[str, Mapping | None]] = []
-    for source, make in (("register tiles", lambda: register_mapping(model, nest, arch, params)),
-                         ("default", lambda: choose_mapping(model, nest, arch, params))):
+    for source, make in (("register tiles", lambda: register_mappings(model, nest, arch, params)),
+                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))])):
         try:
-            proposals.append((source, make()))
+            proposals.extend(make())
         except Exception as exc:  # a heuristic that fails is just no candidate
             proposals.append((f"{source} (failed: {type(exc).__name__})", None))
     for k, m in enumerate(_search(model, nest, arch, params, search_seconds, search_top)):
@@ -166,7 +166,7 @@ def fit_keeps(model: KernelModel, mapping: Mapping, arch, params: MappingT[str, 
     from polymap.mapping.model import resolved_tile
     from polymap.passes.counting.counting import capacity_violations
 
-    extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
     index = {lv.name: k for k, lv in enumerate(arch.levels)}
     for _ in range(sum(len(lm.keep) for lm in mapping.levels)):
         over = capacity_violations(model, mapping, arch, dict(params))
@@ -214,7 +214,7 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
             verdict = check_mapping(model, mapping, params=params)
             if not verdict.legal:
                 return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
-            extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+            extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
             problems = list(check_fanout(mapping, arch, extents))
             if not problems:
                 if fit:
@@ -224,7 +224,7 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
             if problems:
                 return Candidate(source, mapping, counted, False, tuple(problems))
         counts = count_mapping(model, counted, arch, params=params)
-        extents = loop_extents(model.kernel, counted.nest, params, model=model)
+        extents = mapping_loop_extents(model.kernel, counted, params, model=model)
         report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
     except Exception as exc:  # undecided: not a candidate (the original order stays one)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
