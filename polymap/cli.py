@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", default="out")
     p.add_argument("--target", default="c,numpy", help="comma-separated: c, numpy")
     p.add_argument("--no-verify", action="store_true")
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the model's best K candidates per nest; keep the fastest")
+    p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
 
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)
