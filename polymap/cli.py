@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
                    help="value of a loop not plotted (repeatable)")
     p.add_argument("--statement", help="statement to plot (default: the deepest)")
+    p.add_argument("--window", type=int, default=8, metavar="N",
+                   help="draw at most the first N values of each plotted loop (default 8)")
     p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT")
 
     p = sub.add_parser("check", help="is a loop order or a mapping legal?")
