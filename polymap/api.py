@@ -34,7 +34,7 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of"]
+           "compile", "run", "architecture", "mapping_of", "report"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -338,3 +338,38 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
                 options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+
+
+# --------------------------------------------------------------------------- the HTML report
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
+           fixed: MappingT[str, int] | None = None, statement: str | None = None,
+           title: str = "polymap report") -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``loops``
+    (other loops at ``fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else the default choice of every nest) with its
+    witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code.
+    """
+    from polymap.errors import InputError
+    from polymap.passes.search.default_mapping import choose_mappings
+    from polymap.reports.html.facts import ReportOptions, gather
+    from polymap.reports.html.page import render
+
+    if mapping is not None and len(kernels) != 1:
+        raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
+    arch_obj = architecture(arch)
+    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
+    facts = []
+    for k in kernels:
+        values = param_values(k, dict(params or {}))
+        if mapping is not None:
+            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+        else:
+            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
+    return render(facts, title=title)

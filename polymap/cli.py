@@ -12,7 +12,7 @@ import sys
 
 from polymap.errors import PolymapError, Refusal
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "report")
 
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
@@ -84,6 +84,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", type=int, default=0, metavar="K",
                    help="build and time the model's best K candidates per nest; keep the fastest")
     p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
+
+    p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
+    _common(p)
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html")
+    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture")
+    p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
+                   help="value of a loop not drawn (repeatable)")
+    p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
 
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)
