@@ -340,6 +340,35 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
                 options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
+def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
+              progress: Any = None):
+    """Measure this machine and fit the cost model to it (``polymap calibrate``).
+
+    Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
+    bandwidths and FMA rate, the fitted architecture, one derating factor
+    per cycle term, and the error before and after over the calibration
+    kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
+    ``timer`` replace the native measurements.
+    """
+    from polymap.codegen.timing import ProcessTimer
+    from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+    from polymap.machine.calibration_set import KERNELS, calibration_samples
+    from polymap.machine.hostinfo import host_info
+
+    before = architecture(arch)
+    probe = probe if probe is not None else NativeProbe(host_info().vector_bytes)
+    bw = measure_bandwidths(before, probe)
+    measured = measured_architecture(before, bw)
+    samples = calibration_samples(before, measured, timer if timer is not None else ProcessTimer(),
+                                  names=tuple(kernels) if kernels is not None else tuple(KERNELS),
+                                  progress=progress)
+    if len(samples) < 2:
+        from polymap.errors import EnvironmentProblem
+
+        raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
+    return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+
+
 # --------------------------------------------------------------------------- the HTML report
 
 

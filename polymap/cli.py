@@ -12,7 +12,7 @@ import sys
 
 from polymap.errors import PolymapError, Refusal
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "report")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate", "report")
 
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune", type=int, default=0, metavar="K",
                    help="build and time the model's best K candidates per nest; keep the fastest")
     p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
+
+    p = sub.add_parser("calibrate", help="measure this machine and write a fitted architecture file")
+    _common(p, file=False)
+    p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
+    p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
 
     p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
     _common(p)
