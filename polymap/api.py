@@ -34,7 +34,7 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of", "search_network"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -127,7 +127,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    from polymap.mapping.model import check_fanout, loop_extents
+    from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
     from polymap.passes.counting.cost_model import active_compute_units, evaluate
     from polymap.passes.counting.counting import capacity_violations, count_mapping
 
@@ -135,7 +135,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     mp = mapping_of(kernel, mapping, arch_obj)
     values = param_values(kernel, dict(params or {}))
     m = build_model(kernel)
-    extents = loop_extents(kernel, mp.nest, values)
+    extents = mapping_loop_extents(kernel, mp, values)
     problems = check_fanout(mp, arch_obj, extents)
     over = capacity_violations(m, mp, arch_obj, values)
     problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity "
@@ -279,3 +279,148 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
 
     mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
     return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)
+
+
+# --------------------------------------------------------------------------- measuring and remembering
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """Compile's choice for a kernel, whether it came from the cache, and what tuning measured."""
+
+    choice: Any  # polymap.passes.search.choice.KernelChoice
+    tuning: tuple  # of polymap.passes.search.tune.NestTuning (empty when not tuned)
+    cache: str  # "hit", "miss" or "off"
+    warnings: tuple[str, ...] = ()
+
+
+def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                 tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
+                 options: Any = None, timer: Any = None, verify_hit: bool = True,
+                 progress: Any = None) -> ChoiceResult:
+    """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
+
+    ``cache_dir`` None turns the cache off; otherwise an entry for this
+    kernel, architecture and shape bucket is used after re-checking it
+    (legal, fits, and with ``verify_hit`` verified against the reference), and
+    a tuned choice is stored. ``arch_fingerprint`` identifies the
+    architecture (:func:`polymap.passes.search.cache.arch_fingerprint` of the
+    ``--arch`` text; default: the architecture's data). ``options`` is a
+    :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
+    ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
+    """
+    import dataclasses
+
+    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+    from polymap.passes.search.choice import SEARCH_SECONDS, choose
+    from polymap.passes.search.remember import recall, remember
+    from polymap.passes.search.tune import TuneOptions, tune_choice
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    store = None if cache_dir is None else TuningCache(Path(cache_dir))
+    key = cache_key(kernel, arch_fingerprint or architecture_fingerprint(arch_obj), values)
+    warnings: tuple[str, ...] = ()
+    if store is not None:
+        found = recall(store, key, kernel, arch_obj, values, k=tune, verify=verify_hit)
+        warnings = found.warnings
+        if found.choice is not None:
+            return ChoiceResult(found.choice, (), "hit", warnings)
+    # tuning wants more candidates than the model's pick: the search gets longer to find them
+    seconds = SEARCH_SECONDS + (2.0 * tune if tune > 0 else 0.0)
+    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds)
+    status = "off" if store is None else "miss"
+    if tune <= 0:
+        return ChoiceResult(choice, (), status, warnings)
+    opts = dataclasses.replace(options if options is not None else TuneOptions(), k=tune)
+    tuned = tune_choice(choice, arch=arch_obj, params=values, options=opts, timer=timer, progress=progress)
+    if store is not None:
+        remember(store, key, tuned, values)
+    return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
+
+
+def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
+            params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
+            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+    """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
+
+    Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
+    ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
+    with its ranked mappings and their predicted seconds).
+    """
+    from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    mps = [mapping_of(kernel, m, arch_obj) for m in mappings]
+    if not mps:
+        raise TypeError("measure() needs at least one mapping")
+    preds = list(predicted_s) if predicted_s is not None else [None] * len(mps)
+    names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
+    cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
+    return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
+                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+
+
+def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
+              progress: Any = None):
+    """Measure this machine and fit the cost model to it (``polymap calibrate``).
+
+    Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
+    bandwidths and FMA rate, the fitted architecture, one derating factor
+    per cycle term, and the error before and after over the calibration
+    kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
+    ``timer`` replace the native measurements.
+    """
+    from polymap.codegen.timing import ProcessTimer
+    from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+    from polymap.machine.calibration_set import KERNELS, calibration_samples
+    from polymap.machine.hostinfo import host_info
+
+    before = architecture(arch)
+    probe = probe if probe is not None else NativeProbe(host_info().vector_bytes)
+    bw = measure_bandwidths(before, probe)
+    measured = measured_architecture(before, bw)
+    samples = calibration_samples(before, measured, timer if timer is not None else ProcessTimer(),
+                                  names=tuple(kernels) if kernels is not None else tuple(KERNELS),
+                                  progress=progress)
+    if len(samples) < 2:
+        from polymap.errors import EnvironmentProblem
+
+        raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
+    return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+
+
+# --------------------------------------------------------------------------- the HTML report
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
+           fixed: MappingT[str, int] | None = None, statement: str | None = None,
+           title: str = "polymap report") -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``loops``
+    (other loops at ``fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else the default choice of every nest) with its
+    witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code.
+    """
+    from polymap.errors import InputError
+    from polymap.passes.search.default_mapping import choose_mappings
+    from polymap.reports.html.facts import ReportOptions, gather
+    from polymap.reports.html.page import render
+
+    if mapping is not None and len(kernels) != 1:
+        raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
+    arch_obj = architecture(arch)
+    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
+    facts = []
+    for k in kernels:
+        values = param_values(k, dict(params or {}))
+        if mapping is not None:
+            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+        else:
+            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
+    return render(facts, title=title)

@@ -17,7 +17,7 @@ from polymap.machine.arch import load_architecture
 from polymap.reports.cost import report_json, report_text
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import InvalidMapping
-from polymap.mapping.model import check_fanout, load_mapping, loop_extents
+from polymap.mapping.model import check_fanout, load_mapping, loop_extents, mapping_loop_extents
 from polymap.passes.counting.cost_model import active_compute_units, evaluate
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
@@ -33,7 +33,7 @@ def _kernel(program, args, arch):
 
 
 def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
-    problems = check_fanout(mapping, arch, loop_extents(kernel, mapping.nest, params))
+    problems = check_fanout(mapping, arch, mapping_loop_extents(kernel, mapping, params))
     for v in capacity_violations(model, mapping, arch, params):
         problems.append(f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, "
                         f"over its capacity of {v['capacity']} {v['unit']}")
@@ -63,7 +63,7 @@ def _legality_note(model, mapping) -> list[str]:
 
 def main(args) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     defines = parse_defines(args.defines)
     arch = load_architecture(args.arch)
     kernel = _kernel(program, args, arch)
@@ -77,7 +77,7 @@ def main(args) -> int:
         counts = count_symbolic_within(model, mapping, arch, params=params)
     else:
         counts = count_mapping(model, mapping, arch, params=params)
-    units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))
+    units = active_compute_units(mapping, arch, mapping_loop_extents(kernel, mapping, params))
     report = evaluate(counts, arch, active_units=units)
     if args.plot:
         from polymap.reports.roofline import plot_roofline
