@@ -34,7 +34,7 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of", "report"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -155,6 +155,28 @@ def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] 
     values = param_values(kernel, dict(params or {}))
     found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
     return [mp for mp, _ in found]
+
+
+def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Any = None):
+    """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
+
+    ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
+    (objective, top, evaluation budget); the work runs on ``workers`` local
+    processes (None: the cores) or on the Dask scheduler at ``scheduler``
+    (``tcp://HOST:PORT``), with the same answer. Returns a
+    :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
+    best mappings with their ISL-confirmed costs, the space and what was
+    pruned, lower bounds per level; totals).
+    """
+    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+    from polymap.passes.search.mapsearch import SearchOptions
+    from polymap.passes.search.network import search_kernels
+
+    executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
+    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
+                          options=options or SearchOptions(), executor=executor, progress=progress)
 
 
 # --------------------------------------------------------------------------- code
