@@ -38,9 +38,12 @@ __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "
            "import_timeloop", "export_timeloop"]
 
 
-def load(path: str | Path) -> ir.Program:
-    """Read, parse and check a ``.loop`` file (raises ``PolymapError`` with located diagnostics)."""
-    return load_program(path)
+def load(path: str | Path, *, cpp: str = "") -> ir.Program:
+    """Read, parse and check a ``.loop`` file, or a C file's scops (raises ``PolymapError`` with located diagnostics).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``"-I DIR -DN=64"``).
+    """
+    return load_program(path, cpp=cpp)
 
 
 def model(kernel: ir.Kernel) -> KernelModel:
