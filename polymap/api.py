@@ -34,7 +34,7 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -155,6 +155,28 @@ def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] 
     values = param_values(kernel, dict(params or {}))
     found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
     return [mp for mp, _ in found]
+
+
+def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Any = None):
+    """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
+
+    ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
+    (objective, top, evaluation budget); the work runs on ``workers`` local
+    processes (None: the cores) or on the Dask scheduler at ``scheduler``
+    (``tcp://HOST:PORT``), with the same answer. Returns a
+    :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
+    best mappings with their ISL-confirmed costs, the space and what was
+    pruned, lower bounds per level; totals).
+    """
+    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+    from polymap.passes.search.mapsearch import SearchOptions
+    from polymap.passes.search.network import search_kernels
+
+    executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
+    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
+                          options=options or SearchOptions(), executor=executor, progress=progress)
 
 
 # --------------------------------------------------------------------------- code
@@ -367,3 +389,38 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
     return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+
+
+# --------------------------------------------------------------------------- the HTML report
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
+           fixed: MappingT[str, int] | None = None, statement: str | None = None,
+           title: str = "polymap report") -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``loops``
+    (other loops at ``fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else the default choice of every nest) with its
+    witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code.
+    """
+    from polymap.errors import InputError
+    from polymap.passes.search.default_mapping import choose_mappings
+    from polymap.reports.html.facts import ReportOptions, gather
+    from polymap.reports.html.page import render
+
+    if mapping is not None and len(kernels) != 1:
+        raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
+    arch_obj = architecture(arch)
+    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
+    facts = []
+    for k in kernels:
+        values = param_values(k, dict(params or {}))
+        if mapping is not None:
+            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+        else:
+            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
+    return render(facts, title=title)

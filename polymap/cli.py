@@ -12,7 +12,7 @@ import sys
 
 from polymap.errors import PolymapError, Refusal
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report")
 
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
@@ -89,6 +89,28 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, file=False)
     p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
     p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
+
+    p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
+    _common(p)
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html")
+    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture")
+    p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
+                   help="value of a loop not drawn (repeatable)")
+    p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
+
+    p = sub.add_parser("search", help="search the mapspace: the best legal, fitting mappings")
+    _common(p)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--top", type=int, default=5, help="mappings to print per nest (default 5)")
+    p.add_argument("--objective", choices=("energy", "cycles", "edp"), default="energy")
+    p.add_argument("--evaluations", type=int, default=5_000_000, metavar="N",
+                   help="work budget: mappings evaluated per nest at most (default 5,000,000)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
+    p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
 
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)
