@@ -233,6 +233,7 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     from polymap.codegen.c.emitter import emit_c
     from polymap.codegen.numpy.emitter import emit_numpy
     from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
+    from polymap.passes.search.numpy_choice import numpy_mappings
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -243,7 +244,9 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     else:
         mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
     c_source = emit_c(kernel, m, mappings, arch=arch_obj)
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
+    # without a given mapping the NumPy target gets its own choice (whole-array blocks)
+    numpy_maps = mappings if mapping is not None else numpy_mappings(m, arch_obj, values)
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
     files: list[str] = []
     if out_dir is not None:
         out = Path(out_dir)
@@ -255,7 +258,8 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     if verify:
         from polymap.codegen.verify import verify as check_against_reference
 
-        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
+        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m,
+                                         target_mappings={"numpy": numpy_maps})
     return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
 
 
