@@ -34,7 +34,8 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of", "report", "search_network"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network",
+           "import_timeloop", "export_timeloop"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -428,3 +429,24 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
             mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
         facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
     return render(facts, title=title)
+
+
+# --------------------------------------------------------------------------- other tools' files
+
+
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+    """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
+
+    Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
+    name, notes on Timeloop levels that became two polymap levels).
+    """
+    from polymap.timeloop import import_timeloop as run_import
+
+    return run_import(problem, arch, mapping, out_dir)
+
+
+def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+    """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
+    from polymap.timeloop.export import export_mapping
+
+    return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))
