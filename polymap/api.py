@@ -346,12 +346,14 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
 
 def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
+            progress: Any = None):
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
     ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
-    with its ranked mappings and their predicted seconds).
+    with its ranked mappings and their predicted seconds). ``fixed`` are the
+    mappings of the kernel's other nests, kept while these are timed.
     """
     from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
@@ -364,7 +366,7 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
-                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+                fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
 def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
