@@ -247,6 +247,9 @@ class Kernel:
     decls: tuple[Decl, ...]
     body: tuple[Node, ...]
     loc: Loc = NOWHERE
+    cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What later stages compute once per kernel (loop extents...), keyed by what they ask;
+    ``dataclasses.replace`` gives the new kernel an empty one."""
 
     def decl(self, name: str) -> Decl | None:
         """The declaration of tensor ``name``, or None."""
@@ -271,6 +274,8 @@ class Program:
 
     kernels: tuple[Kernel, ...]
     source: SourceFile
+    cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What later stages attach to the program (the front end's warnings), keyed by name."""
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if k.name == name), None)

@@ -37,6 +37,7 @@ from polymap.codegen.ast_build import (
     user_statement,
     walk,
 )
+from polymap.passes.dependences.loop_classes import kernel_loops
 
 # --------------------------------------------------------------------------- the point schedule
 
@@ -305,8 +306,6 @@ def kernel_names(kernel: ir.Kernel) -> set[str]:
     for ctx in kernel.statements():
         out.update(ctx.iterators)
         out.add(ctx.name)
-    from polymap.passes.dependences.loop_classes import kernel_loops
-
     out.update(lp.var for lp in kernel_loops(kernel))
     return out
 

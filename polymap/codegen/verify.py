@@ -24,6 +24,10 @@ from polymap import ir
 from polymap.errors import VerificationFailure
 from polymap.poly import KernelModel, build_model
 from polymap.tensors import numpy_dtype, random_inputs
+from polymap.codegen.c.emitter import as_mappings
+from polymap.codegen.runner import run_generated
+from polymap.mapping.model import loop_extents
+from polymap.reference import execute
 
 SAFETY = 64
 
@@ -95,8 +99,6 @@ def needs_well_conditioned(kernel: ir.Kernel) -> bool:
 
 def reduction_lengths(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, int]:
     """Per written tensor, the iterations that update one element (see the module docstring)."""
-    from polymap.mapping.model import loop_extents
-
     extents: dict[str, int] = {}
     for nest in range(len(kernel.nests())):
         for x, n in loop_extents(kernel, nest, params).items():
@@ -142,10 +144,6 @@ def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[st
     largest difference when a target disagrees (unless ``raise_on_failure``
     is false).
     """
-    from polymap.reference import execute
-    from polymap.codegen.c.emitter import as_mappings
-    from polymap.codegen.runner import run_generated
-
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
     inputs = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))

@@ -56,6 +56,7 @@ from polymap.codegen.ast_ir import (
 from polymap.codegen.loop_emitter import as_mappings
 from polymap.codegen.numpy.values import NP_TYPES, PRELUDE, py_condition, py_index
 from polymap.codegen.numpy.vectorize import Axis, StatementPrinter, axis_var, chain_is_legal
+from polymap.tensors import allocate, numpy_dtype, validate_inputs
 
 
 def emit_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None, *, arch=None) -> str:
@@ -90,8 +91,6 @@ def run_numpy(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mappi
     Same contract as :func:`polymap.reference.execute` (``out`` tensors start
     zero-filled).
     """
-    from polymap.tensors import allocate, numpy_dtype, validate_inputs
-
     validate_inputs(kernel, arrays, params, allow_extra=True)
     store = allocate(kernel, params)
     for d in kernel.decls:

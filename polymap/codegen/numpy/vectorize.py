@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.codegen.ast_ir import free_vars, linear
+from polymap.codegen.ast_ir import free_vars, from_linear, linear
 from polymap.codegen.numpy.values import (
     INTEGER,
     NP_TYPES,
@@ -128,8 +128,6 @@ def analyse_ref(ref: ir.Ref, var) -> RefShape:
             return RefShape((), False)
         if len(axes) > 1 or (axes and (axes[0][1] <= 0 or _axis_of(axes[0][0]) in seen)):
             return RefShape((), False)
-        from polymap.codegen.ast_ir import from_linear
-
         rest = {k: c for k, c in terms.items() if not (isinstance(k, str) and _axis_of(k) is not None)}
         rest_text = py_index(from_linear(rest, const), var)
         if axes:

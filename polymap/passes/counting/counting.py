@@ -33,6 +33,7 @@ from polymap.islcheck import isl
 from polymap.poly import KernelModel, count, isl_name, to_int
 from polymap.passes.counting.footprint import DTYPE_BYTES, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
+from polymap.driver import param_values
 
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
@@ -243,8 +244,6 @@ class _Counter:
 def _default_params(model: KernelModel, params):
     if params is not None:
         return dict(params)
-    from polymap.driver import param_values
-
     return param_values(model.kernel)
 
 

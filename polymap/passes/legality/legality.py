@@ -36,18 +36,22 @@ each pair of statements are computed once (cached per model / per check).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, StatementModel
+from polymap.poly import KernelModel, StatementModel, cached
 from polymap.passes.legality import witness as W
-from polymap.passes.dependences.dependences import maps_of
+from polymap.passes.dependences.dependences import maps_of, memory_based
 from polymap.passes.legality.reaching_writers import (
     keeps_writers,
     original_dataflow,
     writer_changes,
 )
 from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts
+from polymap.mapping.model import Mapping, check_fanout, mapping_loop_extents
+from polymap.passes.counting.counting import capacity_violations
+from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
+from polymap.passes.schedule.tiling import mapped_schedule
 
 
 @dataclass(frozen=True)
@@ -172,7 +176,7 @@ def compact_maps(mapped) -> dict[str, isl.Map]:
     return out
 
 
-def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
+def schedule_violations(model: KernelModel, mapped, *, params: MappingT[str, int] | None = None
                         ) -> list[Violation]:
     """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
     stmts, maps = mapped.statements, compact_maps(mapped)
@@ -204,11 +208,9 @@ def _carried_at(mapped, dep, d: int) -> isl.Map:
     return dep.relation.intersect(ma.apply_range(step).apply_range(mb.reverse()))
 
 
-def spatial_findings(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
+def spatial_findings(model: KernelModel, mapped, *, params: MappingT[str, int] | None = None
                      ) -> tuple[list[Violation], list[str]]:
     """Dependences carried by spatial loops: violations, and notes for combinable reductions."""
-    from polymap.passes.dependences.dependences import memory_based
-
     if not any(dim.spatial for dim in mapped.dims):
         return [], []
     deps = memory_based(model, mapped.statements)
@@ -281,13 +283,30 @@ def reduction_outward_notes(model: KernelModel, mapping, classes, original: tupl
 # --------------------------------------------------------------------------- check
 
 
-def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str, int] | None = None
+def is_legal(model: KernelModel, mapping: Mapping) -> bool:
+    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
+
+    The same answer as ``check_mapping(...).legal`` without an architecture,
+    without witnesses, notes or hints.
+    """
+    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
+
+
+def _decide(model: KernelModel, mapping: Mapping) -> bool:
+    mapped = mapped_schedule(model, mapping)
+    if not is_legal_schedule(model, mapped):
+        return False
+    if not any(lm.spatial for lm in mapping.levels):
+        return True
+    return not spatial_findings(model, mapped)[0]
+
+
+
+
+def check_mapping(model: KernelModel, mapping, *, arch=None, params: MappingT[str, int] | None = None
                   ) -> Verdict:
     """Legality of a whole mapping (or an ``order_mapping``): order, tiles, spatial loops, and,
     with ``arch``, fan-out and capacity."""
-    from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
-    from polymap.passes.schedule.tiling import mapped_schedule
-
     mapped = mapped_schedule(model, mapping)
     violations = schedule_violations(model, mapped, params=params)
     spatial, notes = spatial_findings(model, mapped, params=params)
@@ -307,17 +326,9 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
 
 def _arch_violations(model: KernelModel, mapping, arch, params) -> list[Violation]:
     out = []
-    try:
-        from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
-    except ImportError:  # the mapping module is optional for order checks
-        return out
     values = dict(params or {})
     for msg in check_fanout(mapping, arch, mapping_loop_extents(model.kernel, mapping, values, model=model)):
         out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
-    try:
-        from polymap.passes.counting.counting import capacity_violations
-    except ImportError:
-        return out
     for cap in capacity_violations(model, mapping, arch, values):
         unit = cap.get("unit", "elements")
         reason = (f"level {cap['level']} would hold {cap['footprint']} {unit} at once "

@@ -35,6 +35,11 @@ from polymap.mapping.model import (
 )
 from polymap.poly import KernelModel
 from polymap.tensors import numpy_dtype
+from polymap.codegen.ast_build import kernel_schedule, LoopAnalysis
+from polymap.ir import subexpressions, Var
+from polymap.passes.legality.legality import is_legal_schedule
+from polymap.passes.schedule.tiling import mapped_schedule
+from polymap.passes.search.register_mapping import register_mapping
 
 _SIZES = (512, 256, 128, 64, 32, 16, 8, 4, 2)
 
@@ -57,8 +62,6 @@ def choose_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, in
         return None
     extents = loop_extents(kernel, nest, params)
     keep = nest_tensors(kernel, nest)
-    from polymap.passes.search.register_mapping import register_mapping
-
     blocked = register_mapping(model, nest, arch, params)
     if blocked is not None and _legal(model, blocked):
         return blocked
@@ -115,8 +118,6 @@ def _capacity_bytes(level) -> int | None:
 
 def _footprint(model: KernelModel, nest: int, size: int, extents) -> int:
     """Bytes of the tensors one square tile of side ``size`` touches (bounding boxes)."""
-    from polymap.ir import Var, subexpressions
-
     boxes: dict[str, tuple[int, ...]] = {}
     for s in model.nest_statements(nest):
         for a in s.accesses:
@@ -132,8 +133,6 @@ def _footprint(model: KernelModel, nest: int, size: int, extents) -> int:
 
 def _point_order(model: KernelModel, nest: int, loops) -> tuple[str, ...]:
     """The original order with the written tensors' unit-stride loop moved innermost."""
-    from polymap.ir import Var
-
     for s in reversed(model.nest_statements(nest)):
         idx = s.stmt.target.indices
         if idx and isinstance(idx[-1], Var) and idx[-1].name in loops:
@@ -144,8 +143,6 @@ def _point_order(model: KernelModel, nest: int, loops) -> tuple[str, ...]:
 
 def _with_spatial(model: KernelModel, mapping: Mapping, arch, extents, tiles) -> Mapping:
     """Make the outermost parallel loop spatial across the first level with several instances."""
-    from polymap.codegen.ast_build import LoopAnalysis, kernel_schedule
-
     fan_level = next((k for k in range(len(arch.levels) - 1)
                       if arch.inner_instances(k) // arch.levels[k].instances > 1), None)
     if fan_level is None:
@@ -175,13 +172,7 @@ def _with_spatial(model: KernelModel, mapping: Mapping, arch, extents, tiles) ->
 
 def _legal(model: KernelModel, mapping) -> bool:
     """Does ``mapping`` keep every dependence (the legality pass's exact, cached test)?"""
-    from polymap.passes.legality.legality import is_legal_schedule
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    try:
-        return is_legal_schedule(model, mapped_schedule(model, mapping))
-    except Exception:  # undecided: not a candidate
-        return False
+    return is_legal_schedule(model, mapped_schedule(model, mapping))
 
 
 def dependence_violation(model: KernelModel, mapping) -> isl.UnionMap | None:
@@ -191,8 +182,6 @@ def dependence_violation(model: KernelModel, mapping) -> isl.UnionMap | None:
     the nest's statements are compared: the rest of the kernel keeps its
     place around the nest, so pairs with one end outside it cannot flip.
     """
-    from polymap.passes.schedule.tiling import mapped_schedule
-
     stmts = model.nest_statements(mapping.nest)
     space = model.context.get_space()
 

@@ -34,6 +34,7 @@ from polymap.mapping.model import (
     nest_tensors,
 )
 from polymap.poly import KernelModel
+from polymap.codegen.c.regtile import _unit_last
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,6 @@ def _vars(e: ir.Expr) -> set[str]:
 
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
     """The pattern's loops in ``nest``, or None when the nest has no such reduction."""
-    from polymap.codegen.c.regtile import _unit_last
-
     loops = nest_loops(model.kernel, nest)
     dtypes = {d.name: d.dtype for d in model.kernel.decls}
     for s in reversed(model.nest_statements(nest)):

@@ -5,7 +5,7 @@ Candidates (``compile`` without ``--mapping``):
 - loop orders: every permutation of up to four loops, otherwise the
   original order and each loop moved innermost; one order for every level;
   an order is kept only when :func:`polymap.passes.legality.legality.check_mapping`
-  says it is legal (an error while deciding counts as illegal);
+  says it is legal;
 - tiles: at every level with a capacity, square tiles whose footprint is
   near a third of the capacity (the closed form), then a sweep of powers of
   two and divisors around that side, per loop;
@@ -35,11 +35,12 @@ from typing import Mapping as MappingT
 
 import numpy as np
 
-from polymap.mapping.model import Mapping, check_fanout
+from polymap.mapping.model import check_fanout, Mapping, trip_counts
 from polymap.passes.counting.counting import Counts, count_mapping
-from polymap.passes.counting.fastcount import evaluator_for, tiles_of
+from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported
 from polymap.passes.search.space import SearchSpace, candidate_tiles
+from polymap.passes.legality.legality import is_legal
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,6 @@ class CostReport:
 
 
 def _active_units(mapping: Mapping, arch, extents) -> int:
-    from polymap.mapping.model import trip_counts
-
     active = 1
     for k, lm in enumerate(mapping.levels):
         trips = trip_counts(mapping, k, extents)
@@ -90,32 +89,6 @@ def _fits(counts: Counts, arch) -> bool:
                    for lv, spec in zip(counts.levels, arch.levels))
 
 
-def is_legal(model, mapping: Mapping) -> bool:
-    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
-
-    The same answer as ``check_mapping(...).legal`` without an architecture,
-    without witnesses, notes or hints. An error while deciding counts as illegal.
-    """
-    from polymap.passes.schedule.schedule_order import cached
-
-    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
-
-
-def _decide(model, mapping: Mapping) -> bool:
-    from polymap.passes.legality.legality import is_legal_schedule, spatial_findings
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    try:
-        mapped = mapped_schedule(model, mapping)
-        if not is_legal_schedule(model, mapped):
-            return False
-        if not any(lm.spatial for lm in mapping.levels):
-            return True
-        return not spatial_findings(model, mapped)[0]
-    except Exception:  # undecided: treat as illegal
-        return False
-
-
 def _legal(model, mapping: Mapping, params=None) -> bool:
     return is_legal(model, mapping)
 
@@ -123,8 +96,6 @@ def _legal(model, mapping: Mapping, params=None) -> bool:
 def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> CostReport | None:
     counts, by = None, "isl"
     if not recount:
-        from polymap.passes.counting.fastcount import fast_counts
-
         counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
     if counts is None:
         counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"

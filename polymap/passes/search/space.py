@@ -17,6 +17,8 @@ import numpy as np
 
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.passes.dependences.loop_classes import loop_classes
+from polymap.passes.legality.legality import is_legal
 
 MAX_PERMUTED = 4  # all orders up to this many loops
 
@@ -38,19 +40,13 @@ class SearchSpace:
     def build(cls, model, nest: int, arch, params, *, deadline: float | None = None) -> "SearchSpace | None":
         """The space of ``nest``; orders are tested for legality (original first) until ``deadline``
         (a ``time.monotonic()`` value; at least one order is always tested)."""
-        from polymap.passes.dependences.loop_classes import loop_classes
-        from polymap.passes.search.search import is_legal
-
         loops = nest_loops(model.kernel, nest)
         extents = loop_extents(model.kernel, nest, params, model=model)
         if not loops or not all(extents.values()):
             return None
         sides = _closed_form_sides(model, nest, arch, extents)
-        try:
-            classes = loop_classes(model)
-            parallel = [x for x in loops if x in classes and classes[x].parallel]
-        except Exception:  # undecided: no spatial loops
-            parallel = []
+        classes = loop_classes(model)
+        parallel = [x for x in loops if x in classes and classes[x].parallel]
         fan = next((k for k in range(len(arch.levels)) if _fanout(arch, k) > 1), None)
         spatial = tuple((fan, x) for x in parallel[:2]) if fan is not None else ()
         space = cls(model, nest, arch, dict(params), tuple(loops), extents,
