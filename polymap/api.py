@@ -259,3 +259,84 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
 
     mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
     return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)
+
+
+# --------------------------------------------------------------------------- measuring and remembering
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """Compile's choice for a kernel, whether it came from the cache, and what tuning measured."""
+
+    choice: Any  # polymap.passes.search.choice.KernelChoice
+    tuning: tuple  # of polymap.passes.search.tune.NestTuning (empty when not tuned)
+    cache: str  # "hit", "miss" or "off"
+    warnings: tuple[str, ...] = ()
+
+
+def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                 tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
+                 options: Any = None, timer: Any = None, verify_hit: bool = True,
+                 progress: Any = None) -> ChoiceResult:
+    """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
+
+    ``cache_dir`` None turns the cache off; otherwise an entry for this
+    kernel, architecture and shape bucket is used after re-checking it
+    (legal, fits, and with ``verify_hit`` verified against the reference), and
+    a tuned choice is stored. ``arch_fingerprint`` identifies the
+    architecture (:func:`polymap.passes.search.cache.arch_fingerprint` of the
+    ``--arch`` text; default: the architecture's data). ``options`` is a
+    :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
+    ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
+    """
+    import dataclasses
+
+    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+    from polymap.passes.search.choice import SEARCH_SECONDS, choose
+    from polymap.passes.search.remember import recall, remember
+    from polymap.passes.search.tune import TuneOptions, tune_choice
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    store = None if cache_dir is None else TuningCache(Path(cache_dir))
+    key = cache_key(kernel, arch_fingerprint or architecture_fingerprint(arch_obj), values)
+    warnings: tuple[str, ...] = ()
+    if store is not None:
+        found = recall(store, key, kernel, arch_obj, values, k=tune, verify=verify_hit)
+        warnings = found.warnings
+        if found.choice is not None:
+            return ChoiceResult(found.choice, (), "hit", warnings)
+    # tuning wants more candidates than the model's pick: the search gets longer to find them
+    seconds = SEARCH_SECONDS + (2.0 * tune if tune > 0 else 0.0)
+    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds)
+    status = "off" if store is None else "miss"
+    if tune <= 0:
+        return ChoiceResult(choice, (), status, warnings)
+    opts = dataclasses.replace(options if options is not None else TuneOptions(), k=tune)
+    tuned = tune_choice(choice, arch=arch_obj, params=values, options=opts, timer=timer, progress=progress)
+    if store is not None:
+        remember(store, key, tuned, values)
+    return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
+
+
+def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
+            params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
+            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+    """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
+
+    Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
+    ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
+    with its ranked mappings and their predicted seconds).
+    """
+    from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    mps = [mapping_of(kernel, m, arch_obj) for m in mappings]
+    if not mps:
+        raise TypeError("measure() needs at least one mapping")
+    preds = list(predicted_s) if predicted_s is not None else [None] * len(mps)
+    names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
+    cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
+    return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
+                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)

@@ -17,7 +17,9 @@ COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arc
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
     if file:
-        p.add_argument("file", help="a .loop file")
+        p.add_argument("file", help="a .loop file, or a .c file with a #pragma scop region")
+        p.add_argument("--cpp", default="", metavar="FLAGS",
+                       help="extra C preprocessor flags for a .c file (e.g. \"-I DIR -DN=64\")")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter (repeatable)")
     p.add_argument("--kernel", help="the kernel to act on (default: all)")
@@ -30,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="the polyhedral model")
     _common(p)
+    p.add_argument("--emit", choices=("model", "loop"), default="model",
+                   help="'loop' prints the kernels in the .loop language (for a C file)")
 
     p = sub.add_parser("run", help="run a kernel on arrays from an .npz file")
     _common(p)
@@ -47,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
                    help="value of a loop not plotted (repeatable)")
     p.add_argument("--statement", help="statement to plot (default: the deepest)")
+    p.add_argument("--window", type=int, default=8, metavar="N",
+                   help="draw at most the first N values of each plotted loop (default 8)")
     p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT")
 
     p = sub.add_parser("check", help="is a loop order or a mapping legal?")
@@ -75,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", default="out")
     p.add_argument("--target", default="c,numpy", help="comma-separated: c, numpy")
     p.add_argument("--no-verify", action="store_true")
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the model's best K candidates per nest; keep the fastest")
+    p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
 
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)

@@ -10,8 +10,10 @@ every target on random inputs against the reference execution.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Mapping as MappingT
 
 from polymap import ir
 from polymap.driver import (
@@ -22,14 +24,14 @@ from polymap.driver import (
     print_warnings,
     select_kernels,
 )
-from polymap.errors import IllegalTransformation, InputError, InvalidMapping
+from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
 from polymap.poly import KernelModel, build_model
 
 TARGETS = ("c", "numpy")
 
 
 def main(args) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
@@ -60,16 +62,65 @@ def main(args) -> int:
             mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
             check_mapping(model, user_mapping, arch, params)
         else:
-            from polymap.passes.search.choice import choose
-
-            choice = choose(kernel, arch, params, progress=progress)
-            kernel, model, mappings = choice.kernel, choice.model, choice.mappings
-            why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
+            documents.append(_compile_chosen(kernel, arch, params, targets, out_dir, args, progress))
+            continue
         documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args,
-                                      choice=choice, progress=progress))
+                                      choice=choice, progress=progress, extra={"cache": "off"}))
     if args.json:
         print(json.dumps({"kernels": documents}, indent=2))
     return 0
+
+
+def cache_dir_from_environment(environ: MappingT[str, str] = os.environ) -> Path:
+    """``$XDG_CACHE_HOME/polymap``, else ``~/.cache/polymap`` (``cli.md``)."""
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "polymap"
+
+
+def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, progress) -> dict:
+    """Compile with compile's own choice: remembered, or chosen (and tuned with ``--tune K``)."""
+    from polymap.api import tuned_choice
+    from polymap.passes.search.cache import arch_fingerprint
+
+    if args.tune < 0:
+        raise InputError(f"--tune {args.tune}: expected a number of candidates (0 or more)")
+    cache_dir = None if args.no_cache else cache_dir_from_environment()
+    try:
+        fingerprint = arch_fingerprint(args.arch)
+    except OSError as exc:
+        raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
+    # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
+    # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
+    found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, verify_hit=False, progress=progress)
+    for w in found.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if found.cache == "hit":
+        why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
+    elif found.tuning:
+        why = f"the fastest measured of the model's best {args.tune} candidates of each nest"
+    else:
+        why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
+    choice = found.choice
+    extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
+    try:
+        return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
+                            args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
+    except VerificationFailure:
+        if found.cache != "hit":
+            raise
+    # a remembered mapping whose code disagrees with the reference is dropped, never trusted
+    from polymap.passes.search.cache import TuningCache, cache_key
+
+    TuningCache(cache_dir).discard(cache_key(kernel, fingerprint, params))
+    print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
+          "dropped from the cache, choosing again", file=sys.stderr)
+    found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, progress=progress)
+    choice = found.choice
+    extra = {"cache": "miss", "tuning": [t.to_json() for t in found.tuning]}
+    return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
+                        args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
 
 
 def _targets(text: str) -> tuple[str, ...]:
@@ -103,7 +154,7 @@ def _violations(model: KernelModel, mapping, params) -> list[str]:
 
 
 def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
-                 choice=None, progress=None) -> dict:
+                 choice=None, progress=None, extra: dict | None = None, tuning: tuple = ()) -> dict:
     from polymap.codegen.c.emitter import emit_c
 
     written = []
@@ -124,6 +175,7 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
            "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
     if choice is not None:
         doc["choice"] = _choice_doc(choice)
+    doc.update(extra or {})
     json_path = out_dir / f"{kernel.name}.json"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
     written.append(str(json_path))
@@ -137,6 +189,12 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
                 print(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
             for nc in choice.nests:
                 print("\n".join("  " + line for line in explain(nc, arch)))
+        if tuning:
+            from polymap.passes.search.tune import tuning_lines
+
+            for t in tuning:
+                print("\n".join("  tuned " + line if k == 0 else "  " + line
+                                 for k, line in enumerate(tuning_lines(t))))
         for m in mappings:
             print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
         if not mappings:

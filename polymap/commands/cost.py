@@ -64,7 +64,7 @@ def _legality_note(model, mapping) -> list[str]:
 
 def main(args) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     defines = parse_defines(args.defines)
     arch = load_architecture(args.arch)
     kernel = _kernel(program, args, arch)

@@ -32,7 +32,7 @@ from polymap import ir
 from polymap.islcheck import isl
 from polymap.mapping.schedule import mapping_statements
 from polymap.poly import KernelModel, build_model
-from polymap.codegen.c import regtile
+from polymap.codegen.c import regtile, signature
 from polymap.codegen.c.parallel import ParallelPlan, Planner, child_paths
 from polymap.codegen.ast_build import (
     KernelSchedule,
@@ -57,10 +57,8 @@ _COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
 
 def c_signature(kernel: ir.Kernel) -> str:
-    """``void NAME(T1 *restrict X1, ..., long P1, ...)`` as ``cli.md`` fixes it."""
-    args = [f"{C_TYPES[d.dtype]} *restrict {c_name(d.name)}" for d in kernel.decls if d.role != "local"]
-    args += [f"long {c_name(p)}" for p in kernel.param_names]
-    return f"void {c_name(kernel.name)}({', '.join(args) or 'void'})"
+    """``void NAME(T1 *restrict X1, ..., long P1, ...)`` as ``cli.md`` fixes it (the original's for C input)."""
+    return signature.c_signature(kernel, lambda e: ValuePrinter(kernel, {}, None).index(e))
 
 
 def as_mappings(mapping) -> tuple:
@@ -128,6 +126,8 @@ class _Printer:
     # ---- the function
     def function(self, root: isl.AstNode) -> str:
         self.lines = [c_signature(self.kernel), "{"]
+        for line in signature.prologue(self.kernel):
+            self.emit(line)
         locals_ = [d for d in self.kernel.decls if d.role == "local"]
         for d in locals_:
             t = C_TYPES[d.dtype]

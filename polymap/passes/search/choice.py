@@ -88,7 +88,7 @@ def original_mapping(kernel: ir.Kernel, nest: int, arch) -> Mapping:
 
 
 def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_seconds: float = SEARCH_SECONDS,
-           progress: Callable[[str], None] | None = None) -> KernelChoice:
+           progress: Callable[[str], None] | None = None, search_top: int = 3) -> KernelChoice:
     """The mapping of every nest of ``kernel`` (see the module docstring)."""
     from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 
@@ -101,25 +101,28 @@ def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_second
             continue
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds))
+        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds, search_top=search_top))
     return KernelChoice(kernel, model, tuple(nests), renamed)
 
 
 def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
-                search_seconds: float = SEARCH_SECONDS) -> NestChoice:
-    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
+                search_seconds: float = SEARCH_SECONDS, search_top: int = 3) -> NestChoice:
+    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits.
+
+    ``search_top`` of the search's best mappings are candidates (``--tune K`` asks for K).
+    """
     from polymap.passes.search.default_mapping import choose_mapping
-    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.register_mapping import register_mappings
 
     kernel = model.kernel
     proposals: list[tuple[str, Mapping | None]] = []
-    for source, make in (("register tiles", lambda: register_mapping(model, nest, arch, params)),
-                         ("default", lambda: choose_mapping(model, nest, arch, params))):
+    for source, make in (("register tiles", lambda: register_mappings(model, nest, arch, params)),
+                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))])):
         try:
-            proposals.append((source, make()))
+            proposals.extend(make())
         except Exception as exc:  # a heuristic that fails is just no candidate
             proposals.append((f"{source} (failed: {type(exc).__name__})", None))
-    for k, m in enumerate(_search(model, nest, arch, params, search_seconds)):
+    for k, m in enumerate(_search(model, nest, arch, params, search_seconds, search_top)):
         proposals.append((f"search #{k + 1}", m))
     seen = set()
     others = []
@@ -257,20 +260,20 @@ def _in_child(fn, args, kwargs, seconds: float, timed_out):
     return value
 
 
-def _search_mappings(model, nest, arch, params) -> list[Mapping]:
+def _search_mappings(model, nest, arch, params, top: int = 3) -> list[Mapping]:
     from polymap.passes.search.search import search_mappings
 
     try:
-        return [m for m, _ in search_mappings(model, nest, arch, params, top=3, budget=300, confirm=3)]
+        return [m for m, _ in search_mappings(model, nest, arch, params, top=top, budget=300, confirm=top)]
     except Exception:  # the search is one source of candidates among others
         return []
 
 
-def _search(model, nest, arch, params, seconds: float) -> list[Mapping]:
-    """The search's best mappings, or none when it takes longer than ``seconds``."""
+def _search(model, nest, arch, params, seconds: float, top: int = 3) -> list[Mapping]:
+    """The search's best ``top`` mappings, or none when it takes longer than ``seconds``."""
     if seconds <= 0:
         return []
-    return _in_child(_search_mappings, (model, nest, arch, dict(params)), {}, seconds, [])
+    return _in_child(_search_mappings, (model, nest, arch, dict(params), top), {}, seconds, [])
 
 
 def explain(choice: NestChoice, arch) -> list[str]:
