@@ -13,7 +13,7 @@ import pytest
 
 from polymap.cli import main
 from polymap.driver import load_program, parse
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.mapping.files import load_mapping
 from polymap.passes.counting.cost_model import evaluate
 from polymap.passes.counting.counting import count_mapping

@@ -15,7 +15,7 @@ from scipy import stats
 from polymap import api
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, TimingJob, sample_until_stable
 from polymap.driver import load_program, param_values, parse
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.passes.search.choice import choose
 from polymap.passes.search.fidelity import bias, log_error, ranks, spearman
 from polymap.passes.search.tune import TuneCandidate, TuneOptions, rank_measurements, tune, tune_choice

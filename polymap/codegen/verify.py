@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod, sqrt
-from typing import Mapping, Sequence
+from typing import Mapping as MappingT, Sequence
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from polymap import ir
 from polymap.errors import VerificationFailure
 from polymap.poly import KernelModel, build_model
 from polymap.tensors import numpy_dtype, random_inputs
-from polymap.codegen.c.emitter import as_mappings
+from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from polymap.codegen.runner import run_generated
 from polymap.mapping.model import loop_extents
 from polymap.reference import execute
@@ -97,7 +97,7 @@ def needs_well_conditioned(kernel: ir.Kernel) -> bool:
     return False
 
 
-def reduction_lengths(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, int]:
+def reduction_lengths(kernel: ir.Kernel, params: MappingT[str, int]) -> dict[str, int]:
     """Per written tensor, the iterations that update one element (see the module docstring)."""
     extents: dict[str, int] = {}
     for nest in range(len(kernel.nests())):
@@ -134,8 +134,8 @@ def compare(tensor: str, got: np.ndarray, want: np.ndarray, length: int) -> Tens
     return TensorCheck(tensor, max_abs, max_rel, tol, index, max_rel <= tol)
 
 
-def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[str] = ("c",),
-           mapping=None, seed: int = 0, model: KernelModel | None = None,
+def verify(kernel: ir.Kernel, params: MappingT[str, int], *, targets: Sequence[str] = ("c",),
+           mapping: MappingsArg = None, seed: int = 0, model: KernelModel | None = None,
            raise_on_failure: bool = True) -> VerifyResult:
     """Run each target on random inputs and compare with the reference.
 

@@ -43,6 +43,7 @@ from polymap.passes.frontend.params import param_values
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
+from polymap.machine.arch import Architecture
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ class Structure:
     keep: tuple[frozenset[str], ...]
 
     @classmethod
-    def of(cls, mapping) -> "Structure":
+    def of(cls, mapping: Mapping) -> "Structure":
         idx = {x: k for k, x in enumerate(mapping.loops)}
         return cls(tuple(tuple(idx[x] for x in lm.order) for lm in mapping.levels),
                    tuple(frozenset(idx[x] for x in lm.spatial) for lm in mapping.levels),
@@ -88,7 +89,7 @@ class BatchCounts:
     footprint_bytes: list[np.ndarray | None]
     exact: np.ndarray
 
-    def as_counts(self, b: int, nest: FastNest, names: tuple[str, ...], mapping=None) -> Counts:
+    def as_counts(self, b: int, nest: FastNest, names: tuple[str, ...], mapping: Mapping | None = None) -> Counts:
         """Entry ``b`` as the :class:`Counts` of the ISL path."""
         levels = []
         for l, per in enumerate(self.counts):
@@ -280,7 +281,7 @@ def evaluator_for(model: KernelModel, mapping: Mapping, params: MappingT[str, in
     return found
 
 
-def fast_counts(model, mapping, arch, *, params: dict | None = None) -> Counts | None:
+def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None) -> Counts | None:
     """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's class."""
     if params is None:
         params = param_values(model.kernel)

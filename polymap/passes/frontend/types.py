@@ -21,8 +21,9 @@ printers only read::
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from polymap import ir
 from polymap.errors import SemanticError
@@ -77,6 +78,14 @@ def check_arity(func: str, n: int, loc: ir.Loc | None = None) -> None:
     if n < lo or (hi is not None and n > hi):
         want = f"{lo}" if lo == hi else f"at least {lo}"
         raise SemanticError(f"{func} takes {want} argument{'s' if lo != 1 else ''}, not {n}", loc)
+
+
+@dataclass(frozen=True)
+class Printed:
+    """An expression printed in some target language, with its type (what printers pass around)."""
+
+    text: str
+    type: str
 
 
 @dataclass(frozen=True)
@@ -153,6 +162,52 @@ def _call(func: str, e: ir.Call, args: tuple[TypedExpr, ...]) -> TypedExpr:
         return TypedExpr(func, e, t, args, (t,))
     t = pow_type(args[0].type, args[1].type)
     return TypedExpr("pow", e, t, args, (t, t))
+
+
+def print_typed(t: TypedExpr, *, leaf: Callable[[TypedExpr], str], node: Callable[[TypedExpr, list[str]], str],
+                convert: Callable[[Printed, str], str]) -> Printed:
+    """``t`` printed bottom-up by a printer that only reads the types: ``leaf`` prints a
+    ``const``/``var``/``ref``; ``node`` prints an operation from its operands' texts, each
+    already converted (by ``convert``) to the type the operation takes it in (``t.to``)."""
+    if not t.args:
+        return Printed(leaf(t), t.type)
+    args = [print_typed(a, leaf=leaf, node=node, convert=convert) for a in t.args]
+    return Printed(node(t, [convert(a, to) for a, to in zip(args, t.to)]), t.type)
+
+
+class TypedPrinter(ABC):
+    """A printer of right-hand sides in some language that only reads the types of :func:`typed`.
+
+    A subclass says how to print leaves, operations and conversions; ``value``
+    and ``arith`` follow. ``dtypes`` gives each tensor's type.
+    """
+
+    dtypes: Mapping[str, str]
+
+    @abstractmethod
+    def leaf(self, t: TypedExpr) -> str:
+        """A ``const``, ``var`` or ``ref``."""
+
+    @abstractmethod
+    def node(self, t: TypedExpr, xs: list[str]) -> str:
+        """An operation whose operands ``xs`` are already in the types ``t.to``."""
+
+    @abstractmethod
+    def convert(self, p: Printed, to: str) -> str:
+        """``p`` converted to type ``to``."""
+
+    @abstractmethod
+    def operation(self, op: str, x: str, y: str, t: str) -> str:
+        """``x OP y`` (OP in :data:`BINARY`) on two operands already in type ``t``."""
+
+    def value(self, e: ir.Expr) -> Printed:
+        """``e`` printed, computed in the type the typing rule gives it."""
+        return print_typed(typed(e, self.dtypes), leaf=self.leaf, node=self.node, convert=self.convert)
+
+    def arith(self, op: str, a: Printed, b: Printed) -> Printed:
+        """``a OP b`` of two printed values, in their common type."""
+        t = common_type(a.type, b.type)
+        return Printed(self.operation(op, self.convert(a, t), self.convert(b, t), t), t)
 
 
 def combine_type(target: str, value: str) -> str:

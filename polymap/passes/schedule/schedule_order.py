@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 
 from polymap.islcheck import isl
 from polymap.poly import cached
+from polymap.poly import KernelModel
 
 def _statement(space: isl.Space) -> str:
     """The statement of a (possibly tagged, i.e. wrapped) instance space."""
@@ -114,7 +115,7 @@ def _maps(umap: isl.UnionMap) -> list[isl.Map]:
 # --------------------------------------------------------------------------- memory-based fast path
 
 
-def conflict_pairs(model, statements: Iterable) -> tuple[tuple[str, str, isl.Map], ...]:
+def conflict_pairs(model: KernelModel, statements: Iterable) -> tuple[tuple[str, str, isl.Map], ...]:
     """Per ordered pair of statements, every conflicting pair of instances (same element, at least
     one write), source first in the original order: ``(source, sink, S[i] -> T[j])``.
 
@@ -144,7 +145,7 @@ def _conflict_pairs(stmts) -> tuple[tuple[str, str, isl.Map], ...]:
     return tuple(out)
 
 
-def keeps_conflicts(model, statements: Iterable, new_maps: Mapping[str, isl.Map]) -> bool:
+def keeps_conflicts(model: KernelModel, statements: Iterable, new_maps: Mapping[str, isl.Map]) -> bool:
     """True when the new schedule runs every conflicting pair in its original order.
 
     Sufficient for legality: then, per element, writes keep their order and

@@ -135,7 +135,7 @@ def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
     return out
 
 
-def mapped_schedule(model: KernelModel, mapping) -> MappedSchedule:
+def mapped_schedule(model: KernelModel, mapping: Mapping) -> MappedSchedule:
     """Build the mapped schedule of the nests ``mapping`` maps (see the module docstring)."""
     kernel = model.kernel
     statements = mapping_statements(model, mapping)

@@ -166,7 +166,7 @@ def register_mappings(model: KernelModel, nest: int, arch: Architecture,
             for label, b in host_blockings(arch, roles.dtype)]
 
 
-def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
+def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
                      blocking: Blocking | None = None) -> Mapping | None:
     """The mapping of the module docstring, or None (pattern absent, too few levels, does not fit)."""
     if len(arch.levels) < 4:
