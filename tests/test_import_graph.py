@@ -23,6 +23,7 @@ ROOT = Path(polymap.__file__).resolve().parent
 LOCAL_IMPORTS_PENDING: frozenset[str] = frozenset({
     "polymap.api",
     "polymap.codegen.runner",
+    "polymap.commands.calibrate",
     "polymap.commands.check",
     "polymap.commands.compile",
     "polymap.commands.cost",

@@ -26,7 +26,7 @@ from polymap.poly import KernelModel, build_model
 from polymap.tensors import numpy_dtype, random_inputs
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from polymap.codegen.runner import run_generated
-from polymap.mapping.model import loop_extents
+from polymap.mapping.model import Mapping, loop_extents
 from polymap.reference import execute
 
 SAFETY = 64
@@ -136,13 +136,15 @@ def compare(tensor: str, got: np.ndarray, want: np.ndarray, length: int) -> Tens
 
 def verify(kernel: ir.Kernel, params: MappingT[str, int], *, targets: Sequence[str] = ("c",),
            mapping: MappingsArg = None, seed: int = 0, model: KernelModel | None = None,
-           raise_on_failure: bool = True) -> VerifyResult:
+           raise_on_failure: bool = True,
+           target_mappings: MappingT[str, Sequence[Mapping]] | None = None) -> VerifyResult:
     """Run each target on random inputs and compare with the reference.
 
     ``mapping``: None (original order), one mapping or a sequence of them.
     Raises :class:`~polymap.errors.VerificationFailure` (exit 1) naming the
     largest difference when a target disagrees (unless ``raise_on_failure``
-    is false).
+    is false). ``target_mappings`` gives a target its own mappings (the NumPy
+    target's choice differs from the C target's).
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
@@ -151,7 +153,9 @@ def verify(kernel: ir.Kernel, params: MappingT[str, int], *, targets: Sequence[s
     lengths = reduction_lengths(kernel, params)
     checks = []
     for target in targets:
-        got = run_generated(kernel, inputs, params, target=target, mappings=mappings, model=model)
+        own = (target_mappings or {}).get(target)
+        got = run_generated(kernel, inputs, params, target=target, model=model,
+                            mappings=mappings if own is None else as_mappings(tuple(own)))
         checks.append(TargetCheck(target, tuple(
             compare(name, np.asarray(got[name]), want[name].astype(numpy_dtype(kernel.decl(name).dtype)),
                     lengths.get(name, 1))

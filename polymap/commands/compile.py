@@ -25,6 +25,8 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
+from polymap.passes.search.numpy_choice import numpy_mappings
+from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.poly import KernelModel, build_model
 
 TARGETS = ("c", "numpy")
@@ -164,7 +166,9 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
     written.append(str(c_path))
     py_path = out_dir / f"{kernel.name}.py"
-    numpy_source = _numpy_source(kernel, model, mappings)
+    # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
+    numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
+    numpy_source = _numpy_source(kernel, model, numpy_maps)
     if numpy_source is not None:
         py_path.write_text(numpy_source)
         written.append(str(py_path))
@@ -175,6 +179,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
            "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
     if choice is not None:
         doc["choice"] = _choice_doc(choice)
+        doc["numpy_mappings"] = [m.to_dict() for m in numpy_maps]
+    doc["register_tiles"] = register_tile_doc(model, mappings, arch)
     doc.update(extra or {})
     json_path = out_dir / f"{kernel.name}.json"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -199,13 +205,21 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
             print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
         if not mappings:
             print("  every nest in its original order")
+        for entry in doc["register_tiles"]:
+            print(f"  nest {entry['nest']}: C register tile {entry['tile']} {entry['dtype']}: {entry['why']}")
+        if choice is not None:
+            for m in numpy_maps:
+                print(f"  nest {m.nest} (NumPy target): " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
+            if not numpy_maps:
+                print("  NumPy target: every nest in its original order")
         print("  wrote " + ", ".join(written))
     if not args.no_verify:
         from polymap.codegen.verify import verify
 
         if progress:
             progress("verifying...")
-        result = verify(kernel, params, targets=targets, mapping=mappings, model=model)
+        result = verify(kernel, params, targets=targets, mapping=mappings, model=model,
+                        target_mappings={"numpy": numpy_maps})
         doc["verification"] = result.to_dict()
         if not args.json:
             target, c = result.largest() or ("-", None)

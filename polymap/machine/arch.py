@@ -29,7 +29,7 @@ _UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]+)\s*$")
 
 TOP_KEYS = ("name", "levels", "compute", "vector")
-LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth")
+LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth", "spatial_reduction")
 COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency")
 VECTOR_KEYS = ("isa", "bytes", "registers", "fma")
 #: vector instruction sets, least first, with their register width in bytes
@@ -47,6 +47,9 @@ class Level:
     read_energy: float = 0.0  # pJ per element read out of this level
     write_energy: float = 0.0  # pJ per element written into it
     bandwidth: float | None = None  # elements per cycle across its inner boundary, all instances
+    #: An adder tree in the network below: under ``--convention timeloop`` partial sums of its
+    #: spatial children arrive combined (one update per element and step).
+    spatial_reduction: bool = False
 
     @property
     def bounded(self) -> bool:
@@ -138,6 +141,8 @@ class Architecture:
             d.update(instances=lv.instances, read_energy=lv.read_energy, write_energy=lv.write_energy)
             if lv.bandwidth is not None:
                 d["bandwidth"] = lv.bandwidth
+            if lv.spatial_reduction:
+                d["spatial_reduction"] = True
             levels.append(d)
         c = self.compute
         out = {"name": self.name, "levels": levels,
@@ -237,7 +242,10 @@ def _level(doc: YamlDocument, k: int, data: Any) -> Level:
         bandwidth = float(_number(doc, path + ("bandwidth",), data["bandwidth"], f"{what}: bandwidth"))
         if bandwidth <= 0:
             doc.fail(path + ("bandwidth",), f"{what}: bandwidth must be positive (leave it out for unbounded)")
-    return Level(name, elements, nbytes, instances, energies[0], energies[1], bandwidth)
+    reduction = data.get("spatial_reduction", False)
+    if not isinstance(reduction, bool):
+        doc.fail(path + ("spatial_reduction",), f"{what}: spatial_reduction is true or false")
+    return Level(name, elements, nbytes, instances, energies[0], energies[1], bandwidth, reduction)
 
 
 def _compute(doc: YamlDocument, data: Any) -> Compute:

@@ -55,6 +55,11 @@ class LevelMapping:
         if outside:
             raise ValueError(f"level {self.level!r}: spatial loop(s) {', '.join(outside)} not in the order "
                              f"{', '.join(self.order)}")
+        _check_names(f"level {self.level!r}: wavefront", self.wavefront)
+        if self.wavefront and (len(self.wavefront) != 2 or not all(x in self.order for x in self.wavefront)
+                               or self.order.index(self.wavefront[0]) > self.order.index(self.wavefront[1])):
+            raise ValueError(f"level {self.level!r}: wavefront {', '.join(self.wavefront)} is not two loops of "
+                             f"the order {', '.join(self.order)}, the first before the second")
 
 
 def _check_names(what: str, names: tuple[str, ...]) -> None:
@@ -102,6 +107,17 @@ class Mapping:
             if sorted(lm.order) != sorted(self.loops):
                 raise ValueError(f"level {lm.level!r}: order {', '.join(lm.order)} is not a permutation of "
                                  f"the nest's loops {', '.join(self.loops)}")
+        if self.nests and (self.nests[0] != self.nest or list(self.nests) != list(range(self.nest, self.nest + len(self.nests)))):
+            raise ValueError(f"mapping of {self.kernel!r}: nests {self.nests} are not consecutive from nest {self.nest}")
+        if not all(isinstance(e, ScheduleEntry) for e in self.schedule) \
+                or len({e.statement for e in self.schedule}) != len(self.schedule):
+            raise ValueError(f"mapping of {self.kernel!r}: schedule must hold one ScheduleEntry per listed statement")
+        for e in self.schedule:
+            _check_names(f"schedule of {e.statement!r}", e.loops)
+            unknown = [x for x in e.loops if x not in self.loops]
+            if unknown or len(e.exprs) != len(e.loops) or len(e.isl) != len(e.loops):
+                raise ValueError(f"schedule of {e.statement!r}: loops {', '.join(e.loops)} do not match the "
+                                 f"mapping's loops {', '.join(self.loops)} or its expressions")
 
     def tile(self, level_index: int) -> dict[str, int | None]:
         """``{loop: extent or None}`` of level ``level_index``'s tile."""

@@ -62,11 +62,18 @@ def expression_isl(text: str, names: tuple[str, ...]) -> str:
     return out
 
 
+def _convert(node: ast.AST, text: str, names: tuple[str, ...], lead: int) -> tuple[str, int | None]:
+    """``(ISL text, constant value or None)``; a constant is written as a bare integer (ISL reads
+    ``-2*t`` but not ``(-2)*t``)."""
+    out, value = _convert_node(node, text, names, lead)
+    return (str(value), value) if value is not None else (out, None)
+
+
 def _segment(node: ast.AST, text: str) -> str:
     return ast.get_source_segment(text, node) or "?"
 
 
-def _convert(node: ast.AST, text: str, names: tuple[str, ...], lead: int) -> tuple[str, int | None]:
+def _convert_node(node: ast.AST, text: str, names: tuple[str, ...], lead: int) -> tuple[str, int | None]:
     """``(ISL text, constant value or None)`` of one node."""
     col = lead + getattr(node, "col_offset", 0)
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
@@ -94,7 +101,7 @@ def _convert(node: ast.AST, text: str, names: tuple[str, ...], lead: int) -> tup
             raise ExpressionProblem(f"'{_segment(node, text)}' is a product of two variables; "
                                     f"a schedule expression is quasi-affine", col)
         value = va * vb if va is not None and vb is not None else None
-        return f"({a}*{b})", value
+        return (f"({a}*{b})" if va is not None else f"({b}*{a})"), value
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
         a, va = _convert(node.left, text, names, lead)
         c = _positive_constant(node.right, text, names, lead, "%")
