@@ -50,19 +50,21 @@ def model(kernel: ir.Kernel) -> KernelModel:
 
 def architecture(arch: Any = "host"):
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    from polymap.machine.arch import Architecture, load_architecture
+    from polymap.machine.arch import Architecture
+    from polymap.machine.presets import load_architecture
 
     return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
 
 
 def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
     """A validated :class:`~polymap.mapping.model.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
-    from polymap.mapping.model import Mapping, load_mapping
+    from polymap.mapping.files import load_mapping, mapping_from_dict
+    from polymap.mapping.model import Mapping
 
     if isinstance(mapping, Mapping):
         return mapping
     if isinstance(mapping, dict):
-        return Mapping.from_dict(mapping, kernel=kernel, arch=architecture(arch))
+        return mapping_from_dict(mapping, kernel=kernel, arch=architecture(arch))
     return load_mapping(mapping, kernel=kernel, arch=architecture(arch))
 
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from polymap.mapping.files import mapping_from_dict
 from polymap import api
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, TimingJob, sample_until_stable
 from polymap.driver import load_program, param_values, parse
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.passes.search.choice import choose
 from polymap.passes.search.fidelity import bias, log_error, ranks, spearman
 from polymap.passes.search.tune import TuneCandidate, TuneOptions, rank_measurements, tune, tune_choice
@@ -262,7 +263,7 @@ def test_neighbours_change_one_decision_at_a_middle_level(gemm, host):
 
     made = register_mapping(model, 0, host, values)
     # read back as a file reads (a tile left out inherits the enclosing level's), as neighbours are
-    base = Mapping.from_dict(made.to_dict(), kernel=gemm, arch=host)
+    base = mapping_from_dict(made.to_dict(), kernel=gemm, arch=host)
     extents = loop_extents(gemm, 0, values)
     found = list(neighbours(made, gemm, host, extents))
     assert len(found) >= 4

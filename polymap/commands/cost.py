@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import json
 
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.reports.cost import report_json, report_text
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import InputError, InvalidMapping
-from polymap.mapping.model import check_fanout, load_mapping, loop_extents, mapping_loop_extents
+from polymap.mapping.files import load_mapping
+from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
 from polymap.passes.counting.cost_model import active_compute_units, evaluate
 from polymap.passes.counting.variance import variance
 from polymap.passes.counting.convention import count_mapping_timeloop
