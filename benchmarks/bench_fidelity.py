@@ -28,7 +28,7 @@ from pathlib import Path
 from polymap import api
 from polymap.codegen.timing import ProcessTimer, SamplingPolicy, timing_environment
 from polymap.driver import load_program, param_values
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.passes.counting.cost_model import evaluate
 from polymap.passes.search.choice import choose
 from polymap.passes.search.fidelity import bias, spearman

@@ -9,8 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from polymap.cli import main
 from polymap.driver import param_values, parse
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import Mapping, loop_extents
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import mapping_from_dict
+from polymap.mapping.model import loop_extents
 from polymap.passes.counting.variance import largest_share, row_sets, variance, vector_slots
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -61,7 +62,7 @@ def test_variance_names_the_binding_bound():
               {"level": host.levels[2].name, "tile": {"i": 64}}]
     levels += [{"level": lv.name} for lv in host.levels[3:-1]]
     levels += [{"level": "RF", "tile": {"i": 1, "j": 32}}]
-    mapping = Mapping.from_dict({"kernel": "rowsum", "levels": levels}, kernel=ROW, arch=host)
+    mapping = mapping_from_dict({"kernel": "rowsum", "levels": levels}, kernel=ROW, arch=host)
     extents = loop_extents(ROW, 0, values)
     terms = (("compute", 1000.0), ("DRAM", 10.0))
     v = variance(ROW, mapping, host, terms, extents, values)
