@@ -16,8 +16,8 @@ import pytest
 from polymap.cli import main
 from polymap.driver import load_program
 from polymap.errors import PolymapError
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import load_mapping
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model

@@ -18,6 +18,7 @@ import yaml
 
 from polymap.errors import MappingError
 from polymap.yamlsource import YamlDocument, read_yaml
+from polymap.ir import Loc
 
 #: Tags of Timeloop's architecture trees.
 TAGS = ("!Container", "!Component", "!Hierarchical", "!Parallel", "!Pipelined", "!Nothing")
@@ -56,8 +57,6 @@ def read(path: str | Path) -> tuple[YamlDocument, dict[tuple, str]]:
 
 
 def _mark_loc(doc: YamlDocument, mark: yaml.Mark) -> Any:
-    from polymap.ir import Loc
-
     return Loc(mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2, doc.source)
 
 
