@@ -88,8 +88,11 @@ def test_scalar_accumulators_when_not_unit_stride():
     m = build_model(k)
     params = {"M": 11, "N": 13, "K": 9}
     mp = register_mapping(m, 0, HOST, params, blocking=Blocking(3, 4, 4, 6, 8))
-    src = body(emit_c(k, m, mp))
+    src = body(emit_c(k, m, mp, pack=False))
     assert "polymap_acc_0_0" in src and "polymap_f64x" not in src
+    # with packing, B's KC x NR panel is laid out [k][j]: the row loads as vectors
+    packed = body(emit_c(k, m, mp))
+    assert "polymap_pk_B_j_k" in packed and "polymap_f64x" in packed
     assert verify(k, params, targets=("c",), mapping=mp).passed
 
 
