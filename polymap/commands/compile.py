@@ -37,7 +37,7 @@ def main(args) -> int:
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
-    from polymap.machine.arch import load_architecture
+    from polymap.machine.presets import load_architecture
 
     arch = load_architecture(args.arch)
     defines = parse_defines(args.defines)
@@ -52,7 +52,7 @@ def main(args) -> int:
         raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     user_mapping = None
     if args.mapping:
-        from polymap.mapping.model import load_mapping
+        from polymap.mapping.files import load_mapping
 
         user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
     documents = []
@@ -93,8 +93,11 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
         raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
     # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
     # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
+    from polymap.codegen.timing import ProcessTimer, timing_environment
+
+    timer = ProcessTimer(timing_environment(os.environ))
     found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                         arch_fingerprint=fingerprint, verify_hit=False, progress=progress)
+                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress)
     for w in found.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if found.cache == "hit":
@@ -118,7 +121,7 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
     print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
           "dropped from the cache, choosing again", file=sys.stderr)
     found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                         arch_fingerprint=fingerprint, progress=progress)
+                         arch_fingerprint=fingerprint, timer=timer, progress=progress)
     choice = found.choice
     extra = {"cache": "miss", "tuning": [t.to_json() for t in found.tuning]}
     return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,

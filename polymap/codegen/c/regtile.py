@@ -39,7 +39,8 @@ from itertools import product
 from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
-from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, common_type
+from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr
+from polymap.passes.frontend.types import combine_type
 
 #: (preprocessor condition, vector bytes, edge boxes masked), tried in order when the file is built
 VARIANTS = (("defined(__AVX512F__)", 64, True), ("defined(__AVX2__)", 32, True), ("", 16, False))
@@ -410,7 +411,7 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
     for p in points:
         vp = printer_at(p, tmask[p])
         value = vp.value(stmt.value)
-        v = vp.convert(value, common_type(dtype, value.type))
+        v = vp.convert(value, combine_type(dtype, value.type))
         printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
     printer.depth -= 1
     printer.emit("}")

@@ -48,6 +48,7 @@ from polymap.mapping.model import (
     nest_tensors,
 )
 from polymap.poly import KernelModel
+from polymap.codegen.c.regtile import _unit_last
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,6 @@ def _bare_distinct(r: ir.Ref) -> bool:
 
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
     """The pattern's loops in ``nest``, or None when the nest has no such reduction."""
-    from polymap.codegen.c.regtile import _unit_last
-
     loops = nest_loops(model.kernel, nest)
     dtypes = {d.name: d.dtype for d in model.kernel.decls}
     for s in reversed(model.nest_statements(nest)):
@@ -175,7 +174,7 @@ def register_mappings(model: KernelModel, nest: int, arch: Architecture,
             for label, b in host_blockings(arch, roles.dtype)]
 
 
-def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
+def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
                      blocking: Blocking | None = None) -> Mapping | None:
     """The mapping of the module docstring, or None (pattern absent, too few levels, does not fit)."""
     if len(arch.levels) < 4:
