@@ -170,3 +170,26 @@ def test_c_syntax_error_is_located(tmp_path, capsys):
     assert main(["show", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{path}:3:"), err
+
+
+def test_if_else_and_c99_loop_declarations(tmp_path, capsys):
+    path = tmp_path / "band.c"
+    path.write_text("#define N 8\n"
+                    "void kernel_band(int n, double A[N][N], double x[N])\n{\n#pragma scop\n"
+                    "  for (int i = 0; i < n; i++)\n"
+                    "    for (int j = 0; j < n; j += 1)\n"
+                    "      if (j <= i && i - j < 3)\n        x[i] += A[i][j];\n"
+                    "      else\n        A[i][j] = 0.0;\n#pragma endscop\n}\n")
+    assert main(["show", str(path), "--emit", "loop"]) == 0
+    text = capsys.readouterr().out
+    assert "if j <= i and i - j < 3 {" in text and "} else {" in text
+    kernel = load_program(path).kernels[0]
+    assert [pretty.expr(w) for w in kernel.where] == ["n <= 8"] and kernel.params[0].default is None
+    params = {"n": 8}
+    arrays = random_inputs(kernel, params)
+    got = execute(kernel, arrays, params)
+    a, x = np.array(arrays["A"]), np.array(arrays["x"])
+    i, j = np.indices((8, 8))
+    band = (j <= i) & (i - j < 3)
+    np.testing.assert_allclose(got["x"], x + np.where(band, a, 0).sum(axis=1))
+    np.testing.assert_allclose(got["A"], np.where(band, a, 0))
