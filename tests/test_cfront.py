@@ -193,3 +193,24 @@ def test_if_else_and_c99_loop_declarations(tmp_path, capsys):
     band = (j <= i) & (i - j < 3)
     np.testing.assert_allclose(got["x"], x + np.where(band, a, 0).sum(axis=1))
     np.testing.assert_allclose(got["A"], np.where(band, a, 0))
+
+
+#: file -> the original function's arguments, in order
+ARGUMENTS = {
+    "gemm.c": "int ni, int nj, int nk, double polymap_arg_alpha, double polymap_arg_beta, double polymap_arg_C[6][7], "
+              "double polymap_arg_A[6][5], double polymap_arg_B[5][7]",
+    "jacobi-2d.c": "int tsteps, int n, double polymap_arg_A[8][8], double polymap_arg_B[8][8]",
+    "lu.c": "int n, double polymap_arg_A[7][7]",
+    "seidel-2d.c": "int tsteps, int n, double polymap_arg_A[7][7]",
+    "trmm.c": "int m, int n, double polymap_arg_alpha, double polymap_arg_A[6][6], double polymap_arg_B[6][5]",
+    "backsubst.c": "int n, double polymap_arg_U[6][6], double polymap_arg_b[6], double polymap_arg_x[6]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARGUMENTS))
+def test_compile_verifies_and_keeps_the_signature(name, tmp_path, capsys):
+    rc = main(["compile", str(HERE / name), "--cpp", CPP, "--arch", "toy", "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "verified against the reference (c, numpy)" in out, out
+    kernel = _kernel(name)
+    assert f"void {kernel.name}({ARGUMENTS[name]})" in (tmp_path / f"{kernel.name}.c").read_text()
