@@ -34,7 +34,8 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of", "report", "search_network"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network",
+           "import_timeloop", "export_timeloop"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -49,19 +50,21 @@ def model(kernel: ir.Kernel) -> KernelModel:
 
 def architecture(arch: Any = "host"):
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    from polymap.machine.arch import Architecture, load_architecture
+    from polymap.machine.arch import Architecture
+    from polymap.machine.presets import load_architecture
 
     return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
 
 
 def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
     """A validated :class:`~polymap.mapping.model.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
-    from polymap.mapping.model import Mapping, load_mapping
+    from polymap.mapping.files import load_mapping, mapping_from_dict
+    from polymap.mapping.model import Mapping
 
     if isinstance(mapping, Mapping):
         return mapping
     if isinstance(mapping, dict):
-        return Mapping.from_dict(mapping, kernel=kernel, arch=architecture(arch))
+        return mapping_from_dict(mapping, kernel=kernel, arch=architecture(arch))
     return load_mapping(mapping, kernel=kernel, arch=architecture(arch))
 
 
@@ -233,6 +236,7 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     from polymap.codegen.c.emitter import emit_c
     from polymap.codegen.numpy.emitter import emit_numpy
     from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
+    from polymap.passes.search.numpy_choice import numpy_mappings
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -243,7 +247,9 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     else:
         mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
     c_source = emit_c(kernel, m, mappings, arch=arch_obj)
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
+    # without a given mapping the NumPy target gets its own choice (whole-array blocks)
+    numpy_maps = mappings if mapping is not None else numpy_mappings(m, arch_obj, values)
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
     files: list[str] = []
     if out_dir is not None:
         out = Path(out_dir)
@@ -255,7 +261,8 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     if verify:
         from polymap.codegen.verify import verify as check_against_reference
 
-        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
+        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m,
+                                         target_mappings={"numpy": numpy_maps})
     return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
 
 
@@ -341,12 +348,14 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
 
 def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
+            progress: Any = None):
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
     ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
-    with its ranked mappings and their predicted seconds).
+    with its ranked mappings and their predicted seconds). ``fixed`` are the
+    mappings of the kernel's other nests, kept while these are timed.
     """
     from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
@@ -359,7 +368,7 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
-                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+                fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
 def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
@@ -424,3 +433,24 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
             mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
         facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
     return render(facts, title=title)
+
+
+# --------------------------------------------------------------------------- other tools' files
+
+
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+    """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
+
+    Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
+    name, notes on Timeloop levels that became two polymap levels).
+    """
+    from polymap.timeloop import import_timeloop as run_import
+
+    return run_import(problem, arch, mapping, out_dir)
+
+
+def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+    """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
+    from polymap.timeloop.export import export_mapping
+
+    return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))
