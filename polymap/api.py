@@ -34,12 +34,16 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network",
+           "import_timeloop", "export_timeloop"]
 
 
-def load(path: str | Path) -> ir.Program:
-    """Read, parse and check a ``.loop`` file (raises ``PolymapError`` with located diagnostics)."""
-    return load_program(path)
+def load(path: str | Path, *, cpp: str = "") -> ir.Program:
+    """Read, parse and check a ``.loop`` file, or a C file's scops (raises ``PolymapError`` with located diagnostics).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``"-I DIR -DN=64"``).
+    """
+    return load_program(path, cpp=cpp)
 
 
 def model(kernel: ir.Kernel) -> KernelModel:
@@ -49,19 +53,21 @@ def model(kernel: ir.Kernel) -> KernelModel:
 
 def architecture(arch: Any = "host"):
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    from polymap.machine.arch import Architecture, load_architecture
+    from polymap.machine.arch import Architecture
+    from polymap.machine.presets import load_architecture
 
     return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
 
 
 def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
     """A validated :class:`~polymap.mapping.model.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
-    from polymap.mapping.model import Mapping, load_mapping
+    from polymap.mapping.files import load_mapping, mapping_from_dict
+    from polymap.mapping.model import Mapping
 
     if isinstance(mapping, Mapping):
         return mapping
     if isinstance(mapping, dict):
-        return Mapping.from_dict(mapping, kernel=kernel, arch=architecture(arch))
+        return mapping_from_dict(mapping, kernel=kernel, arch=architecture(arch))
     return load_mapping(mapping, kernel=kernel, arch=architecture(arch))
 
 
@@ -121,9 +127,11 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any
 
 
 def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None,
-         symbolic: bool = False):
+         symbolic: bool = False, convention: str = "exact"):
     """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
 
+    ``convention="timeloop"`` counts as Timeloop does (outputs start at zero,
+    ``spatial_reduction`` levels receive combined partial sums).
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
@@ -143,7 +151,17 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     if problems:
         raise InvalidMapping("the mapping does not fit: " + "; ".join(problems),
                              {"kernel": kernel.name, "valid": False, "problems": problems, "capacity": over})
-    counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    if convention == "timeloop":  # mapping.md, "Conventions for comparing with other tools"
+        from polymap.errors import InputError
+        from polymap.passes.counting.convention import count_mapping_timeloop
+
+        if symbolic:
+            raise InputError("convention 'timeloop' counts numbers only (no symbolic formulas)")
+        counts = count_mapping_timeloop(m, mp, arch_obj, params=values)
+    elif convention == "exact":
+        counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    else:
+        raise TypeError(f"cost(): convention must be 'exact' or 'timeloop', not {convention!r}")
     return evaluate(counts, arch_obj, active_units=active_compute_units(mp, arch_obj, extents))
 
 
@@ -155,6 +173,28 @@ def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] 
     values = param_values(kernel, dict(params or {}))
     found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
     return [mp for mp, _ in found]
+
+
+def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Any = None):
+    """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
+
+    ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
+    (objective, top, evaluation budget); the work runs on ``workers`` local
+    processes (None: the cores) or on the Dask scheduler at ``scheduler``
+    (``tcp://HOST:PORT``), with the same answer. Returns a
+    :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
+    best mappings with their ISL-confirmed costs, the space and what was
+    pruned, lower bounds per level; totals).
+    """
+    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+    from polymap.passes.search.mapsearch import SearchOptions
+    from polymap.passes.search.network import search_kernels
+
+    executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
+    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
+                          options=options or SearchOptions(), executor=executor, progress=progress)
 
 
 # --------------------------------------------------------------------------- code
@@ -211,6 +251,7 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     from polymap.codegen.c.emitter import emit_c
     from polymap.codegen.numpy.emitter import emit_numpy
     from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
+    from polymap.passes.search.numpy_choice import numpy_mappings
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -221,7 +262,9 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     else:
         mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
     c_source = emit_c(kernel, m, mappings, arch=arch_obj)
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
+    # without a given mapping the NumPy target gets its own choice (whole-array blocks)
+    numpy_maps = mappings if mapping is not None else numpy_mappings(m, arch_obj, values)
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
     files: list[str] = []
     if out_dir is not None:
         out = Path(out_dir)
@@ -233,7 +276,8 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     if verify:
         from polymap.codegen.verify import verify as check_against_reference
 
-        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
+        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m,
+                                         target_mappings={"numpy": numpy_maps})
     return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
 
 
@@ -319,12 +363,14 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
 
 def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
+            progress: Any = None):
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
     ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
-    with its ranked mappings and their predicted seconds).
+    with its ranked mappings and their predicted seconds). ``fixed`` are the
+    mappings of the kernel's other nests, kept while these are timed.
     """
     from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
@@ -337,7 +383,7 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
-                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+                fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
 def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
@@ -367,3 +413,59 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
     return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+
+
+# --------------------------------------------------------------------------- the HTML report
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
+           fixed: MappingT[str, int] | None = None, statement: str | None = None,
+           title: str = "polymap report") -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``loops``
+    (other loops at ``fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else the default choice of every nest) with its
+    witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code.
+    """
+    from polymap.errors import InputError
+    from polymap.passes.search.default_mapping import choose_mappings
+    from polymap.reports.html.facts import ReportOptions, gather
+    from polymap.reports.html.page import render
+
+    if mapping is not None and len(kernels) != 1:
+        raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
+    arch_obj = architecture(arch)
+    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
+    facts = []
+    for k in kernels:
+        values = param_values(k, dict(params or {}))
+        if mapping is not None:
+            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+        else:
+            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
+    return render(facts, title=title)
+
+
+# --------------------------------------------------------------------------- other tools' files
+
+
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+    """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
+
+    Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
+    name, notes on Timeloop levels that became two polymap levels).
+    """
+    from polymap.timeloop import import_timeloop as run_import
+
+    return run_import(problem, arch, mapping, out_dir)
+
+
+def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+    """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
+    from polymap.timeloop.export import export_mapping
+
+    return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

@@ -12,7 +12,11 @@ import sys
 
 from polymap.errors import PolymapError, Refusal
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report",
+            "import")
+
+#: Commands whose module name differs (``import`` is a Python keyword).
+_MODULES = {"import": "import_files"}
 
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
@@ -68,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", required=True)
     p.add_argument("--symbolic", action="store_true", help="also give each count as a formula")
     p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline")
+    p.add_argument("--convention", choices=("exact", "timeloop"), default="exact",
+                   help="'timeloop': outputs start at zero, spatial_reduction levels combine partial sums")
+    p.add_argument("--export", nargs=2, metavar=("FORMAT", "OUT.yaml"),
+                   help="also write the mapping in another tool's format: --export timeloop OUT.yaml")
 
     p = sub.add_parser("transform", help="the mapped loop nest in the .loop language")
     _common(p)
@@ -90,6 +98,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
     p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
 
+    p = sub.add_parser("import", help="read another tool's files (Timeloop) into polymap's")
+    p.add_argument("format", choices=("timeloop",), help="the tool whose files these are")
+    p.add_argument("problem", metavar="PROBLEM.yaml")
+    p.add_argument("arch", metavar="ARCH.yaml")
+    p.add_argument("mapping", nargs="?", metavar="MAPPING.yaml")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+
+    p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
+    _common(p)
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html")
+    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture")
+    p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
+                   help="value of a loop not drawn (repeatable)")
+    p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
+
+    p = sub.add_parser("search", help="search the mapspace: the best legal, fitting mappings")
+    _common(p)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--top", type=int, default=5, help="mappings to print per nest (default 5)")
+    p.add_argument("--objective", choices=("energy", "cycles", "edp"), default="energy")
+    p.add_argument("--evaluations", type=int, default=5_000_000, metavar="N",
+                   help="work budget: mappings evaluated per nest at most (default 5,000,000)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
+    p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the best K mappings per nest on this machine; report both rankings")
+
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)
     p.add_argument("name", nargs="?", help="preset name or YAML file")
@@ -105,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse already printed the usage error
         return 0 if exc.code == 0 else 2
     try:
-        module = importlib.import_module(f"polymap.commands.{args.command}")
+        module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
         return int(module.main(args) or 0)
     except PolymapError as exc:
         print(exc.render(), file=sys.stderr)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod, sqrt
-from typing import Mapping, Sequence
+from typing import Mapping as MappingT, Sequence
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from polymap import ir
 from polymap.errors import VerificationFailure
 from polymap.poly import KernelModel, build_model
 from polymap.tensors import numpy_dtype, random_inputs
+from polymap.codegen.loop_emitter import MappingsArg, as_mappings
+from polymap.codegen.runner import run_generated
+from polymap.mapping.model import Mapping, loop_extents
+from polymap.reference import execute
 
 SAFETY = 64
 
@@ -93,10 +97,8 @@ def needs_well_conditioned(kernel: ir.Kernel) -> bool:
     return False
 
 
-def reduction_lengths(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, int]:
+def reduction_lengths(kernel: ir.Kernel, params: MappingT[str, int]) -> dict[str, int]:
     """Per written tensor, the iterations that update one element (see the module docstring)."""
-    from polymap.mapping.model import loop_extents
-
     extents: dict[str, int] = {}
     for nest in range(len(kernel.nests())):
         for x, n in loop_extents(kernel, nest, params).items():
@@ -132,20 +134,18 @@ def compare(tensor: str, got: np.ndarray, want: np.ndarray, length: int) -> Tens
     return TensorCheck(tensor, max_abs, max_rel, tol, index, max_rel <= tol)
 
 
-def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[str] = ("c",),
-           mapping=None, seed: int = 0, model: KernelModel | None = None,
-           raise_on_failure: bool = True) -> VerifyResult:
+def verify(kernel: ir.Kernel, params: MappingT[str, int], *, targets: Sequence[str] = ("c",),
+           mapping: MappingsArg = None, seed: int = 0, model: KernelModel | None = None,
+           raise_on_failure: bool = True,
+           target_mappings: MappingT[str, Sequence[Mapping]] | None = None) -> VerifyResult:
     """Run each target on random inputs and compare with the reference.
 
     ``mapping``: None (original order), one mapping or a sequence of them.
     Raises :class:`~polymap.errors.VerificationFailure` (exit 1) naming the
     largest difference when a target disagrees (unless ``raise_on_failure``
-    is false).
+    is false). ``target_mappings`` gives a target its own mappings (the NumPy
+    target's choice differs from the C target's).
     """
-    from polymap.reference import execute
-    from polymap.codegen.c.emitter import as_mappings
-    from polymap.codegen.runner import run_generated
-
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
     inputs = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))
@@ -153,7 +153,9 @@ def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[st
     lengths = reduction_lengths(kernel, params)
     checks = []
     for target in targets:
-        got = run_generated(kernel, inputs, params, target=target, mappings=mappings, model=model)
+        own = (target_mappings or {}).get(target)
+        got = run_generated(kernel, inputs, params, target=target, model=model,
+                            mappings=mappings if own is None else as_mappings(tuple(own)))
         checks.append(TargetCheck(target, tuple(
             compare(name, np.asarray(got[name]), want[name].astype(numpy_dtype(kernel.decl(name).dtype)),
                     lengths.get(name, 1))

@@ -37,7 +37,7 @@ def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tup
 
 
 def _arch(args, mapping_path: str):
-    from polymap.machine.arch import load_architecture, presets
+    from polymap.machine.presets import load_architecture, presets
 
     if args.arch:
         return load_architecture(args.arch)
@@ -93,7 +93,7 @@ def main(args) -> int:
     if args.mapping:
         arch = _arch(args, args.mapping)
         if len(kernels) > 1:
-            from polymap.mapping.model import load_mapping
+            from polymap.mapping.files import load_mapping
 
             kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel),)
     docs, reports, legal = [], [], True
@@ -101,7 +101,7 @@ def main(args) -> int:
         params = _params(kernel, defines)
         model = build_model(kernel)
         if args.mapping:
-            from polymap.mapping.model import load_mapping
+            from polymap.mapping.files import load_mapping
 
             mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
             what = f"mapping {args.mapping}"

@@ -26,6 +26,8 @@ from polymap.driver import (
 )
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
 from polymap.mapping.renamed import in_original_terms
+from polymap.passes.search.numpy_choice import numpy_mappings
+from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.poly import KernelModel, build_model
 
 TARGETS = ("c", "numpy")
@@ -36,7 +38,7 @@ def main(args) -> int:
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
-    from polymap.machine.arch import load_architecture
+    from polymap.machine.presets import load_architecture
 
     arch = load_architecture(args.arch)
     defines = parse_defines(args.defines)
@@ -51,7 +53,7 @@ def main(args) -> int:
         raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     user_mapping = None
     if args.mapping:
-        from polymap.mapping.model import load_mapping
+        from polymap.mapping.files import load_mapping
 
         user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
     documents = []
@@ -92,8 +94,11 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
         raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
     # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
     # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
+    from polymap.codegen.timing import ProcessTimer, timing_environment
+
+    timer = ProcessTimer(timing_environment(os.environ))
     found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                         arch_fingerprint=fingerprint, verify_hit=False, progress=progress)
+                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress)
     for w in found.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if found.cache == "hit":
@@ -118,7 +123,7 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
     print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
           "dropped from the cache, choosing again", file=sys.stderr)
     found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                         arch_fingerprint=fingerprint, progress=progress)
+                         arch_fingerprint=fingerprint, timer=timer, progress=progress)
     choice = found.choice
     extra = {"cache": "miss", "tuning": [t.to_json() for t in found.tuning]}
     return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
@@ -168,7 +173,9 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
     written.append(str(c_path))
     py_path = out_dir / f"{kernel.name}.py"
-    numpy_source = _numpy_source(kernel, model, mappings)
+    # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
+    numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
+    numpy_source = _numpy_source(kernel, model, numpy_maps)
     if numpy_source is not None:
         py_path.write_text(numpy_source)
         written.append(str(py_path))
@@ -180,6 +187,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
            "mappings": [in_original_terms(original or kernel, kernel, m).to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
     if choice is not None:
         doc["choice"] = _choice_doc(choice)
+        doc["numpy_mappings"] = [in_original_terms(original or kernel, kernel, m).to_dict() for m in numpy_maps]
+    doc["register_tiles"] = register_tile_doc(model, mappings, arch)
     doc.update(extra or {})
     json_path = out_dir / f"{kernel.name}.json"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
@@ -204,13 +213,21 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
             print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
         if not mappings:
             print("  every nest in its original order")
+        for entry in doc["register_tiles"]:
+            print(f"  nest {entry['nest']}: C register tile {entry['tile']} {entry['dtype']}: {entry['why']}")
+        if choice is not None:
+            for m in numpy_maps:
+                print(f"  nest {m.nest} (NumPy target): " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
+            if not numpy_maps:
+                print("  NumPy target: every nest in its original order")
         print("  wrote " + ", ".join(written))
     if not args.no_verify:
         from polymap.codegen.verify import verify
 
         if progress:
             progress("verifying...")
-        result = verify(kernel, params, targets=targets, mapping=mappings, model=model)
+        result = verify(kernel, params, targets=targets, mapping=mappings, model=model,
+                        target_mappings={"numpy": numpy_maps})
         doc["verification"] = result.to_dict()
         if not args.json:
             target, c = result.largest() or ("-", None)

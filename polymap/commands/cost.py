@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import json
 
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.reports.cost import report_json, report_text
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from polymap.errors import InvalidMapping
-from polymap.mapping.model import check_fanout, load_mapping, loop_extents, mapping_loop_extents
+from polymap.errors import InputError, InvalidMapping
+from polymap.mapping.files import load_mapping
+from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
 from polymap.passes.counting.cost_model import active_compute_units, evaluate
+from polymap.passes.counting.variance import variance
+from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.poly import build_model
@@ -41,6 +44,20 @@ def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
         message = f"mapping {mapping_name(mapping)} does not fit:\n  " + "\n  ".join(problems)
         raise InvalidMapping(message, {"kernel": kernel.name, "valid": False, "problems": problems,
                                        "capacity": capacity_violations(model, mapping, arch, params)})
+
+
+def _export(export: list[str], kernel, mapping, params) -> None:
+    """``--export timeloop OUT.yaml``: the mapping in Timeloop's format."""
+    from polymap.timeloop.export import export_mapping
+
+    fmt, out = export
+    if fmt != "timeloop":
+        raise InputError(f"--export {fmt}: the formats are: timeloop")
+    try:
+        with open(out, "w") as f:
+            f.write(export_mapping(kernel, mapping, params))
+    except OSError as exc:
+        raise InputError(f"--export {out}: cannot write: {exc.strerror or exc}") from None
 
 
 def mapping_name(mapping) -> str:
@@ -72,22 +89,38 @@ def main(args) -> int:
     mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
     model = build_model(kernel)
     _refuse_overfull(kernel, model, mapping, arch, params)
-    if args.symbolic:
+    if args.convention == "timeloop":
+        if args.symbolic:
+            raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
+        counts = count_mapping_timeloop(model, mapping, arch, params=params)
+    elif args.symbolic:
         # formulas of deep tilings can take minutes: refused after $POLYMAP_SYMBOLIC_SECONDS (60 s)
         counts = count_symbolic_within(model, mapping, arch, params=params)
     else:
         counts = count_mapping(model, mapping, arch, params=params)
-    units = active_compute_units(mapping, arch, mapping_loop_extents(kernel, mapping, params))
+    if args.export:
+        _export(args.export, kernel, mapping, params)
+    extents = mapping_loop_extents(kernel, mapping, params)
+    units = active_compute_units(mapping, arch, extents)
     report = evaluate(counts, arch, active_units=units)
+    spread = variance(kernel, mapping, arch, report.cycle_terms, extents, params)
     if args.plot:
         from polymap.reports.roofline import plot_roofline
 
         plot_roofline(report, arch, args.plot)
     if args.json:
-        print(json.dumps(report_json(report, arch), indent=2))
+        doc = report_json(report, arch, variance=spread)
+        if args.convention != "exact":
+            doc["convention"] = args.convention
+        print(json.dumps(doc, indent=2))
     else:
         notes = _legality_note(model, mapping)
         if args.plot:
             notes.append(f"roofline written to {args.plot}")
-        print(report_text(report, arch, notes=notes))
+        if args.export:
+            notes.append(f"mapping written in Timeloop's format to {args.export[1]}")
+        if args.convention == "timeloop":
+            notes.append("counted with --convention timeloop: outputs start at zero; spatial_reduction levels "
+                         "receive combined partial sums")
+        print(report_text(report, arch, notes=notes, variance=spread))
     return 0

@@ -232,6 +232,14 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
     return Candidate(source, mapping, counted, True, (), report)
 
 
+def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch, params: MappingT[str, int], *,
+                       fit: bool = True, seconds: float = EVALUATE_SECONDS) -> Candidate:
+    """One more candidate checked and counted as compile's own are (in a child, within ``seconds``)."""
+    undecided = Candidate(source, mapping, mapping, False, (f"not decided within {seconds:.0f} s",))
+    return _in_child(_evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
+                     undecided)
+
+
 def _child(out, fn, args, kwargs) -> None:
     try:
         out.put(("ok", fn(*args, **kwargs)))

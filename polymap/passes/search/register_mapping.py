@@ -48,6 +48,7 @@ from polymap.mapping.model import (
     nest_tensors,
 )
 from polymap.poly import KernelModel
+from polymap.codegen.c.regtile import _unit_last
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,13 @@ def _vars(e: ir.Expr) -> set[str]:
     return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
 
 
+def _bare_distinct(r: ir.Ref) -> bool:
+    names = [x.name for x in r.indices if isinstance(x, ir.Var)]
+    return len(names) == len(r.indices) and len(set(names)) == len(names)
+
+
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
     """The pattern's loops in ``nest``, or None when the nest has no such reduction."""
-    from polymap.codegen.c.regtile import _unit_last
-
     loops = nest_loops(model.kernel, nest)
     dtypes = {d.name: d.dtype for d in model.kernel.decls}
     for s in reversed(model.nest_statements(nest)):
@@ -150,7 +154,10 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
             continue
         k = max(free, key=lambda x: extents.get(x, 0))
         refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
-        vector = all(_unit_last(r, j) for r in refs if j in set().union(*map(_vars, r.indices)))
+        written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
+        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
+        vector = all(_unit_last(r, j) or (r.tensor not in written and _bare_distinct(r))
+                     for r in refs if j in set().union(*map(_vars, r.indices)))
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
         return Roles(i, j, k, dtypes[stmt.target.tensor], vector)
@@ -167,7 +174,7 @@ def register_mappings(model: KernelModel, nest: int, arch: Architecture,
             for label, b in host_blockings(arch, roles.dtype)]
 
 
-def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
+def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
                      blocking: Blocking | None = None) -> Mapping | None:
     """The mapping of the module docstring, or None (pattern absent, too few levels, does not fit)."""
     if len(arch.levels) < 4:
@@ -195,8 +202,8 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
             out.append(None if t is None or t >= max(1, extents.get(x, 1)) else t)
         return tuple(out)
 
-    rf = tuple(1 if t is None else t for t in tile(mr, b.nr, 1))
-    rf = tuple(min(t, max(1, extents.get(x, 1))) for t, x in zip(rf, loops))
+    # not clipped to small loops: a partial register tile is one masked edge box
+    rf = tuple({i: mr, j: b.nr}.get(x, 1) for x in loops)
     ij = tuple(x for x in (i, j) if x is not None)
     keep = nest_tensors(kernel, nest)
     # one chunk of the parallel loop per core, a whole number of register tiles
@@ -224,4 +231,23 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     if check_fanout(out, arch, extents):
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
+    return out
+
+
+def register_tile_doc(model: KernelModel, mappings, arch: Architecture) -> list[dict]:
+    """What compile's JSON says of each register-tiled nest: the tile, the vector unit it was shaped for, why."""
+    out = []
+    for m in mappings:
+        extents = loop_extents(model.kernel, m.nest, {x: 1 << 20 for x in model.kernel.param_names})
+        roles = find_roles(model, m.nest, extents)
+        if roles is None or len(m.levels) < 4:
+            continue
+        rf = dict(zip(m.loops, m.levels[-1].tile))
+        tile = f"{rf.get(roles.i, 1) if roles.i else 1}x{rf.get(roles.j)}"
+        shape = register_shape(arch.vector, roles.dtype)
+        out.append({"nest": m.nest, "tile": tile, "dtype": roles.dtype, "vectorised": roles.vector,
+                    "vector_unit": arch.vector.to_dict() if arch.vector is not None else None,
+                    "why": shape.why if roles.vector else "not unit stride along the row loop: scalar accumulators",
+                    "built": "the C chooses when built: 64-byte vectors and masked edges if __AVX512F__, "
+                             "32-byte and maskload/maskstore if __AVX2__, else 16-byte vectors"})
     return out
