@@ -11,6 +11,7 @@ from pathlib import Path
 
 from polymap import ir
 from polymap.errors import InputError
+from polymap.limits import Limits, read_limited
 
 
 def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
@@ -71,11 +72,11 @@ def print_warnings(program: ir.Program, kernels=None) -> None:
                 print(d.render(), file=sys.stderr)
 
 
-def load_program(path: str | Path, *, check: bool = True) -> ir.Program:
-    """Read and parse a ``.loop`` file (``InputError`` when it cannot be read)."""
-    p = Path(path)
+def load_program(path: str | Path, *, check: bool = True, limits: Limits | None = None) -> ir.Program:
+    """Read and parse a ``.loop`` file (``InputError`` when it cannot be read or is too large)."""
+    limits = limits if limits is not None else Limits()
     try:
-        text = p.read_text()
+        text = read_limited(path, limits=limits, what="kernel file").decode()
     except OSError as exc:
         raise InputError(f"{path}: cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

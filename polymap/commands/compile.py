@@ -29,13 +29,13 @@ TARGETS = ("c", "numpy")
 
 
 def main(args) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
     from polymap.machine.arch import load_architecture
 
-    arch = load_architecture(args.arch)
+    arch = load_architecture(args.arch, limits=args.limits)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     from polymap.passes.search.choice import progress_printer
@@ -50,7 +50,7 @@ def main(args) -> int:
     if args.mapping:
         from polymap.mapping.model import load_mapping
 
-        user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
+        user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch, limits=args.limits)
     documents = []
     for kernel in kernels:
         params = param_values(kernel, defines)

@@ -29,7 +29,7 @@ def _kernel(program, args, arch):
     if len(kernels) == 1:
         return kernels[0]
     # several kernels: the mapping file's `kernel:` picks one
-    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel)
+    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch, limits=args.limits).kernel)
 
 
 def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
@@ -63,13 +63,13 @@ def _legality_note(model, mapping) -> list[str]:
 
 def main(args) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file)
+    program = load_program(args.file, limits=args.limits)
     defines = parse_defines(args.defines)
-    arch = load_architecture(args.arch)
+    arch = load_architecture(args.arch, limits=args.limits)
     kernel = _kernel(program, args, arch)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
+    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
     model = build_model(kernel)
     _refuse_overfull(kernel, model, mapping, arch, params)
     if args.symbolic:

@@ -78,7 +78,7 @@ def _fixes(items: list[str]) -> dict[str, int]:
 
 
 def main(args) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from polymap.errors import MappingError
+from polymap.limits import Limits
 from polymap.yamlsource import YamlDocument, parse_yaml, read_yaml
 
 _UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -265,8 +266,8 @@ def presets() -> tuple[str, ...]:
     return ("host",) + FILE_PRESETS
 
 
-def load_architecture(spec: str) -> Architecture:
-    """A preset (``host``, ``toy``, ``eyeriss``) or an architecture YAML file."""
+def load_architecture(spec: str, *, limits: Limits | None = None) -> Architecture:
+    """A preset (``host``, ``toy``, ``eyeriss``) or an architecture YAML file (read within ``limits``)."""
     if spec == "host":
         from polymap.machine.hostinfo import host_architecture
 
@@ -277,5 +278,5 @@ def load_architecture(spec: str) -> Architecture:
     else:
         if not Path(spec).exists() and "/" not in spec and not spec.endswith((".yaml", ".yml")):
             raise MappingError(f"{spec}: neither an architecture preset ({', '.join(presets())}) nor a file")
-        doc = read_yaml(spec)
+        doc = read_yaml(spec, limits=limits)
     return architecture_from_dict(doc.data, source_name=doc.source.name, document=doc)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
+from polymap.limits import Limits
 from polymap.machine.arch import Architecture
 
 
@@ -88,11 +89,11 @@ class Mapping:
 
 
 def load_mapping(path: str | Path, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
-                 arch: Architecture) -> Mapping:
-    """Read and validate a mapping YAML file."""
+                 arch: Architecture, limits: Limits | None = None) -> Mapping:
+    """Read (within ``limits``) and validate a mapping YAML file."""
     from polymap.yamlsource import read_yaml
 
-    doc = read_yaml(path)
+    doc = read_yaml(path, limits=limits)
     return Mapping.from_dict(doc.data, kernel=kernel, arch=arch, source_name=str(path), document=doc)
 
 
