@@ -54,14 +54,12 @@ class Budget:
     candidate_seconds: float = 30.0
     #: the search's share of ``compile``'s choice, per nest
     search_seconds: float = 4.0
-    #: ``cost --symbolic``: the parametric counts
-    symbolic_seconds: float = 60.0
     started: float = field(default_factory=time.monotonic, compare=False)
     #: the stage the command is in, for the refusal (mutable on a frozen budget)
     stage: list = field(default_factory=lambda: [""], compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("seconds", "candidate_seconds", "search_seconds", "symbolic_seconds"):
+        for name in ("seconds", "candidate_seconds", "search_seconds"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"Budget.{name} must be >= 0, got {getattr(self, name)!r}")
 

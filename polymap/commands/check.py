@@ -16,6 +16,7 @@ from polymap.mapping.model import nest_loops
 from polymap.passes.legality.legality import Verdict, check_mapping
 from polymap.passes.schedule.tiling import order_mapping
 from polymap.poly import build_model
+from polymap.limits import require_tractable
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -100,6 +101,7 @@ def main(args) -> int:
     for kernel in kernels:
         params = _params(kernel, defines)
         model = build_model(kernel)
+        require_tractable(kernel, limits=args.limits, model=model, what="the legality checks")
         if args.mapping:
             from polymap.mapping.model import load_mapping
 

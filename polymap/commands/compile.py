@@ -24,6 +24,7 @@ from polymap.driver import (
 )
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping
 from polymap.poly import KernelModel, build_model
+from polymap.limits import require_integers, require_tractable
 
 TARGETS = ("c", "numpy")
 
@@ -55,6 +56,8 @@ def main(args) -> int:
     for kernel in kernels:
         params = param_values(kernel, defines)
         model = build_model(kernel)
+        require_tractable(kernel, limits=args.limits, model=model, what="compile's analyses")
+        require_integers(kernel, params, limits=args.limits)
         choice = None
         if user_mapping is not None and user_mapping.kernel == kernel.name:
             mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
@@ -62,7 +65,7 @@ def main(args) -> int:
         else:
             from polymap.passes.search.choice import choose
 
-            choice = choose(kernel, arch, params, progress=progress)
+            choice = choose(kernel, arch, params, progress=progress, budget=args.budget)
             kernel, model, mappings = choice.kernel, choice.model, choice.mappings
             why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
         documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args,

@@ -6,8 +6,8 @@ bottleneck, utilization and intensities
 (:func:`polymap.passes.counting.cost_model.evaluate`). A mapping whose spatial loops
 need more instances than the architecture has, or whose footprint overflows
 a level, is refused (exit 1) naming the level, its capacity and the footprint.
-``--symbolic`` formulas that take longer than ``$POLYMAP_SYMBOLIC_SECONDS``
-(60 s) are refused too (exit 1), saying so.
+``--symbolic`` formulas that take longer than the time budget (``--budget``)
+are refused (exit 2), saying so.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from polymap.passes.counting.cost_model import active_compute_units, evaluate
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.poly import build_model
+from polymap.limits import require_tractable
 
 
 def _kernel(program, args, arch):
@@ -71,10 +72,11 @@ def main(args) -> int:
     params = param_values(kernel, defines)
     mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
     model = build_model(kernel)
+    require_tractable(kernel, limits=args.limits, model=model, what="the counts")
     _refuse_overfull(kernel, model, mapping, arch, params)
     if args.symbolic:
-        # formulas of deep tilings can take minutes: refused after $POLYMAP_SYMBOLIC_SECONDS (60 s)
-        counts = count_symbolic_within(model, mapping, arch, params=params)
+        # formulas of deep tilings can take minutes: refused when the budget runs out
+        counts = count_symbolic_within(model, mapping, arch, params=params, budget=args.budget)
     else:
         counts = count_mapping(model, mapping, arch, params=params)
     units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))

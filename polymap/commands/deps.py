@@ -15,6 +15,7 @@ from polymap.errors import InputError
 from polymap.passes.dependences.dependences import dependences, group
 from polymap.passes.dependences.loop_classes import carrying_loops, distance_vector, loop_classes
 from polymap.poly import KernelModel, build_model
+from polymap.limits import require_tractable
 
 
 def kernel_deps(model: KernelModel, *, memory: bool) -> dict:
@@ -85,6 +86,8 @@ def main(args) -> int:
     if not args.plot and (args.loops or args.fix or args.statement):
         raise InputError("--loops, --fix and --statement choose what --plot draws: give --plot OUT.png too")
     models = [build_model(k) for k in kernels]
+    for m in models:
+        require_tractable(m.kernel, limits=args.limits, model=m, what="the dependence analyses")
     docs = [kernel_deps(m, memory=args.memory_based) for m in models]
     if args.plot or args.dot:
         _pictures(args, models, defines)
