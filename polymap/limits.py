@@ -33,7 +33,7 @@ import stat
 from dataclasses import dataclass
 from math import prod
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from polymap import ir
 from polymap.errors import Diagnostic, InputError
@@ -164,6 +164,12 @@ def require_integers(kernel: ir.Kernel, params: Mapping[str, int], *, limits: Li
         if v is not None and abs(int(v)) > bound:
             diags.append(Diagnostic(f"parameter {p.name} = {v} is beyond +-{bound}, which {what} cannot "
                                     f"index with 64-bit integers ({Limits.how_to_raise('max_integer')})", p.loc))
+    for e in _index_expressions(kernel):
+        for c in ir.subexpressions(e):
+            if isinstance(c, ir.Const) and isinstance(c.value, int) and abs(c.value) > bound:
+                diags.append(Diagnostic(f"the constant {c.value} is beyond +-{bound}: {what} computes loop "
+                                        f"bounds and subscripts in 64-bit integers "
+                                        f"({Limits.how_to_raise('max_integer')})", c.loc))
     if diags:
         raise InputError(diags)
     for d in kernel.decls:
@@ -186,3 +192,22 @@ def _moduli(domain: isl.Set) -> set[int]:
         for k in range(bset.dim(isl.dim_type.div)):
             out.add(int(bset.get_div(k).get_denominator_val().to_python()))
     return out
+
+
+def _index_expressions(kernel: ir.Kernel) -> Iterator[ir.Expr]:
+    """Every integer-valued expression of the kernel: shapes, bounds, conditions, subscripts."""
+    for d in kernel.decls:
+        yield from d.shape
+    seen: set[int] = set()
+    for ctx in ir.walk_statements(kernel):
+        for loop in ctx.loops:
+            if id(loop) not in seen:
+                seen.add(id(loop))
+                yield from loop.lower + loop.upper
+        for cond, _ in ctx.conditions:
+            if id(cond) not in seen:
+                seen.add(id(cond))
+                yield cond.cond
+        yield from ctx.stmt.target.indices
+        for ref in ir.reads_of(ctx.stmt):
+            yield from ref.indices
