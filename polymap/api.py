@@ -34,7 +34,8 @@ from polymap.errors import IllegalTransformation, InvalidMapping
 from polymap.poly import KernelModel, build_model
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of"]
+           "compile", "run", "architecture", "mapping_of", "report", "search_network",
+           "import_timeloop", "export_timeloop"]
 
 
 def load(path: str | Path) -> ir.Program:
@@ -127,7 +128,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    from polymap.mapping.model import check_fanout, loop_extents
+    from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
     from polymap.passes.counting.cost_model import active_compute_units, evaluate
     from polymap.passes.counting.counting import capacity_violations, count_mapping
 
@@ -135,7 +136,7 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     mp = mapping_of(kernel, mapping, arch_obj)
     values = param_values(kernel, dict(params or {}))
     m = build_model(kernel)
-    extents = loop_extents(kernel, mp.nest, values)
+    extents = mapping_loop_extents(kernel, mp, values)
     problems = check_fanout(mp, arch_obj, extents)
     over = capacity_violations(m, mp, arch_obj, values)
     problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity "
@@ -155,6 +156,28 @@ def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] 
     values = param_values(kernel, dict(params or {}))
     found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
     return [mp for mp, _ in found]
+
+
+def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Any = None):
+    """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
+
+    ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
+    (objective, top, evaluation budget); the work runs on ``workers`` local
+    processes (None: the cores) or on the Dask scheduler at ``scheduler``
+    (``tcp://HOST:PORT``), with the same answer. Returns a
+    :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
+    best mappings with their ISL-confirmed costs, the space and what was
+    pruned, lower bounds per level; totals).
+    """
+    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+    from polymap.passes.search.mapsearch import SearchOptions
+    from polymap.passes.search.network import search_kernels
+
+    executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
+    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
+                          options=options or SearchOptions(), executor=executor, progress=progress)
 
 
 # --------------------------------------------------------------------------- code
@@ -211,6 +234,7 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     from polymap.codegen.c.emitter import emit_c
     from polymap.codegen.numpy.emitter import emit_numpy
     from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
+    from polymap.passes.search.numpy_choice import numpy_mappings
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -221,7 +245,9 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     else:
         mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
     c_source = emit_c(kernel, m, mappings, arch=arch_obj)
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
+    # without a given mapping the NumPy target gets its own choice (whole-array blocks)
+    numpy_maps = mappings if mapping is not None else numpy_mappings(m, arch_obj, values)
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
     files: list[str] = []
     if out_dir is not None:
         out = Path(out_dir)
@@ -233,7 +259,8 @@ def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # no
     if verify:
         from polymap.codegen.verify import verify as check_against_reference
 
-        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
+        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m,
+                                         target_mappings={"numpy": numpy_maps})
     return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
 
 
@@ -257,3 +284,172 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
 
     mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
     return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)
+
+
+# --------------------------------------------------------------------------- measuring and remembering
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """Compile's choice for a kernel, whether it came from the cache, and what tuning measured."""
+
+    choice: Any  # polymap.passes.search.choice.KernelChoice
+    tuning: tuple  # of polymap.passes.search.tune.NestTuning (empty when not tuned)
+    cache: str  # "hit", "miss" or "off"
+    warnings: tuple[str, ...] = ()
+
+
+def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                 tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
+                 options: Any = None, timer: Any = None, verify_hit: bool = True,
+                 progress: Any = None, budget: Any = None) -> ChoiceResult:
+    """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
+
+    ``cache_dir`` None turns the cache off; otherwise an entry for this
+    kernel, architecture and shape bucket is used after re-checking it
+    (legal, fits, and with ``verify_hit`` verified against the reference), and
+    a tuned choice is stored. ``arch_fingerprint`` identifies the
+    architecture (:func:`polymap.passes.search.cache.arch_fingerprint` of the
+    ``--arch`` text; default: the architecture's data). ``options`` is a
+    :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
+    ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
+    """
+    import dataclasses
+
+    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+    from polymap.budget import Budget
+    from polymap.passes.search.choice import choose
+    from polymap.passes.search.remember import recall, remember
+    from polymap.passes.search.tune import TuneOptions, tune_choice
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    store = None if cache_dir is None else TuningCache(Path(cache_dir))
+    key = cache_key(kernel, arch_fingerprint or architecture_fingerprint(arch_obj), values)
+    warnings: tuple[str, ...] = ()
+    if store is not None:
+        found = recall(store, key, kernel, arch_obj, values, k=tune, verify=verify_hit)
+        warnings = found.warnings
+        if found.choice is not None:
+            return ChoiceResult(found.choice, (), "hit", warnings)
+    # tuning wants more candidates than the model's pick: the search gets longer to find them
+    budget = budget if budget is not None else Budget()
+    seconds = budget.search_seconds + (2.0 * tune if tune > 0 else 0.0)
+    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds,
+                    budget=budget)
+    status = "off" if store is None else "miss"
+    if tune <= 0:
+        return ChoiceResult(choice, (), status, warnings)
+    opts = dataclasses.replace(options if options is not None else TuneOptions(), k=tune)
+    tuned = tune_choice(choice, arch=arch_obj, params=values, options=opts, timer=timer, progress=progress)
+    if store is not None:
+        remember(store, key, tuned, values)
+    return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
+
+
+def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
+            params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
+            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+    """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
+
+    Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
+    ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
+    with its ranked mappings and their predicted seconds).
+    """
+    from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    mps = [mapping_of(kernel, m, arch_obj) for m in mappings]
+    if not mps:
+        raise TypeError("measure() needs at least one mapping")
+    preds = list(predicted_s) if predicted_s is not None else [None] * len(mps)
+    names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
+    cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
+    return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
+                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+
+
+def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
+              progress: Any = None):
+    """Measure this machine and fit the cost model to it (``polymap calibrate``).
+
+    Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
+    bandwidths and FMA rate, the fitted architecture, one derating factor
+    per cycle term, and the error before and after over the calibration
+    kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
+    ``timer`` replace the native measurements.
+    """
+    from polymap.codegen.timing import ProcessTimer
+    from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+    from polymap.machine.calibration_set import KERNELS, calibration_samples
+    from polymap.machine.hostinfo import host_info
+
+    before = architecture(arch)
+    probe = probe if probe is not None else NativeProbe(host_info().vector_bytes)
+    bw = measure_bandwidths(before, probe)
+    measured = measured_architecture(before, bw)
+    samples = calibration_samples(before, measured, timer if timer is not None else ProcessTimer(),
+                                  names=tuple(kernels) if kernels is not None else tuple(KERNELS),
+                                  progress=progress)
+    if len(samples) < 2:
+        from polymap.errors import EnvironmentProblem
+
+        raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
+    return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+
+
+# --------------------------------------------------------------------------- the HTML report
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
+           fixed: MappingT[str, int] | None = None, statement: str | None = None,
+           title: str = "polymap report") -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``loops``
+    (other loops at ``fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else the default choice of every nest) with its
+    witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code.
+    """
+    from polymap.errors import InputError
+    from polymap.passes.search.default_mapping import choose_mappings
+    from polymap.reports.html.facts import ReportOptions, gather
+    from polymap.reports.html.page import render
+
+    if mapping is not None and len(kernels) != 1:
+        raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
+    arch_obj = architecture(arch)
+    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
+    facts = []
+    for k in kernels:
+        values = param_values(k, dict(params or {}))
+        if mapping is not None:
+            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+        else:
+            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
+    return render(facts, title=title)
+
+
+# --------------------------------------------------------------------------- other tools' files
+
+
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+    """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
+
+    Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
+    name, notes on Timeloop levels that became two polymap levels).
+    """
+    from polymap.timeloop import import_timeloop as run_import
+
+    return run_import(problem, arch, mapping, out_dir)
+
+
+def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+    """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
+    from polymap.timeloop.export import export_mapping
+
+    return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

@@ -16,12 +16,18 @@ from polymap.budget import Budget
 from polymap.errors import InputError, PolymapError, Refusal
 from polymap.limits import parse_limits
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report",
+            "import")
+
+#: Commands whose module name differs (``import`` is a Python keyword).
+_MODULES = {"import": "import_files"}
 
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
     if file:
-        p.add_argument("file", help="a .loop file")
+        p.add_argument("file", help="a .loop file, or a .c file with a #pragma scop region")
+        p.add_argument("--cpp", default="", metavar="FLAGS",
+                       help="extra C preprocessor flags for a .c file (e.g. \"-I DIR -DN=64\")")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter (repeatable)")
     p.add_argument("--kernel", help="the kernel to act on (default: all)")
@@ -39,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="the polyhedral model")
     _common(p)
+    p.add_argument("--emit", choices=("model", "loop"), default="model",
+                   help="'loop' prints the kernels in the .loop language (for a C file)")
 
     p = sub.add_parser("run", help="run a kernel on arrays from an .npz file")
     _common(p)
@@ -56,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
                    help="value of a loop not plotted (repeatable)")
     p.add_argument("--statement", help="statement to plot (default: the deepest)")
+    p.add_argument("--window", type=int, default=8, metavar="N",
+                   help="draw at most the first N values of each plotted loop (default 8)")
     p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT")
 
     p = sub.add_parser("check", help="is a loop order or a mapping legal?")
@@ -71,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", required=True)
     p.add_argument("--symbolic", action="store_true", help="also give each count as a formula")
     p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline")
+    p.add_argument("--convention", choices=("exact", "timeloop"), default="exact",
+                   help="'timeloop': outputs start at zero, spatial_reduction levels combine partial sums")
+    p.add_argument("--export", nargs=2, metavar=("FORMAT", "OUT.yaml"),
+                   help="also write the mapping in another tool's format: --export timeloop OUT.yaml")
 
     p = sub.add_parser("transform", help="the mapped loop nest in the .loop language")
     _common(p)
@@ -84,6 +98,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", default="out")
     p.add_argument("--target", default="c,numpy", help="comma-separated: c, numpy")
     p.add_argument("--no-verify", action="store_true")
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the model's best K candidates per nest; keep the fastest")
+    p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
+
+    p = sub.add_parser("calibrate", help="measure this machine and write a fitted architecture file")
+    _common(p, file=False)
+    p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
+    p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
+
+    p = sub.add_parser("import", help="read another tool's files (Timeloop) into polymap's")
+    p.add_argument("format", choices=("timeloop",), help="the tool whose files these are")
+    p.add_argument("problem", metavar="PROBLEM.yaml")
+    p.add_argument("arch", metavar="ARCH.yaml")
+    p.add_argument("mapping", nargs="?", metavar="MAPPING.yaml")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+
+    p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
+    _common(p)
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html")
+    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture")
+    p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
+                   help="value of a loop not drawn (repeatable)")
+    p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
+
+    p = sub.add_parser("search", help="search the mapspace: the best legal, fitting mappings")
+    _common(p)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--top", type=int, default=5, help="mappings to print per nest (default 5)")
+    p.add_argument("--objective", choices=("energy", "cycles", "edp"), default="energy")
+    p.add_argument("--evaluations", type=int, default=5_000_000, metavar="N",
+                   help="work budget: mappings evaluated per nest at most (default 5,000,000)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
+    p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
 
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)
@@ -129,11 +181,12 @@ def _run(argv: list[str] | None) -> int:
     except SystemExit as exc:  # argparse already printed the usage error
         return 0 if exc.code == 0 else 2
     try:
-        if not args.budget_seconds >= 0:
-            raise InputError(f"--budget {args.budget_seconds:g}: expected a number of seconds >= 0")
-        args.budget = Budget(seconds=args.budget_seconds)
-        args.limits = parse_limits(args.limit_texts)
-        module = importlib.import_module(f"polymap.commands.{args.command}")
+        seconds = getattr(args, "budget_seconds", Budget().seconds)
+        if not seconds >= 0:
+            raise InputError(f"--budget {seconds:g}: expected a number of seconds >= 0")
+        args.budget = Budget(seconds=seconds)
+        args.limits = parse_limits(getattr(args, "limit_texts", []))
+        module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
         with args.budget.watch(f"polymap {args.command}"):
             return int(module.main(args) or 0)
     except PolymapError as exc:

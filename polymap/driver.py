@@ -10,6 +10,7 @@ import weakref
 from pathlib import Path
 
 from polymap import ir
+from polymap.cfront import read_c
 from polymap.errors import InputError
 from polymap.limits import Limits, read_limited
 
@@ -72,9 +73,19 @@ def print_warnings(program: ir.Program, kernels=None) -> None:
                 print(d.render(), file=sys.stderr)
 
 
-def load_program(path: str | Path, *, check: bool = True, limits: Limits | None = None) -> ir.Program:
-    """Read and parse a ``.loop`` file (``InputError`` when it cannot be read or is too large)."""
+def load_program(path: str | Path, *, check: bool = True, cpp: str = "", limits: Limits | None = None) -> ir.Program:
+    """Read and parse a ``.loop`` file, or the scops of a ``.c`` file (``InputError`` when it cannot be
+    read or is larger than ``limits`` allow).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``--cpp "-I DIR"``).
+    """
     limits = limits if limits is not None else Limits()
+    p = Path(path)
+    if p.suffix == ".c":
+        program = read_c(p, cpp=cpp)
+        if check:
+            _check_with_isl(program)
+        return program
     try:
         text = read_limited(path, limits=limits, what="kernel file").decode()
     except OSError as exc:

@@ -86,7 +86,7 @@ def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
 
 
 def main(args) -> int:
-    program = load_program(args.file, limits=args.limits)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)

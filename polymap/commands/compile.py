@@ -10,8 +10,10 @@ every target on random inputs against the reference execution.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
+from typing import Mapping as MappingT
 
 from polymap import ir
 from polymap.driver import (
@@ -22,7 +24,9 @@ from polymap.driver import (
     print_warnings,
     select_kernels,
 )
-from polymap.errors import IllegalTransformation, InputError, InvalidMapping
+from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
+from polymap.passes.search.numpy_choice import numpy_mappings
+from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.poly import KernelModel, build_model
 from polymap.limits import require_integers, require_tractable
 
@@ -30,7 +34,7 @@ TARGETS = ("c", "numpy")
 
 
 def main(args) -> int:
-    program = load_program(args.file, limits=args.limits)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
@@ -63,16 +67,69 @@ def main(args) -> int:
             mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
             check_mapping(model, user_mapping, arch, params)
         else:
-            from polymap.passes.search.choice import choose
-
-            choice = choose(kernel, arch, params, progress=progress, budget=args.budget)
-            kernel, model, mappings = choice.kernel, choice.model, choice.mappings
-            why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
+            documents.append(_compile_chosen(kernel, arch, params, targets, out_dir, args, progress))
+            continue
         documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args,
-                                      choice=choice, progress=progress))
+                                      choice=choice, progress=progress, extra={"cache": "off"}))
     if args.json:
         print(json.dumps({"kernels": documents}, indent=2))
     return 0
+
+
+def cache_dir_from_environment(environ: MappingT[str, str] = os.environ) -> Path:
+    """``$XDG_CACHE_HOME/polymap``, else ``~/.cache/polymap`` (``cli.md``)."""
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "polymap"
+
+
+def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, progress) -> dict:
+    """Compile with compile's own choice: remembered, or chosen (and tuned with ``--tune K``)."""
+    from polymap.api import tuned_choice
+    from polymap.passes.search.cache import arch_fingerprint
+
+    if args.tune < 0:
+        raise InputError(f"--tune {args.tune}: expected a number of candidates (0 or more)")
+    cache_dir = None if args.no_cache else cache_dir_from_environment()
+    try:
+        fingerprint = arch_fingerprint(args.arch)
+    except OSError as exc:
+        raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
+    # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
+    # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
+    from polymap.codegen.timing import ProcessTimer, timing_environment
+
+    timer = ProcessTimer(timing_environment(os.environ))
+    found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
+                         budget=args.budget)
+    for w in found.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if found.cache == "hit":
+        why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
+    elif found.tuning:
+        why = f"the fastest measured of the model's best {args.tune} candidates of each nest"
+    else:
+        why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
+    choice = found.choice
+    extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
+    try:
+        return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
+                            args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
+    except VerificationFailure:
+        if found.cache != "hit":
+            raise
+    # a remembered mapping whose code disagrees with the reference is dropped, never trusted
+    from polymap.passes.search.cache import TuningCache, cache_key
+
+    TuningCache(cache_dir).discard(cache_key(kernel, fingerprint, params))
+    print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
+          "dropped from the cache, choosing again", file=sys.stderr)
+    found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, timer=timer, progress=progress, budget=args.budget)
+    choice = found.choice
+    extra = {"cache": "miss", "tuning": [t.to_json() for t in found.tuning]}
+    return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
+                        args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
 
 
 def _targets(text: str) -> tuple[str, ...]:
@@ -85,9 +142,9 @@ def _targets(text: str) -> tuple[str, ...]:
 
 def check_mapping(model: KernelModel, mapping, arch, params) -> None:
     """Refuse (exit 1) a mapping that changes the results or does not fit the architecture."""
-    from polymap.mapping.model import check_fanout, loop_extents
+    from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
 
-    problems = check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, params))
+    problems = check_fanout(mapping, arch, mapping_loop_extents(model.kernel, mapping, params))
     if problems:
         raise InvalidMapping(f"kernel {model.kernel.name}: invalid mapping: " + "; ".join(problems),
                              {"kernel": model.kernel.name, "legal": False, "violations": problems})
@@ -106,7 +163,7 @@ def _violations(model: KernelModel, mapping, params) -> list[str]:
 
 
 def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
-                 choice=None, progress=None) -> dict:
+                 choice=None, progress=None, extra: dict | None = None, tuning: tuple = ()) -> dict:
     from polymap.codegen.c.emitter import emit_c
 
     written = []
@@ -116,7 +173,9 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
     written.append(str(c_path))
     py_path = out_dir / f"{kernel.name}.py"
-    numpy_source = _numpy_source(kernel, model, mappings)
+    # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
+    numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
+    numpy_source = _numpy_source(kernel, model, numpy_maps)
     if numpy_source is not None:
         py_path.write_text(numpy_source)
         written.append(str(py_path))
@@ -127,6 +186,9 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
            "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
     if choice is not None:
         doc["choice"] = _choice_doc(choice)
+        doc["numpy_mappings"] = [m.to_dict() for m in numpy_maps]
+    doc["register_tiles"] = register_tile_doc(model, mappings, arch)
+    doc.update(extra or {})
     json_path = out_dir / f"{kernel.name}.json"
     json_path.write_text(json.dumps(doc, indent=2) + "\n")
     written.append(str(json_path))
@@ -140,17 +202,31 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
                 print(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
             for nc in choice.nests:
                 print("\n".join("  " + line for line in explain(nc, arch)))
+        if tuning:
+            from polymap.passes.search.tune import tuning_lines
+
+            for t in tuning:
+                print("\n".join("  tuned " + line if k == 0 else "  " + line
+                                 for k, line in enumerate(tuning_lines(t))))
         for m in mappings:
             print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
         if not mappings:
             print("  every nest in its original order")
+        for entry in doc["register_tiles"]:
+            print(f"  nest {entry['nest']}: C register tile {entry['tile']} {entry['dtype']}: {entry['why']}")
+        if choice is not None:
+            for m in numpy_maps:
+                print(f"  nest {m.nest} (NumPy target): " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
+            if not numpy_maps:
+                print("  NumPy target: every nest in its original order")
         print("  wrote " + ", ".join(written))
     if not args.no_verify:
         from polymap.codegen.verify import verify
 
         if progress:
             progress("verifying...")
-        result = verify(kernel, params, targets=targets, mapping=mappings, model=model)
+        result = verify(kernel, params, targets=targets, mapping=mappings, model=model,
+                        target_mappings={"numpy": numpy_maps})
         doc["verification"] = result.to_dict()
         if not args.json:
             target, c = result.largest() or ("-", None)

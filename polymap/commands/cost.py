@@ -16,9 +16,10 @@ import json
 from polymap.machine.arch import load_architecture
 from polymap.reports.cost import report_json, report_text
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from polymap.errors import InvalidMapping
-from polymap.mapping.model import check_fanout, load_mapping, loop_extents
+from polymap.errors import InputError, InvalidMapping
+from polymap.mapping.model import check_fanout, load_mapping, loop_extents, mapping_loop_extents
 from polymap.passes.counting.cost_model import active_compute_units, evaluate
+from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.poly import build_model
@@ -34,7 +35,7 @@ def _kernel(program, args, arch):
 
 
 def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
-    problems = check_fanout(mapping, arch, loop_extents(kernel, mapping.nest, params))
+    problems = check_fanout(mapping, arch, mapping_loop_extents(kernel, mapping, params))
     for v in capacity_violations(model, mapping, arch, params):
         problems.append(f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, "
                         f"over its capacity of {v['capacity']} {v['unit']}")
@@ -42,6 +43,20 @@ def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
         message = f"mapping {mapping_name(mapping)} does not fit:\n  " + "\n  ".join(problems)
         raise InvalidMapping(message, {"kernel": kernel.name, "valid": False, "problems": problems,
                                        "capacity": capacity_violations(model, mapping, arch, params)})
+
+
+def _export(export: list[str], kernel, mapping, params) -> None:
+    """``--export timeloop OUT.yaml``: the mapping in Timeloop's format."""
+    from polymap.timeloop.export import export_mapping
+
+    fmt, out = export
+    if fmt != "timeloop":
+        raise InputError(f"--export {fmt}: the formats are: timeloop")
+    try:
+        with open(out, "w") as f:
+            f.write(export_mapping(kernel, mapping, params))
+    except OSError as exc:
+        raise InputError(f"--export {out}: cannot write: {exc.strerror or exc}") from None
 
 
 def mapping_name(mapping) -> str:
@@ -64,7 +79,7 @@ def _legality_note(model, mapping) -> list[str]:
 
 def main(args) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file, limits=args.limits)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     defines = parse_defines(args.defines)
     arch = load_architecture(args.arch, limits=args.limits)
     kernel = _kernel(program, args, arch)
@@ -74,12 +89,18 @@ def main(args) -> int:
     model = build_model(kernel)
     require_tractable(kernel, limits=args.limits, model=model, what="the counts")
     _refuse_overfull(kernel, model, mapping, arch, params)
-    if args.symbolic:
+    if args.convention == "timeloop":
+        if args.symbolic:
+            raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
+        counts = count_mapping_timeloop(model, mapping, arch, params=params, budget=args.budget)
+    elif args.symbolic:
         # formulas of deep tilings can take minutes: refused when the budget runs out
         counts = count_symbolic_within(model, mapping, arch, params=params, budget=args.budget)
     else:
         counts = count_mapping(model, mapping, arch, params=params)
-    units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))
+    if args.export:
+        _export(args.export, kernel, mapping, params)
+    units = active_compute_units(mapping, arch, mapping_loop_extents(kernel, mapping, params))
     report = evaluate(counts, arch, active_units=units)
     if args.plot:
         from polymap.reports.roofline import plot_roofline
@@ -91,5 +112,10 @@ def main(args) -> int:
         notes = _legality_note(model, mapping)
         if args.plot:
             notes.append(f"roofline written to {args.plot}")
+        if args.export:
+            notes.append(f"mapping written in Timeloop's format to {args.export[1]}")
+        if args.convention == "timeloop":
+            notes.append("counted with --convention timeloop: outputs start at zero; spatial_reduction levels "
+                         "receive combined partial sums")
         print(report_text(report, arch, notes=notes))
     return 0

@@ -9,11 +9,18 @@ with distance vectors and the loops that carry them, and the loop classes
 from __future__ import annotations
 
 import json
+import sys
 
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import InputError
 from polymap.passes.dependences.dependences import dependences, group
-from polymap.passes.dependences.loop_classes import carrying_loops, distance_vector, loop_classes
+from polymap.passes.dependences.loop_classes import (
+    carrier_of,
+    carrying_loops,
+    distance_vector,
+    exact_distances,
+    loop_classes,
+)
 from polymap.poly import KernelModel, build_model
 from polymap.limits import require_tractable
 
@@ -29,11 +36,20 @@ def kernel_deps(model: KernelModel, *, memory: bool) -> dict:
             "kind": d.kind, "source": d.source, "sink": d.sink, "tensor": d.tensor,
             "relation": str(d.relation),
             "distance": list(distance_vector(model, d)),
+            "distances": _exact(model, d),
             "carried_by": [c or None for c in carrying_loops(model, d)],
             "reduction": d.reduction,
         } for d in deps],
         "loops": {n: {"parallel": c.parallel, "reduction": c.reduction} for n, c in classes.items()},
     }
+
+
+def _exact(model: KernelModel, d) -> list[dict] | None:
+    """Each exact distance vector with the loop carrying it, when they are few constants."""
+    vectors = exact_distances(model, d)
+    if vectors is None:
+        return None
+    return [{"vector": list(v), "carried_by": carrier_of(v, model, d) or None} for v in vectors]
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -46,10 +62,17 @@ def kernel_report(model: KernelModel, doc: dict) -> str:
     lines = [f"kernel {doc['kernel']}: {doc['analysis']} dependences"]
     rows = [["kind", "source -> sink", "tensor", "distance", "carried by"]]
     for d in doc["dependences"]:
+        red = " [reduction]" if d["reduction"] else ""
+        head = [d["kind"], f"{d['source']} -> {d['sink']}", d["tensor"]]
+        if d["distances"] is not None:  # exact vectors, one row each with the loop that carries it
+            for k, v in enumerate(d["distances"]):
+                dist = "(" + ", ".join(str(x) for x in v["vector"]) + ")"
+                rows.append((head if k == 0 else ["", "", ""])
+                            + [dist, (v["carried_by"] or "(loop-independent)") + red])
+            continue
         dist = "(" + ", ".join(d["distance"]) + ")"
         carriers = ", ".join(c if c else "(loop-independent)" for c in d["carried_by"])
-        red = " [reduction]" if d["reduction"] else ""
-        rows.append([d["kind"], f"{d['source']} -> {d['sink']}", d["tensor"], dist, carriers + red])
+        rows.append(head + [dist, carriers + red])
     lines += _table(rows) if len(rows) > 1 else ["  (none)"]
     classes = loop_classes(model)
     lines.append("loops:")
@@ -79,7 +102,7 @@ def _fixes(items: list[str]) -> dict[str, int]:
 
 
 def main(args) -> int:
-    program = load_program(args.file, limits=args.limits)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
@@ -89,20 +112,23 @@ def main(args) -> int:
     for m in models:
         require_tractable(m.kernel, limits=args.limits, model=m, what="the dependence analyses")
     docs = [kernel_deps(m, memory=args.memory_based) for m in models]
-    if args.plot or args.dot:
-        _pictures(args, models, defines)
+    wrote = _pictures(args, models, defines) if args.plot or args.dot else []
     if args.json:
         print(json.dumps(docs[0] if len(docs) == 1 else {"kernels": docs}, indent=2))
     else:
         print("\n\n".join(kernel_report(m, d) for m, d in zip(models, docs)))
+    for line in wrote:  # stdout holds only the JSON document with --json
+        print(line, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
-def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> None:
+def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> list[str]:
+    """Write the --dot and --plot files; return the lines saying what was written."""
     if len(models) != 1:
         raise InputError("--plot and --dot need one kernel: pick it with --kernel NAME")
     model = models[0]
     deps = group(dependences(model, memory=args.memory_based))
+    wrote: list[str] = []
     if args.dot:
         from polymap.passes.dependences.depgraph import dependence_graph, to_dot
 
@@ -111,6 +137,7 @@ def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> None:
                 f.write(to_dot(dependence_graph(model, deps)))
         except OSError as exc:
             raise InputError(f"--dot {args.dot}: cannot write: {exc.strerror or exc}") from None
+        wrote.append(f"wrote {args.dot}")
     if args.plot:
         from polymap.reports.dep_plot import plot_iteration_space
 
@@ -120,8 +147,14 @@ def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> None:
             if len(loops) != 2:
                 raise InputError(f"--loops {args.loops}: name exactly two loops, e.g. --loops i,j")
         params = param_values(model.kernel, defines)
+        if args.window < 2:
+            raise InputError(f"--window {args.window}: draw at least 2 values of each loop")
         try:
-            plot_iteration_space(model, deps, args.plot, loops=loops, fixed=_fixes(args.fix),
-                                 statement=args.statement, params=params)
+            picture = plot_iteration_space(model, deps, args.plot, loops=loops, fixed=_fixes(args.fix),
+                                           statement=args.statement, params=params, window=args.window)
         except OSError as exc:
             raise InputError(f"--plot {args.plot}: cannot write: {exc.strerror or exc}") from None
+        wrote.append(f"wrote {args.plot}: {picture.statement}({', '.join(picture.loops)}), "
+                     f"{len(picture.arrows):,} arrows")
+        wrote += [f"  note: {n}" for n in picture.notes]
+    return wrote

@@ -59,7 +59,7 @@ def main(args) -> int:
     from polymap.codegen.loop_emitter import emit_loop
     from polymap.poly import build_model
 
-    program = load_program(args.file, limits=args.limits)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)

@@ -30,9 +30,12 @@ _UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]+)\s*$")
 
-TOP_KEYS = ("name", "levels", "compute")
-LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth")
+TOP_KEYS = ("name", "levels", "compute", "vector")
+LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth", "spatial_reduction")
 COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency")
+VECTOR_KEYS = ("isa", "bytes", "registers", "fma")
+#: vector instruction sets, least first, with their register width in bytes
+ISA_BYTES = {"scalar": 8, "sse": 16, "avx": 32, "avx2": 32, "avx512": 64}
 FILE_PRESETS = ("toy", "eyeriss")
 
 
@@ -47,6 +50,9 @@ class Level:
     read_energy: float = 0.0  # pJ per element read out of this level
     write_energy: float = 0.0  # pJ per element written into it
     bandwidth: float | None = None  # elements per cycle across its inner boundary, all instances
+    #: An adder tree in the network below: under ``--convention timeloop`` partial sums of its
+    #: spatial children arrive combined (one update per element and step).
+    spatial_reduction: bool = False
 
     @property
     def bounded(self) -> bool:
@@ -80,12 +86,34 @@ class Compute:
 
 
 @dataclass(frozen=True)
+class VectorUnit:
+    """The SIMD unit of a CPU: instruction set, register width and count, fused multiply-add.
+
+    ``VectorUnit("avx512", 64, 32, True).lanes("f32") == 16``; ``"f64"`` halves it.
+    """
+
+    isa: str = "scalar"  # one of ISA_BYTES
+    vector_bytes: int = 8
+    registers: int = 16
+    fma: bool = False
+
+    def lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` per register (1 for a type that does not vectorise)."""
+        size = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}.get(dtype)
+        return max(1, self.vector_bytes // size) if size else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"isa": self.isa, "bytes": self.vector_bytes, "registers": self.registers, "fma": self.fma}
+
+
+@dataclass(frozen=True)
 class Architecture:
-    """A named hierarchy, outermost (backing store) first, over ``compute``."""
+    """A named hierarchy, outermost (backing store) first, over ``compute``; ``vector`` for CPUs."""
 
     name: str
     levels: tuple[Level, ...]
     compute: Compute
+    vector: VectorUnit | None = None
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -116,11 +144,16 @@ class Architecture:
             d.update(instances=lv.instances, read_energy=lv.read_energy, write_energy=lv.write_energy)
             if lv.bandwidth is not None:
                 d["bandwidth"] = lv.bandwidth
+            if lv.spatial_reduction:
+                d["spatial_reduction"] = True
             levels.append(d)
         c = self.compute
-        return {"name": self.name, "levels": levels,
-                "compute": {"instances": c.instances, "ops_per_cycle": c.ops_per_cycle,
-                            "energy": c.energy, "frequency": c.frequency}}
+        out = {"name": self.name, "levels": levels,
+               "compute": {"instances": c.instances, "ops_per_cycle": c.ops_per_cycle,
+                           "energy": c.energy, "frequency": c.frequency}}
+        if self.vector is not None:
+            out["vector"] = self.vector.to_dict()
+        return out
 
 
 # --------------------------------------------------------------------------- units
@@ -212,7 +245,10 @@ def _level(doc: YamlDocument, k: int, data: Any) -> Level:
         bandwidth = float(_number(doc, path + ("bandwidth",), data["bandwidth"], f"{what}: bandwidth"))
         if bandwidth <= 0:
             doc.fail(path + ("bandwidth",), f"{what}: bandwidth must be positive (leave it out for unbounded)")
-    return Level(name, elements, nbytes, instances, energies[0], energies[1], bandwidth)
+    reduction = data.get("spatial_reduction", False)
+    if not isinstance(reduction, bool):
+        doc.fail(path + ("spatial_reduction",), f"{what}: spatial_reduction is true or false")
+    return Level(name, elements, nbytes, instances, energies[0], energies[1], bandwidth, reduction)
 
 
 def _compute(doc: YamlDocument, data: Any) -> Compute:
@@ -228,6 +264,19 @@ def _compute(doc: YamlDocument, data: Any) -> Compute:
     if freq <= 0:
         doc.fail(("compute", "frequency"), "compute: frequency must be positive (in Hz)")
     return Compute(instances, ops, float(energy), float(freq))
+
+
+def _vector(doc: YamlDocument, data: Any) -> VectorUnit:
+    data = _keys(doc, ("vector",), data, VECTOR_KEYS, "vector")
+    isa = data.get("isa", "scalar")
+    if isa not in ISA_BYTES:
+        doc.fail(("vector", "isa"), f"vector: isa '{isa}' is not one of {', '.join(ISA_BYTES)}")
+    nbytes = _count(doc, ("vector", "bytes"), data.get("bytes", ISA_BYTES[isa]), "vector: bytes")
+    registers = _count(doc, ("vector", "registers"), data.get("registers", 16), "vector: registers")
+    fma = data.get("fma", False)
+    if not isinstance(fma, bool):
+        doc.fail(("vector", "fma"), f"vector: fma must be true or false, not {fma!r}")
+    return VectorUnit(isa, nbytes, registers, fma)
 
 
 def _check_instances(doc: YamlDocument, levels: tuple[Level, ...], compute: Compute) -> None:
@@ -258,7 +307,8 @@ def architecture_from_dict(data: Any, *, source_name: str, document: YamlDocumen
     compute = _compute(doc, data.get("compute", {}))
     _check_instances(doc, levels, compute)
     name = data.get("name", Path(source_name).stem)
-    return Architecture(str(name), levels, compute)
+    vector = _vector(doc, data["vector"]) if data.get("vector") is not None else None
+    return Architecture(str(name), levels, compute, vector)
 
 
 def presets() -> tuple[str, ...]:

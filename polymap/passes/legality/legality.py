@@ -293,11 +293,13 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
     spatial, notes = spatial_findings(model, mapped, params=params)
     violations += spatial
     hints = []
-    if violations:
+    # the skew hint and the reduction notes speak of the loops of one nest as written
+    plain = not getattr(mapping, "schedule", ()) and len(getattr(mapping, "nests", ()) or (0,)) == 1
+    if violations and plain:
         hint = skew_hint(model, mapped.statements, tuple(mapping.loops))
         if hint:
             hints.append(hint)
-    else:
+    elif plain:
         classes = loop_classes(model)
         notes += reduction_outward_notes(model, mapping, classes, tuple(mapping.loops))
     if arch is not None:
@@ -308,11 +310,11 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
 def _arch_violations(model: KernelModel, mapping, arch, params) -> list[Violation]:
     out = []
     try:
-        from polymap.mapping.model import check_fanout, loop_extents
+        from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
     except ImportError:  # the mapping module is optional for order checks
         return out
     values = dict(params or {})
-    for msg in check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, values, model=model)):
+    for msg in check_fanout(mapping, arch, mapping_loop_extents(model.kernel, mapping, values, model=model)):
         out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
     try:
         from polymap.passes.counting.counting import capacity_violations

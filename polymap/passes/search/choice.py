@@ -30,8 +30,9 @@ from typing import Callable, Mapping as MappingT
 
 from polymap import ir
 from polymap.budget import Budget, ChildFailed
-from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel, build_model
+
 
 
 @dataclass(frozen=True)
@@ -81,15 +82,16 @@ def original_mapping(kernel: ir.Kernel, nest: int, arch) -> Mapping:
 
 
 def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_seconds: float | None = None,
-           progress: Callable[[str], None] | None = None, budget: Budget | None = None) -> KernelChoice:
+           progress: Callable[[str], None] | None = None, search_top: int = 3,
+           budget: Budget | None = None) -> KernelChoice:
     """The mapping of every nest of ``kernel`` (see the module docstring).
 
     Every candidate runs under ``budget`` (:class:`polymap.budget.Budget`):
     its ``candidate_seconds`` for one candidate's legality, fit and counts
     (ISL on a triangle at large sizes can take minutes: symm's register
-    blocking at LARGE), its ``search_seconds`` (or ``search_seconds``) for
-    the search of one nest; a candidate over its limit is dropped, and the
-    choice refuses when the whole budget runs out.
+    blocking at LARGE), its ``search_seconds`` (unless ``search_seconds``)
+    for the search of one nest; a candidate over its limit is dropped, and
+    the choice refuses (``BudgetExceeded``) when the whole budget runs out.
     """
     budget = budget if budget is not None else Budget()
     from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
@@ -103,28 +105,33 @@ def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_second
             continue
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds, budget=budget))
+        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds, search_top=search_top,
+                                 budget=budget))
     return KernelChoice(kernel, model, tuple(nests), renamed)
 
 
 def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
-                search_seconds: float | None = None, budget: Budget | None = None) -> NestChoice:
-    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
+                search_seconds: float | None = None, search_top: int = 3,
+                budget: Budget | None = None) -> NestChoice:
+    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits.
+
+    ``search_top`` of the search's best mappings are candidates (``--tune K`` asks for K).
+    """
     budget = budget if budget is not None else Budget()
     search_seconds = budget.search_seconds if search_seconds is None else search_seconds
     limit = budget.candidate_seconds
     from polymap.passes.search.default_mapping import choose_mapping
-    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.register_mapping import register_mappings
 
     kernel = model.kernel
     proposals: list[tuple[str, Mapping | None]] = []
-    for source, make in (("register tiles", lambda: register_mapping(model, nest, arch, params)),
-                         ("default", lambda: choose_mapping(model, nest, arch, params))):
+    for source, make in (("register tiles", lambda: register_mappings(model, nest, arch, params)),
+                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))])):
         try:
-            proposals.append((source, make()))
+            proposals.extend(make())
         except Exception as exc:  # a heuristic that fails is just no candidate
             proposals.append((f"{source} (failed: {type(exc).__name__})", None))
-    for k, m in enumerate(_search(model, nest, arch, params, search_seconds, budget)):
+    for k, m in enumerate(_search(model, nest, arch, params, search_seconds, search_top, budget)):
         proposals.append((f"search #{k + 1}", m))
     seen = set()
     others = []
@@ -168,7 +175,7 @@ def fit_keeps(model: KernelModel, mapping: Mapping, arch, params: MappingT[str, 
     from polymap.mapping.model import resolved_tile
     from polymap.passes.counting.counting import capacity_violations
 
-    extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
     index = {lv.name: k for k, lv in enumerate(arch.levels)}
     for _ in range(sum(len(lm.keep) for lm in mapping.levels)):
         over = capacity_violations(model, mapping, arch, dict(params))
@@ -216,7 +223,7 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
             verdict = check_mapping(model, mapping, params=params)
             if not verdict.legal:
                 return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
-            extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+            extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
             problems = list(check_fanout(mapping, arch, extents))
             if not problems:
                 if fit:
@@ -226,12 +233,23 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
             if problems:
                 return Candidate(source, mapping, counted, False, tuple(problems))
         counts = count_mapping(model, counted, arch, params=params)
-        extents = loop_extents(model.kernel, counted.nest, params, model=model)
+        extents = mapping_loop_extents(model.kernel, counted, params, model=model)
         report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
     except Exception as exc:  # undecided: not a candidate (the original order stays one)
         reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         return Candidate(source, mapping, counted, mapping is None, (reason,))
     return Candidate(source, mapping, counted, True, (), report)
+
+
+def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch, params: MappingT[str, int], *,
+                       fit: bool = True, seconds: float | None = None, budget: Budget | None = None) -> Candidate:
+    """One more candidate checked and counted as compile's own are (in a child, within ``seconds``,
+    by default the budget's ``candidate_seconds``)."""
+    budget = budget if budget is not None else Budget()
+    seconds = budget.candidate_seconds if seconds is None else seconds
+    undecided = Candidate(source, mapping, mapping, False, (f"not decided within {seconds:.0f} s",))
+    return _run(budget, _evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
+                undecided, f"the candidate '{source}'")
 
 
 def _run(budget: Budget, fn, args: tuple, kwargs: dict, seconds: float, timed_out, what: str):
@@ -243,20 +261,20 @@ def _run(budget: Budget, fn, args: tuple, kwargs: dict, seconds: float, timed_ou
         raise RuntimeError(str(exc)) from None
 
 
-def _search_mappings(model, nest, arch, params) -> list[Mapping]:
+def _search_mappings(model, nest, arch, params, top: int = 3) -> list[Mapping]:
     from polymap.passes.search.search import search_mappings
 
     try:
-        return [m for m, _ in search_mappings(model, nest, arch, params, top=3, budget=300, confirm=3)]
+        return [m for m, _ in search_mappings(model, nest, arch, params, top=top, budget=300, confirm=top)]
     except Exception:  # the search is one source of candidates among others
         return []
 
 
-def _search(model, nest, arch, params, seconds: float, budget: Budget) -> list[Mapping]:
-    """The search's best mappings, or none when it takes longer than ``seconds``."""
+def _search(model, nest, arch, params, seconds: float, top: int, budget: Budget) -> list[Mapping]:
+    """The search's best ``top`` mappings, or none when it takes longer than ``seconds``."""
     if seconds <= 0:
         return []
-    return _run(budget, _search_mappings, (model, nest, arch, dict(params)), {}, seconds, [],
+    return _run(budget, _search_mappings, (model, nest, arch, dict(params), top), {}, seconds, [],
                 f"the search of nest {nest}")
 
 
