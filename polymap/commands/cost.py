@@ -92,7 +92,7 @@ def main(args) -> int:
     if args.convention == "timeloop":
         if args.symbolic:
             raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
-        counts = count_mapping_timeloop(model, mapping, arch, params=params, budget=args.budget)
+        counts = count_mapping_timeloop(model, mapping, arch, params=params)
     elif args.symbolic:
         # formulas of deep tilings can take minutes: refused when the budget runs out
         counts = count_symbolic_within(model, mapping, arch, params=params, budget=args.budget)
