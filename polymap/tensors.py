@@ -9,6 +9,9 @@ valid input is::
 from __future__ import annotations
 
 import io
+import tokenize
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Mapping
 
@@ -120,19 +123,14 @@ def load_npz(path: str | Path, *, limits: Limits | None = None) -> dict[str, np.
                        allow_pickle=False)
     except OSError as exc:
         raise InputError(f"{path}: cannot read arrays: {exc.strerror or exc}") from None
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - see below
+    except _DAMAGED as exc:
         raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise InputError(f"{path}: not an .npz archive (a single .npy array?)")
-    # A damaged member fails inside NumPy's format parser with whatever its
-    # tokenizer, zlib or zipfile raise (TokenError, SyntaxError, zlib.error,
-    # BadZipFile, ValueError...): all of them mean the file, not polymap, is bad.
     try:
         with data:
             return {name: data[name] for name in data.files}
-    except Exception as exc:  # noqa: BLE001
+    except _DAMAGED as exc:
         raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
 
 

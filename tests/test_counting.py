@@ -5,6 +5,7 @@ import pytest
 
 from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
+from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.poly import build_model, to_int
@@ -68,7 +69,7 @@ def setup(src: str, levels: list[dict]):
     arch = arch_of(len(levels))
     for k, lv in enumerate(levels):
         lv["level"] = f"L{k}"
-    mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+    mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
     return kernel, build_model(kernel), mapping, arch
 
 

@@ -16,8 +16,8 @@ import pytest
 from polymap.cli import main
 from polymap.driver import load_program
 from polymap.errors import PolymapError
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import load_mapping
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model
@@ -171,3 +171,13 @@ def test_bad_timeloop_files_are_located(tmp_path):
     with pytest.raises(PolymapError) as err:
         import_timeloop(wrong, HERE / "two_level.arch.yaml", None, tmp_path / "o")
     assert f"{wrong}:5:" in err.value.render() and "DIM one of P" in err.value.render()
+
+
+def test_api_cost_takes_the_convention(tmp_path):
+    from polymap import api
+
+    _, kernel, arch, mapping = _import("conv1d, spatial reduction", tmp_path)
+    exact = api.cost(kernel, mapping, arch=arch)
+    tl = api.cost(kernel, mapping, arch=arch, convention="timeloop")
+    assert exact.counts.level("Shared").tensor("Outputs").updates == 24
+    assert tl.counts.level("Shared").tensor("Outputs").updates == 8

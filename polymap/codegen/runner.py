@@ -23,11 +23,11 @@ from polymap.tensors import allocate, numpy_dtype
 def resolve_mappings(kernel: ir.Kernel, model: KernelModel, params: Mapping[str, int], *,
                      arch=None, mapping_path: str | None = None) -> tuple:
     """The mappings to generate code for: the file's, or the default choice for every nest."""
-    from polymap.machine.arch import load_architecture
+    from polymap.machine.presets import load_architecture
 
     architecture = load_architecture(arch or "host") if isinstance(arch, (str, type(None))) else arch
     if mapping_path is not None:
-        from polymap.mapping.model import load_mapping
+        from polymap.mapping.files import load_mapping
 
         return (load_mapping(mapping_path, kernel=kernel, arch=architecture),)
     from polymap.passes.search.default_mapping import choose_mappings

@@ -29,6 +29,9 @@ from typing import Any, Callable, Mapping, Protocol
 
 from polymap import ir
 from polymap.errors import PolymapError
+from polymap.codegen.build import load_kernel
+from polymap.codegen.verify import needs_well_conditioned
+from polymap.tensors import allocate, random_inputs
 
 
 @dataclass(frozen=True)
@@ -149,9 +152,6 @@ def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str,
     """Build, then sample the kernel on fresh copies of random inputs (the child's work)."""
     import numpy as np
 
-    from polymap.codegen.build import load_kernel
-    from polymap.codegen.verify import needs_well_conditioned
-    from polymap.tensors import allocate, random_inputs
 
     fn = load_kernel(c_source, kernel)
     pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))

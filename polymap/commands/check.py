@@ -38,7 +38,7 @@ def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tup
 
 
 def _arch(args, mapping_path: str):
-    from polymap.machine.arch import load_architecture, presets
+    from polymap.machine.presets import load_architecture, presets
 
     if args.arch:
         return load_architecture(args.arch, limits=args.limits)
@@ -94,7 +94,7 @@ def main(args) -> int:
     if args.mapping:
         arch = _arch(args, args.mapping)
         if len(kernels) > 1:
-            from polymap.mapping.model import load_mapping
+            from polymap.mapping.files import load_mapping
 
             kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch, limits=args.limits).kernel),)
     docs, reports, legal = [], [], True
@@ -103,7 +103,7 @@ def main(args) -> int:
         model = build_model(kernel)
         require_tractable(kernel, limits=args.limits, model=model, what="the legality checks")
         if args.mapping:
-            from polymap.mapping.model import load_mapping
+            from polymap.mapping.files import load_mapping
 
             mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
             what = f"mapping {args.mapping}"

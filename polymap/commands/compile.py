@@ -38,7 +38,7 @@ def main(args) -> int:
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
-    from polymap.machine.arch import load_architecture
+    from polymap.machine.presets import load_architecture
 
     arch = load_architecture(args.arch, limits=args.limits)
     defines = parse_defines(args.defines)
@@ -53,7 +53,7 @@ def main(args) -> int:
         raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     user_mapping = None
     if args.mapping:
-        from polymap.mapping.model import load_mapping
+        from polymap.mapping.files import load_mapping
 
         user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch, limits=args.limits)
     documents = []

@@ -35,8 +35,8 @@ def _mapping_levels(path: str) -> list[str] | None:
 
 def resolve_mapping(path: str, kernels, arch_spec: str | None):
     """Load ``path`` against ``kernels`` with ``arch_spec`` or the first architecture that fits."""
-    from polymap.machine.arch import load_architecture
-    from polymap.mapping.model import load_mapping
+    from polymap.machine.presets import load_architecture
+    from polymap.mapping.files import load_mapping
 
     if arch_spec is not None:
         return load_mapping(path, kernel=kernels, arch=load_architecture(arch_spec))

@@ -18,13 +18,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from polymap.errors import MappingError
-from polymap.limits import Limits
-from polymap.yamlsource import YamlDocument, parse_yaml, read_yaml
+from polymap.yamlsource import YamlDocument
 
 _UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
@@ -36,7 +34,6 @@ COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency")
 VECTOR_KEYS = ("isa", "bytes", "registers", "fma")
 #: vector instruction sets, least first, with their register width in bytes
 ISA_BYTES = {"scalar": 8, "sse": 16, "avx": 32, "avx2": 32, "avx512": 64}
-FILE_PRESETS = ("toy", "eyeriss")
 
 
 @dataclass(frozen=True)
@@ -310,23 +307,3 @@ def architecture_from_dict(data: Any, *, source_name: str, document: YamlDocumen
     vector = _vector(doc, data["vector"]) if data.get("vector") is not None else None
     return Architecture(str(name), levels, compute, vector)
 
-
-def presets() -> tuple[str, ...]:
-    """The names :func:`load_architecture` accepts instead of a file."""
-    return ("host",) + FILE_PRESETS
-
-
-def load_architecture(spec: str, *, limits: Limits | None = None) -> Architecture:
-    """A preset (``host``, ``toy``, ``eyeriss``) or an architecture YAML file (read within ``limits``)."""
-    if spec == "host":
-        from polymap.machine.hostinfo import host_architecture
-
-        return host_architecture()
-    if spec in FILE_PRESETS:
-        text = resources.files("polymap.machine.presets").joinpath(f"{spec}.yaml").read_text()
-        doc = parse_yaml(text, f"<preset {spec}>")
-    else:
-        if not Path(spec).exists() and "/" not in spec and not spec.endswith((".yaml", ".yml")):
-            raise MappingError(f"{spec}: neither an architecture preset ({', '.join(presets())}) nor a file")
-        doc = read_yaml(spec, limits=limits)
-    return architecture_from_dict(doc.data, source_name=doc.source.name, document=doc)

@@ -18,6 +18,7 @@ import yaml
 
 from polymap.errors import MappingError
 from polymap.yamlsource import YamlDocument, read_yaml
+from polymap.ir import Loc
 
 #: Tags of Timeloop's architecture trees.
 TAGS = ("!Container", "!Component", "!Hierarchical", "!Parallel", "!Pipelined", "!Nothing")
@@ -55,9 +56,7 @@ def read(path: str | Path) -> tuple[YamlDocument, dict[tuple, str]]:
     return doc, tags
 
 
-def _mark_loc(doc: YamlDocument, mark) -> Any:
-    from polymap.ir import Loc
-
+def _mark_loc(doc: YamlDocument, mark: yaml.Mark) -> Any:
     return Loc(mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2, doc.source)
 
 

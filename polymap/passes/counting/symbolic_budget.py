@@ -13,18 +13,21 @@ killed when the budget runs out::
 from __future__ import annotations
 
 import dataclasses
+from typing import Mapping as MappingT
 
 from polymap.budget import Budget, ChildFailed
-from polymap.poly import KernelModel
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping
 from polymap.passes.counting.counting import Counts, count_mapping
+from polymap.poly import KernelModel
 
 
-def _symbolic(model: KernelModel, mapping, arch, params: dict) -> Counts:
+def _symbolic(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> Counts:
     counts = count_mapping(model, mapping, arch, params=params, symbolic=True)
     return dataclasses.replace(counts, mapping=None)
 
 
-def count_symbolic_within(model: KernelModel, mapping, arch, *, params: dict,
+def count_symbolic_within(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict,
                           budget: Budget | None = None) -> Counts:
     """``count_mapping(..., symbolic=True)``, refused (exit 2) when the budget runs out."""
     budget = budget if budget is not None else Budget()

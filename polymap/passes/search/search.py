@@ -5,7 +5,7 @@ Candidates (``compile`` without ``--mapping``):
 - loop orders: every permutation of up to four loops, otherwise the
   original order and each loop moved innermost; one order for every level;
   an order is kept only when :func:`polymap.passes.legality.legality.check_mapping`
-  says it is legal (an error while deciding counts as illegal);
+  says it is legal;
 - tiles: at every level with a capacity, square tiles whose footprint is
   near a third of the capacity (the closed form), then a sweep of powers of
   two and divisors around that side, per loop;
@@ -35,11 +35,14 @@ from typing import Mapping as MappingT
 
 import numpy as np
 
-from polymap.mapping.model import Mapping, check_fanout
+from polymap.mapping.model import check_fanout, Mapping, trip_counts
 from polymap.passes.counting.counting import Counts, count_mapping
-from polymap.passes.counting.fastcount import evaluator_for, tiles_of
+from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported
 from polymap.passes.search.space import SearchSpace, candidate_tiles
+from polymap.passes.legality.legality import is_legal
+from polymap.machine.arch import Architecture
+from polymap.poly import KernelModel
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,7 @@ class CostReport:
         return out
 
 
-def _active_units(mapping: Mapping, arch, extents) -> int:
-    from polymap.mapping.model import trip_counts
-
+def _active_units(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> int:
     active = 1
     for k, lm in enumerate(mapping.levels):
         trips = trip_counts(mapping, k, extents)
@@ -71,7 +72,7 @@ def _active_units(mapping: Mapping, arch, extents) -> int:
     return max(1, min(active, arch.compute.instances))
 
 
-def cost_of(counts: Counts, mapping: Mapping, arch, extents) -> tuple[float, float]:
+def cost_of(counts: Counts, mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> tuple[float, float]:
     """``(energy pJ, cycles)`` of ``mapping.md`` from exact counts."""
     energy = counts.instances * arch.compute.energy
     c = arch.compute
@@ -85,46 +86,18 @@ def cost_of(counts: Counts, mapping: Mapping, arch, extents) -> tuple[float, flo
     return energy, cycles
 
 
-def _fits(counts: Counts, arch) -> bool:
+def _fits(counts: Counts, arch: Architecture) -> bool:
     return not any(lv.footprint is not None and spec.exceeded_by(lv.footprint, lv.footprint_bytes)
                    for lv, spec in zip(counts.levels, arch.levels))
 
 
-def is_legal(model, mapping: Mapping) -> bool:
-    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
-
-    The same answer as ``check_mapping(...).legal`` without an architecture,
-    without witnesses, notes or hints. An error while deciding counts as illegal.
-    """
-    from polymap.passes.schedule.schedule_order import cached
-
-    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
-
-
-def _decide(model, mapping: Mapping) -> bool:
-    from polymap.passes.legality.legality import is_legal_schedule, spatial_findings
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    try:
-        mapped = mapped_schedule(model, mapping)
-        if not is_legal_schedule(model, mapped):
-            return False
-        if not any(lm.spatial for lm in mapping.levels):
-            return True
-        return not spatial_findings(model, mapped)[0]
-    except Exception:  # undecided: treat as illegal
-        return False
-
-
-def _legal(model, mapping: Mapping, params=None) -> bool:
+def _legal(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | None = None) -> bool:
     return is_legal(model, mapping)
 
 
-def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> CostReport | None:
+def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int], extents: MappingT[str, int], *, recount: bool = True) -> CostReport | None:
     counts, by = None, "isl"
     if not recount:
-        from polymap.passes.counting.fastcount import fast_counts
-
         counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
     if counts is None:
         counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
@@ -134,7 +107,7 @@ def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> C
     return CostReport(energy, cycles, counts, by)
 
 
-def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: int = 10,
+def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, top: int = 10,
                     budget: int = 4000, confirm: int = 3, seconds: float | None = 5.0,
                     recount: bool = False) -> list[tuple[Mapping, CostReport]]:
     """Legal, fitting mappings of ``nest`` on ``arch``, best first (energy, then cycles).
@@ -168,7 +141,7 @@ def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: 
     return out[:top]
 
 
-def _rank_fast(model, space: SearchSpace, budget: int):
+def _rank_fast(model: KernelModel, space: SearchSpace, budget: int):
     """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
     scored = []
     for template in space.structures():
@@ -185,7 +158,7 @@ def _rank_fast(model, space: SearchSpace, budget: int):
     return (space.with_tiles(t, row) for _, _, _, t, row in scored)
 
 
-def best_mapping(model, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+def best_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int]) -> Mapping | None:
     """Drop-in for :func:`polymap.passes.search.default_mapping.choose_mapping`: the best legal fitting mapping, or None."""
     found = search_mappings(model, nest, arch, params, top=1)
     return found[0][0] if found else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from polymap.mapping.files import mapping_from_dict
 from polymap.errors import MappingError
 from polymap.mapping.model import Mapping, resolved_tile
 
@@ -26,7 +27,7 @@ def neighbours(mapping: Mapping, kernel, arch, extents: dict[str, int]) -> Itera
     """(what changed, mapping) for every valid neighbour of ``mapping`` (see the module docstring)."""
     # as a file reads it: a tile left out inherits the enclosing level's (a Mapping built in code may
     # say "whole loop" there instead)
-    mapping = Mapping.from_dict(mapping.to_dict(), kernel=kernel, arch=arch)
+    mapping = mapping_from_dict(mapping.to_dict(), kernel=kernel, arch=arch)
     base = mapping.to_dict()
     n = len(mapping.levels)
     seen = {repr(base)}
@@ -76,6 +77,6 @@ def _valid(data: dict, seen: set[str], label: str, kernel, arch) -> Iterator[tup
         return
     seen.add(text)
     try:
-        yield label, Mapping.from_dict(data, kernel=kernel, arch=arch)
+        yield label, mapping_from_dict(data, kernel=kernel, arch=arch)
     except MappingError:
         return  # e.g. a tile that would grow inward: not a mapping
