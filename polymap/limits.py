@@ -9,7 +9,8 @@ is a located error (exit 2) that names the limit and how to raise it::
 
 * ``file_bytes``: a ``.loop``, mapping, architecture or ``.npz`` file read
   (a special file such as ``/dev/zero`` never ends);
-* ``npz_bytes``: an ``.npz`` file of arrays for ``run``;
+* ``npz_bytes``: an ``.npz`` file of arrays for ``run`` (a file that is not
+  regular, a device or a pipe, is read up to ``file_bytes`` whatever it is);
 * ``yaml_depth``: nesting of a mapping or architecture file (PyYAML recurses);
 * ``nest_depth``: loops of one nest, for dependences, legality, counting
   and code generation (lexicographic orders over ``d`` loops cost ISL ``d``
@@ -84,18 +85,21 @@ def parse_limits(texts: Sequence[str]) -> Limits:
 
 
 def read_limited(path: str | Path, *, limits: Limits, what: str, limit_name: str = "file_bytes") -> bytes:
-    """The bytes of ``path``, refusing more than ``limits.file_bytes`` (special files included).
+    """The bytes of ``path``, refusing more than the limit ``limit_name`` of ``limits`` (special files included).
 
     ``OSError`` passes through for the caller to word; a file over the limit
     is an ``InputError`` naming it.
     """
     limit = getattr(limits, limit_name)
     with open(path, "rb") as f:
-        mode = os.fstat(f.fileno()).st_mode
+        info = os.fstat(f.fileno())
+        mode = info.st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(21, "Is a directory")
-        data = f.read(limit + 1)
-    if len(data) > limit:
+        if not stat.S_ISREG(mode):  # a device or a pipe: no size to trust, and maybe no end
+            limit, limit_name = min(limit, limits.file_bytes), "file_bytes"
+        size = info.st_size if info.st_size > limit else len(data := f.read(limit + 1))
+    if size > limit:
         kind = "" if stat.S_ISREG(mode) else " (not a regular file)"
         raise InputError(f"{path}: the {what} is larger than {limit} bytes{kind}; "
                          f"{Limits.how_to_raise(limit_name)}")

@@ -115,6 +115,11 @@ def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params:
         raise InputError(diags)
 
 
+# What NumPy's reader raises on a damaged archive or member (its format parser tokenizes the
+# header; zipfile and zlib read the members): each of them means the file, not polymap, is bad.
+_DAMAGED = (ValueError, EOFError, KeyError, SyntaxError, tokenize.TokenError, zipfile.BadZipFile, zlib.error, OSError)
+
+
 def load_npz(path: str | Path, *, limits: Limits | None = None) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` file, by name (``InputError`` when unreadable or too large)."""
     limits = limits if limits is not None else Limits()
