@@ -111,7 +111,10 @@ def main(args) -> int:
 
         plot_roofline(report, arch, args.plot)
     if args.json:
-        print(json.dumps(report_json(report, arch, variance=spread), indent=2))
+        doc = report_json(report, arch, variance=spread)
+        if args.convention != "exact":
+            doc["convention"] = args.convention
+        print(json.dumps(doc, indent=2))
     else:
         notes = _legality_note(model, mapping)
         if args.plot:
