@@ -214,3 +214,11 @@ def test_compile_verifies_and_keeps_the_signature(name, tmp_path, capsys):
     assert rc == 0 and "verified against the reference (c, numpy)" in out, out
     kernel = _kernel(name)
     assert f"void {kernel.name}({ARGUMENTS[name]})" in (tmp_path / f"{kernel.name}.c").read_text()
+
+
+def test_the_c_example_reads_and_runs():
+    kernel = load_program(Path(__file__).parent.parent / "examples" / "c" / "gemm.c").kernels[0]
+    params = param_values(kernel)
+    assert params == {"ni": 64, "nj": 48, "nk": 32}
+    arrays = random_inputs(kernel, params)
+    _compare(execute(kernel, arrays, params), pb_gemm(arrays, params))
