@@ -29,6 +29,10 @@ from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.poly import KernelModel, isl_name
 
+#: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
+#: compile must stay within a few).
+MAX_STATEMENTS = 8
+
 #: Tile extents tried for the band's loops: (first loop, the others).
 TILE_SHAPES = ((8, 64), (16, 32))
 
@@ -63,7 +67,7 @@ def _aff_text(aff: isl.Aff, iterators: tuple[str, ...], params: tuple[str, ...])
 def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     """isl's schedule of ``nest`` with the exact conflicts as validity, proximity and coincidence."""
     stmts = model.nest_statements(nest)
-    if not stmts:
+    if not stmts or len(stmts) > MAX_STATEMENTS:
         return None
     ctx = model.context
     domain = isl.UnionSet.empty(ctx.get_space())
@@ -73,6 +77,7 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     for _, _, rel in conflict_pairs(model, stmts):
         deps = deps.union(isl.UnionMap.from_map(rel))
     sc = isl.ScheduleConstraints.on_domain(domain.intersect_params(ctx)).set_context(ctx)
+    deps = deps.coalesce()
     sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
     schedule = sc.compute_schedule()
     node = schedule.get_root().get_child(0)
