@@ -38,9 +38,12 @@ __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "
            "import_timeloop", "export_timeloop"]
 
 
-def load(path: str | Path) -> ir.Program:
-    """Read, parse and check a ``.loop`` file (raises ``PolymapError`` with located diagnostics)."""
-    return load_program(path)
+def load(path: str | Path, *, cpp: str = "") -> ir.Program:
+    """Read, parse and check a ``.loop`` file, or a C file's scops (raises ``PolymapError`` with located diagnostics).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``"-I DIR -DN=64"``).
+    """
+    return load_program(path, cpp=cpp)
 
 
 def model(kernel: ir.Kernel) -> KernelModel:
@@ -124,9 +127,11 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any
 
 
 def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None,
-         symbolic: bool = False):
+         symbolic: bool = False, convention: str = "exact"):
     """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
 
+    ``convention="timeloop"`` counts as Timeloop does (outputs start at zero,
+    ``spatial_reduction`` levels receive combined partial sums).
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
@@ -146,7 +151,17 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     if problems:
         raise InvalidMapping("the mapping does not fit: " + "; ".join(problems),
                              {"kernel": kernel.name, "valid": False, "problems": problems, "capacity": over})
-    counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    if convention == "timeloop":  # mapping.md, "Conventions for comparing with other tools"
+        from polymap.errors import InputError
+        from polymap.passes.counting.convention import count_mapping_timeloop
+
+        if symbolic:
+            raise InputError("convention 'timeloop' counts numbers only (no symbolic formulas)")
+        counts = count_mapping_timeloop(m, mp, arch_obj, params=values)
+    elif convention == "exact":
+        counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    else:
+        raise TypeError(f"cost(): convention must be 'exact' or 'timeloop', not {convention!r}")
     return evaluate(counts, arch_obj, active_units=active_compute_units(mp, arch_obj, extents))
 
 
@@ -304,7 +319,7 @@ class ChoiceResult:
 def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
                  options: Any = None, timer: Any = None, verify_hit: bool = True,
-                 progress: Any = None) -> ChoiceResult:
+                 progress: Any = None, budget: Any = None) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
     ``cache_dir`` None turns the cache off; otherwise an entry for this
@@ -319,7 +334,8 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
     import dataclasses
 
     from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
-    from polymap.passes.search.choice import SEARCH_SECONDS, choose
+    from polymap.budget import Budget
+    from polymap.passes.search.choice import choose
     from polymap.passes.search.remember import recall, remember
     from polymap.passes.search.tune import TuneOptions, tune_choice
 
@@ -334,8 +350,10 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
         if found.choice is not None:
             return ChoiceResult(found.choice, (), "hit", warnings)
     # tuning wants more candidates than the model's pick: the search gets longer to find them
-    seconds = SEARCH_SECONDS + (2.0 * tune if tune > 0 else 0.0)
-    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds)
+    budget = budget if budget is not None else Budget()
+    seconds = budget.search_seconds + (2.0 * tune if tune > 0 else 0.0)
+    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds,
+                    budget=budget)
     status = "off" if store is None else "miss"
     if tune <= 0:
         return ChoiceResult(choice, (), status, warnings)
