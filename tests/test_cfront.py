@@ -170,3 +170,55 @@ def test_c_syntax_error_is_located(tmp_path, capsys):
     assert main(["show", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"{path}:3:"), err
+
+
+def test_if_else_and_c99_loop_declarations(tmp_path, capsys):
+    path = tmp_path / "band.c"
+    path.write_text("#define N 8\n"
+                    "void kernel_band(int n, double A[N][N], double x[N])\n{\n#pragma scop\n"
+                    "  for (int i = 0; i < n; i++)\n"
+                    "    for (int j = 0; j < n; j += 1)\n"
+                    "      if (j <= i && i - j < 3)\n        x[i] += A[i][j];\n"
+                    "      else\n        A[i][j] = 0.0;\n#pragma endscop\n}\n")
+    assert main(["show", str(path), "--emit", "loop"]) == 0
+    text = capsys.readouterr().out
+    assert "if j <= i and i - j < 3 {" in text and "} else {" in text
+    kernel = load_program(path).kernels[0]
+    assert [pretty.expr(w) for w in kernel.where] == ["n <= 8"] and kernel.params[0].default is None
+    params = {"n": 8}
+    arrays = random_inputs(kernel, params)
+    got = execute(kernel, arrays, params)
+    a, x = np.array(arrays["A"]), np.array(arrays["x"])
+    i, j = np.indices((8, 8))
+    band = (j <= i) & (i - j < 3)
+    np.testing.assert_allclose(got["x"], x + np.where(band, a, 0).sum(axis=1))
+    np.testing.assert_allclose(got["A"], np.where(band, a, 0))
+
+
+#: file -> the original function's arguments, in order
+ARGUMENTS = {
+    "gemm.c": "int ni, int nj, int nk, double polymap_arg_alpha, double polymap_arg_beta, double polymap_arg_C[6][7], "
+              "double polymap_arg_A[6][5], double polymap_arg_B[5][7]",
+    "jacobi-2d.c": "int tsteps, int n, double polymap_arg_A[8][8], double polymap_arg_B[8][8]",
+    "lu.c": "int n, double polymap_arg_A[7][7]",
+    "seidel-2d.c": "int tsteps, int n, double polymap_arg_A[7][7]",
+    "trmm.c": "int m, int n, double polymap_arg_alpha, double polymap_arg_A[6][6], double polymap_arg_B[6][5]",
+    "backsubst.c": "int n, double polymap_arg_U[6][6], double polymap_arg_b[6], double polymap_arg_x[6]",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARGUMENTS))
+def test_compile_verifies_and_keeps_the_signature(name, tmp_path, capsys):
+    rc = main(["compile", str(HERE / name), "--cpp", CPP, "--arch", "toy", "-o", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "verified against the reference (c, numpy)" in out, out
+    kernel = _kernel(name)
+    assert f"void {kernel.name}({ARGUMENTS[name]})" in (tmp_path / f"{kernel.name}.c").read_text()
+
+
+def test_the_c_example_reads_and_runs():
+    kernel = load_program(Path(__file__).parent.parent / "examples" / "c" / "gemm.c").kernels[0]
+    params = param_values(kernel)
+    assert params == {"ni": 64, "nj": 48, "nk": 32}
+    arrays = random_inputs(kernel, params)
+    _compare(execute(kernel, arrays, params), pb_gemm(arrays, params))

@@ -150,7 +150,7 @@ def test_import_command_and_cost_convention(tmp_path, capsys):
     assert main(args + ["--convention", "timeloop"]) == 0
     tl = json.loads(capsys.readouterr().out)
     assert exact["levels"][1]["tensors"]["Outputs"]["fills"] == 8
-    assert tl["levels"][1]["tensors"]["Outputs"]["fills"] == 0
+    assert tl["levels"][1]["tensors"]["Outputs"]["fills"] == 0 and tl["convention"] == "timeloop"
 
 
 def test_bad_timeloop_files_are_located(tmp_path):
