@@ -25,6 +25,7 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
+from polymap.mapping.renamed import in_original_terms
 from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.poly import KernelModel, build_model
@@ -114,7 +115,8 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
     extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
     try:
         return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
-                            args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
+                            args, choice=choice, progress=progress, extra=extra, tuning=found.tuning,
+                            original=kernel)
     except VerificationFailure:
         if found.cache != "hit":
             raise
@@ -129,7 +131,8 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
     choice = found.choice
     extra = {"cache": "miss", "tuning": [t.to_json() for t in found.tuning]}
     return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
-                        args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
+                        args, choice=choice, progress=progress, extra=extra, tuning=found.tuning,
+                        original=kernel)
 
 
 def _targets(text: str) -> tuple[str, ...]:
@@ -163,7 +166,8 @@ def _violations(model: KernelModel, mapping, params) -> list[str]:
 
 
 def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
-                 choice=None, progress=None, extra: dict | None = None, tuning: tuple = ()) -> dict:
+                 choice=None, progress=None, extra: dict | None = None, tuning: tuple = (),
+                 original: ir.Kernel | None = None) -> dict:
     from polymap.codegen.c.emitter import emit_c
 
     written = []
@@ -201,10 +205,11 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
         py_path.write_text(numpy_source)
         written.append(str(py_path))
     doc = {"kernel": kernel.name, "params": dict(params), "arch": arch.name, "why": why,
-           "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
+           # mappings said of the kernel as written (renamed loops become schedule entries)
+           "mappings": [in_original_terms(original or kernel, kernel, m).to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
     if choice is not None:
         doc["choice"] = _choice_doc(choice)
-        doc["numpy_mappings"] = [m.to_dict() for m in numpy_maps]
+        doc["numpy_mappings"] = [in_original_terms(original or kernel, kernel, m).to_dict() for m in numpy_maps]
     doc["register_tiles"] = register_tile_doc(model, mappings, arch)
     doc.update(extra or {})
     json_path = out_dir / f"{kernel.name}.json"
