@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 
 from polymap.errors import PolymapError, Refusal
@@ -142,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
         return 0 if exc.code == 0 else 2
+    # what generated files say produced them
+    args.command_line = "polymap " + shlex.join(str(a) for a in (sys.argv[1:] if argv is None else argv))
     try:
         module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
         return int(module.main(args) or 0)
