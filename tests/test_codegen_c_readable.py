@@ -13,22 +13,11 @@ from polymap.codegen.build import compiler, load_kernel
 from polymap.codegen.c.emitter import emit_c
 from polymap.driver import load_program
 from polymap.machine.presets import load_architecture
-from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.poly import build_model
 
+from test_codegen_c import kernel_of, two_level
+
 EXAMPLES = Path(__file__).parent.parent / "examples"
-
-
-def kernel_of(name: str):
-    return load_program(EXAMPLES / f"{name}.loop").kernels[0]
-
-
-def two_level(kernel, tile: dict, order: tuple, inner: tuple, nest: int = 0) -> Mapping:
-    loops = nest_loops(kernel, nest)
-    keep = nest_tensors(kernel, nest)
-    return Mapping(kernel.name, nest, loops, (
-        LevelMapping("DRAM", (None,) * len(loops), order, (), keep),
-        LevelMapping("GLB", tuple(tile.get(x) for x in loops), inner, (), keep)))
 
 
 def loop_variables(source: str) -> list[str]:
