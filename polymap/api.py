@@ -38,9 +38,12 @@ __all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "
            "import_timeloop", "export_timeloop"]
 
 
-def load(path: str | Path) -> ir.Program:
-    """Read, parse and check a ``.loop`` file (raises ``PolymapError`` with located diagnostics)."""
-    return load_program(path)
+def load(path: str | Path, *, cpp: str = "") -> ir.Program:
+    """Read, parse and check a ``.loop`` file, or a C file's scops (raises ``PolymapError`` with located diagnostics).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``"-I DIR -DN=64"``).
+    """
+    return load_program(path, cpp=cpp)
 
 
 def model(kernel: ir.Kernel) -> KernelModel:
@@ -124,9 +127,11 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any
 
 
 def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None,
-         symbolic: bool = False):
+         symbolic: bool = False, convention: str = "exact"):
     """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
 
+    ``convention="timeloop"`` counts as Timeloop does (outputs start at zero,
+    ``spatial_reduction`` levels receive combined partial sums).
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
@@ -146,7 +151,17 @@ def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, in
     if problems:
         raise InvalidMapping("the mapping does not fit: " + "; ".join(problems),
                              {"kernel": kernel.name, "valid": False, "problems": problems, "capacity": over})
-    counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    if convention == "timeloop":  # mapping.md, "Conventions for comparing with other tools"
+        from polymap.errors import InputError
+        from polymap.passes.counting.convention import count_mapping_timeloop
+
+        if symbolic:
+            raise InputError("convention 'timeloop' counts numbers only (no symbolic formulas)")
+        counts = count_mapping_timeloop(m, mp, arch_obj, params=values)
+    elif convention == "exact":
+        counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
+    else:
+        raise TypeError(f"cost(): convention must be 'exact' or 'timeloop', not {convention!r}")
     return evaluate(counts, arch_obj, active_units=active_compute_units(mp, arch_obj, extents))
 
 
@@ -348,12 +363,14 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
 
 def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
+            progress: Any = None):
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
     ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
-    with its ranked mappings and their predicted seconds).
+    with its ranked mappings and their predicted seconds). ``fixed`` are the
+    mappings of the kernel's other nests, kept while these are timed.
     """
     from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
@@ -366,7 +383,7 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
-                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+                fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
 def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,

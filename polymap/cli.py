@@ -128,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
     g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
     p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the best K mappings per nest on this machine; report both rankings")
 
     p = sub.add_parser("arch", help="show an architecture (preset or file)")
     _common(p, file=False)

@@ -290,3 +290,15 @@ def test_widen_adds_counted_legal_candidates_in_the_models_order(gemm_choice, ho
     assert len(usable) == before + 3
     assert [c.key() for c in usable if c.report is not None] == sorted(c.key() for c in usable if c.report is not None)
     assert all(c.legal and c.report is not None for c in usable if " / " in c.source)
+
+
+def test_measure_is_what_search_tune_calls(gemm, host, gemm_choice):
+    """``api.measure``: mappings in the model's order, sources and predictions passed through."""
+    mps = [c.mapping for c in gemm_choice.nests[0].candidates if c.mapping is not None][:3]
+    timer = FakeTimer({"search #1": 3.0, "search #2": 1.0, "search #3": 2.0})
+    t = api.measure(gemm, mps, arch=host, params=SIZES, predicted_s=[1.0, 1.5, 2.0],
+                    sources=["search #1", "search #2", "search #3"], timer=timer)
+    assert [c.rank_measured for c in t.candidates] == [3, 1, 2]
+    assert t.chosen.candidate.mapping == mps[1]
+    assert t.bias == pytest.approx(statistics.median([3.0, 1 / 1.5, 1.0]))
+    assert t.spearman == pytest.approx(-0.5)

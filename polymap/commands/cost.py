@@ -20,6 +20,7 @@ from polymap.errors import InputError, InvalidMapping
 from polymap.mapping.files import load_mapping
 from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
 from polymap.passes.counting.cost_model import active_compute_units, evaluate
+from polymap.passes.counting.variance import variance
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
@@ -99,14 +100,19 @@ def main(args) -> int:
         counts = count_mapping(model, mapping, arch, params=params)
     if args.export:
         _export(args.export, kernel, mapping, params)
-    units = active_compute_units(mapping, arch, mapping_loop_extents(kernel, mapping, params))
+    extents = mapping_loop_extents(kernel, mapping, params)
+    units = active_compute_units(mapping, arch, extents)
     report = evaluate(counts, arch, active_units=units)
+    spread = variance(kernel, mapping, arch, report.cycle_terms, extents, params)
     if args.plot:
         from polymap.reports.roofline import plot_roofline
 
         plot_roofline(report, arch, args.plot)
     if args.json:
-        print(json.dumps(report_json(report, arch), indent=2))
+        doc = report_json(report, arch, variance=spread)
+        if args.convention != "exact":
+            doc["convention"] = args.convention
+        print(json.dumps(doc, indent=2))
     else:
         notes = _legality_note(model, mapping)
         if args.plot:
@@ -116,5 +122,5 @@ def main(args) -> int:
         if args.convention == "timeloop":
             notes.append("counted with --convention timeloop: outputs start at zero; spatial_reduction levels "
                          "receive combined partial sums")
-        print(report_text(report, arch, notes=notes))
+        print(report_text(report, arch, notes=notes, variance=spread))
     return 0

@@ -21,7 +21,7 @@ def _footprint(level, spec) -> tuple[int, str]:
     return level.footprint, "elements"
 
 
-def report_json(report: CostReport, arch) -> dict:
+def report_json(report: CostReport, arch, *, variance=None) -> dict:
     """The ``cli.md`` document for ``polymap cost``, plus bottleneck and energy breakdown."""
     c = report.counts
     levels = []
@@ -54,6 +54,9 @@ def report_json(report: CostReport, arch) -> dict:
         "active_units": report.active_units,
         "seconds": report.seconds,
     })
+    if variance is not None:  # polymap.passes.counting.variance.Variance
+        out["cycles_pessimistic"] = variance.pessimistic_cycles
+        out["pessimistic"] = variance.to_json()
     return out
 
 
@@ -75,7 +78,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def report_text(report: CostReport, arch, *, notes: list[str] | None = None) -> str:
+def report_text(report: CostReport, arch, *, notes: list[str] | None = None, variance=None) -> str:
     """A readable report: counts per level and tensor (elements), energy, cycles, intensities."""
     c = report.counts
     params = ", ".join(f"{k}={v}" for k, v in c.params)
@@ -101,6 +104,11 @@ def report_text(report: CostReport, arch, *, notes: list[str] | None = None) -> 
                   f"{arch.compute.frequency / 1e9:g} GHz); bottleneck: {report.bottleneck}"]
     for name, cyc in report.cycle_terms:
         lines.append(f"  {name:<12} {_num(cyc)} cycles")
+    if variance is not None:
+        lines.append(f"pessimistic cycles: {_num(variance.pessimistic_cycles)} (derating x{variance.derating:.3g} "
+                     f"over the nominal; binds: {variance.binding})")
+        for b in variance.bounds:
+            lines.append(f"  {b.kind:<16} x{b.factor:.3g} on {b.term}: {b.detail}")
     lines.append(f"utilization: {100 * report.utilization:.1f}% ({report.active_units} of "
                  f"{arch.compute.instances} compute units active)")
     lines.append("arithmetic intensity (instances per element crossing the level's inner boundary):")

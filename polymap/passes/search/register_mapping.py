@@ -129,6 +129,11 @@ def _vars(e: ir.Expr) -> set[str]:
     return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
 
 
+def _bare_distinct(r: ir.Ref) -> bool:
+    names = [x.name for x in r.indices if isinstance(x, ir.Var)]
+    return len(names) == len(r.indices) and len(set(names)) == len(names)
+
+
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
     """The pattern's loops in ``nest``, or None when the nest has no such reduction."""
     loops = nest_loops(model.kernel, nest)
@@ -149,7 +154,10 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
             continue
         k = max(free, key=lambda x: extents.get(x, 0))
         refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
-        vector = all(_unit_last(r, j) for r in refs if j in set().union(*map(_vars, r.indices)))
+        written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
+        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
+        vector = all(_unit_last(r, j) or (r.tensor not in written and _bare_distinct(r))
+                     for r in refs if j in set().union(*map(_vars, r.indices)))
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
         return Roles(i, j, k, dtypes[stmt.target.tensor], vector)
