@@ -319,7 +319,7 @@ class ChoiceResult:
 def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
                  options: Any = None, timer: Any = None, verify_hit: bool = True,
-                 progress: Any = None) -> ChoiceResult:
+                 progress: Any = None, budget: Any = None) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
     ``cache_dir`` None turns the cache off; otherwise an entry for this
@@ -334,7 +334,8 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
     import dataclasses
 
     from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
-    from polymap.passes.search.choice import SEARCH_SECONDS, choose
+    from polymap.budget import Budget
+    from polymap.passes.search.choice import choose
     from polymap.passes.search.remember import recall, remember
     from polymap.passes.search.tune import TuneOptions, tune_choice
 
@@ -349,8 +350,10 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
         if found.choice is not None:
             return ChoiceResult(found.choice, (), "hit", warnings)
     # tuning wants more candidates than the model's pick: the search gets longer to find them
-    seconds = SEARCH_SECONDS + (2.0 * tune if tune > 0 else 0.0)
-    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds)
+    budget = budget if budget is not None else Budget()
+    seconds = budget.search_seconds + (2.0 * tune if tune > 0 else 0.0)
+    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds,
+                    budget=budget)
     status = "off" if store is None else "miss"
     if tune <= 0:
         return ChoiceResult(choice, (), status, warnings)

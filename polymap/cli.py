@@ -7,11 +7,15 @@ turns errors into exit statuses: 2 for bad input, 1 for a "no".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import shlex
 import sys
 
-from polymap.errors import PolymapError, Refusal
+from polymap.budget import Budget
+from polymap.errors import InputError, PolymapError, Refusal
+from polymap.limits import parse_limits
 
 COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report",
             "import")
@@ -29,6 +33,11 @@ def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
                    help="set a parameter (repeatable)")
     p.add_argument("--kernel", help="the kernel to act on (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+    p.add_argument("--budget", dest="budget_seconds", type=float, default=Budget().seconds, metavar="SECONDS",
+                   help="time allowed for the analyses (default %(default)g s); past it, exit 2 with the reason")
+    p.add_argument("--limit", dest="limit_texts", action="append", default=[], metavar="NAME=VALUE",
+                   help="raise a limit of polymap.limits (file_bytes, npz_bytes, yaml_depth, nest_depth, "
+                        "statements, domain_pieces, max_integer); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,7 +148,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; return its exit status (0 yes, 1 no, 2 bad input)."""
+    """Run one command; return its exit status (0 yes, 1 no, 2 bad input).
+
+    The command's standard output is gathered and written once at the end, so
+    that an unwritable output (a full device, a closed pipe) is one answer
+    here, not an ``OSError`` wherever a command happened to print.
+    """
+    real = sys.stdout
+    gathered = io.StringIO()
+    with contextlib.redirect_stdout(gathered):
+        status = _run(argv)
+    return _write_output(real, gathered.getvalue(), status)
+
+
+def _write_output(stream, text: str, status: int) -> int:
+    if not text:
+        return status
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:  # the reader (`| head`) went away: not an error of ours
+        _silence_stdout()
+        return 141
+    except OSError as exc:
+        print(f"error: cannot write the standard output: {exc.strerror or exc}", file=sys.stderr)
+        _silence_stdout()
+        return 2
+    return status
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -148,8 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     # what generated files say produced them
     args.command_line = "polymap " + shlex.join(str(a) for a in (sys.argv[1:] if argv is None else argv))
     try:
+        seconds = getattr(args, "budget_seconds", Budget().seconds)
+        if not seconds >= 0:
+            raise InputError(f"--budget {seconds:g}: expected a number of seconds >= 0")
+        args.budget = Budget(seconds=seconds)
+        args.limits = parse_limits(getattr(args, "limit_texts", []))
         module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
-        return int(module.main(args) or 0)
+        with args.budget.watch(f"polymap {args.command}"):
+            return int(module.main(args) or 0)
     except PolymapError as exc:
         print(exc.render(), file=sys.stderr)
         return exc.exit_status

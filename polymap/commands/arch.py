@@ -74,7 +74,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.name:
         raise InputError("polymap arch: give a preset name or an architecture file, or --list "
                          f"(presets: {', '.join(presets())})")
-    arch = load_architecture(args.name)
+    arch = load_architecture(args.name, limits=args.limits)
     print(json.dumps(arch.to_dict(), indent=2) if args.json else render(arch))
     if args.name == "host" and not args.json:
         print(HOST_SOURCES)

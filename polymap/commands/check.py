@@ -16,6 +16,7 @@ from polymap.mapping.model import nest_loops
 from polymap.passes.legality.legality import Verdict, check_mapping
 from polymap.passes.schedule.tiling import order_mapping
 from polymap.poly import build_model
+from polymap.limits import require_tractable
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -40,7 +41,7 @@ def _arch(args, mapping_path: str):
     from polymap.machine.presets import load_architecture, presets
 
     if args.arch:
-        return load_architecture(args.arch)
+        return load_architecture(args.arch, limits=args.limits)
     # Without --arch, the architecture whose level names the mapping uses.
     from polymap.mapping.files import MAPPING_KEYS
     from polymap.yamlsource import read_yaml
@@ -85,7 +86,7 @@ def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
 
 
 def main(args) -> int:
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
@@ -95,15 +96,16 @@ def main(args) -> int:
         if len(kernels) > 1:
             from polymap.mapping.files import load_mapping
 
-            kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel),)
+            kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch, limits=args.limits).kernel),)
     docs, reports, legal = [], [], True
     for kernel in kernels:
         params = _params(kernel, defines)
         model = build_model(kernel)
+        require_tractable(kernel, limits=args.limits, model=model, what="the legality checks")
         if args.mapping:
             from polymap.mapping.files import load_mapping
 
-            mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
+            mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
             what = f"mapping {args.mapping}"
             verdict = check_mapping(model, mapping, arch=arch, params=params)
             verdict = _with_fusion_note(kernel, mapping.nest, verdict)

@@ -25,21 +25,23 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
+from polymap.mapping.renamed import in_original_terms
 from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.poly import KernelModel, build_model
+from polymap.limits import require_integers, require_tractable
 
 TARGETS = ("c", "numpy")
 
 
 def main(args) -> int:
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     targets = _targets(args.target)
     from polymap.machine.presets import load_architecture
 
-    arch = load_architecture(args.arch)
+    arch = load_architecture(args.arch, limits=args.limits)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     from polymap.passes.search.choice import progress_printer
@@ -54,11 +56,13 @@ def main(args) -> int:
     if args.mapping:
         from polymap.mapping.files import load_mapping
 
-        user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
+        user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch, limits=args.limits)
     documents = []
     for kernel in kernels:
         params = param_values(kernel, defines)
         model = build_model(kernel)
+        require_tractable(kernel, limits=args.limits, model=model, what="compile's analyses")
+        require_integers(kernel, params, limits=args.limits)
         choice = None
         if user_mapping is not None and user_mapping.kernel == kernel.name:
             mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
@@ -97,7 +101,8 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
 
     timer = ProcessTimer(timing_environment(os.environ))
     found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress)
+                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
+                         budget=args.budget)
     for w in found.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if found.cache == "hit":
@@ -110,7 +115,8 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
     extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
     try:
         return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
-                            args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
+                            args, choice=choice, progress=progress, extra=extra, tuning=found.tuning,
+                            original=kernel)
     except VerificationFailure:
         if found.cache != "hit":
             raise
@@ -121,11 +127,12 @@ def _compile_chosen(kernel: ir.Kernel, arch, params, targets, out_dir, args, pro
     print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
           "dropped from the cache, choosing again", file=sys.stderr)
     found = tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                         arch_fingerprint=fingerprint, timer=timer, progress=progress)
+                         arch_fingerprint=fingerprint, timer=timer, progress=progress, budget=args.budget)
     choice = found.choice
     extra = {"cache": "miss", "tuning": [t.to_json() for t in found.tuning]}
     return _compile_one(choice.kernel, choice.model, choice.mappings, why, arch, params, targets, out_dir,
-                        args, choice=choice, progress=progress, extra=extra, tuning=found.tuning)
+                        args, choice=choice, progress=progress, extra=extra, tuning=found.tuning,
+                        original=kernel)
 
 
 def _targets(text: str) -> tuple[str, ...]:
@@ -159,7 +166,8 @@ def _violations(model: KernelModel, mapping, params) -> list[str]:
 
 
 def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
-                 choice=None, progress=None, extra: dict | None = None, tuning: tuple = ()) -> dict:
+                 choice=None, progress=None, extra: dict | None = None, tuning: tuple = (),
+                 original: ir.Kernel | None = None) -> dict:
     from polymap.codegen.c.emitter import emit_c
 
     written = []
@@ -179,10 +187,11 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
         print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
         targets = tuple(t for t in targets if t != "numpy")
     doc = {"kernel": kernel.name, "params": dict(params), "arch": arch.name, "why": why,
-           "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
+           # mappings said of the kernel as written (renamed loops become schedule entries)
+           "mappings": [in_original_terms(original or kernel, kernel, m).to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
     if choice is not None:
         doc["choice"] = _choice_doc(choice)
-        doc["numpy_mappings"] = [m.to_dict() for m in numpy_maps]
+        doc["numpy_mappings"] = [in_original_terms(original or kernel, kernel, m).to_dict() for m in numpy_maps]
     doc["register_tiles"] = register_tile_doc(model, mappings, arch)
     doc.update(extra or {})
     json_path = out_dir / f"{kernel.name}.json"

@@ -6,8 +6,8 @@ bottleneck, utilization and intensities
 (:func:`polymap.passes.counting.cost_model.evaluate`). A mapping whose spatial loops
 need more instances than the architecture has, or whose footprint overflows
 a level, is refused (exit 1) naming the level, its capacity and the footprint.
-``--symbolic`` formulas that take longer than ``$POLYMAP_SYMBOLIC_SECONDS``
-(60 s) are refused too (exit 1), saying so.
+``--symbolic`` formulas that take longer than the time budget (``--budget``)
+are refused (exit 2), saying so.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import capacity_violations, count_mapping
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.poly import build_model
+from polymap.limits import require_tractable
 
 
 def _kernel(program, args, arch):
@@ -32,7 +33,7 @@ def _kernel(program, args, arch):
     if len(kernels) == 1:
         return kernels[0]
     # several kernels: the mapping file's `kernel:` picks one
-    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel)
+    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch, limits=args.limits).kernel)
 
 
 def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
@@ -80,22 +81,23 @@ def _legality_note(model, mapping) -> list[str]:
 
 def main(args) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     defines = parse_defines(args.defines)
-    arch = load_architecture(args.arch)
+    arch = load_architecture(args.arch, limits=args.limits)
     kernel = _kernel(program, args, arch)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
+    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
     model = build_model(kernel)
+    require_tractable(kernel, limits=args.limits, model=model, what="the counts")
     _refuse_overfull(kernel, model, mapping, arch, params)
     if args.convention == "timeloop":
         if args.symbolic:
             raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
         counts = count_mapping_timeloop(model, mapping, arch, params=params)
     elif args.symbolic:
-        # formulas of deep tilings can take minutes: refused after $POLYMAP_SYMBOLIC_SECONDS (60 s)
-        counts = count_symbolic_within(model, mapping, arch, params=params)
+        # formulas of deep tilings can take minutes: refused when the budget runs out
+        counts = count_symbolic_within(model, mapping, arch, params=params, budget=args.budget)
     else:
         counts = count_mapping(model, mapping, arch, params=params)
     if args.export:

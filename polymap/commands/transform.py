@@ -17,6 +17,7 @@ import json
 
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, MappingError
+from polymap.limits import require_tractable
 
 #: Architectures tried, in order, when ``--arch`` is not given.
 ARCH_CANDIDATES = ("toy", "host", "eyeriss")
@@ -58,13 +59,14 @@ def main(args) -> int:
     from polymap.codegen.loop_emitter import emit_loop
     from polymap.poly import build_model
 
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     mapping = resolve_mapping(args.mapping, kernels if len(kernels) > 1 else kernels[0], args.arch)
     kernel = program.kernel(mapping.kernel) or kernels[0]
     model = build_model(kernel)
+    require_tractable(kernel, limits=args.limits, model=model, what="the legality checks")
     _refuse_if_illegal(model, mapping, defines)
     shown = dataclasses.replace(kernel, params=tuple(
         dataclasses.replace(p, default=defines.get(p.name, p.default)) for p in kernel.params))

@@ -109,6 +109,7 @@ class _Printer:
         self.packs_by_rank = {ks.rank_of(model.nest_statements(m.nest)[0].name): packing.plan_packs(model, m)
                               for m in mappings if model.nest_statements(m.nest)} if pack else {}
         self.active_packs: dict = {}
+        self.loop_stack: dict = {}  # (level, loop) -> AST iterator of the enclosing mapped loops
         self.model = model
         self.ks = ks
         self.analysis = LoopAnalysis(ks)
@@ -261,7 +262,10 @@ class _Printer:
         self.depth += 1
         opened = packing.open_packs(self, body, packing.pack_points(self, n, info))
         self.depth -= 1
+        # packed subscripts read tile coordinates off it (AST iterators, which self.names renames)
+        self.loop_stack[(info.level, info.loop)] = n.for_get_iterator().get_id().get_name()
         self.nested(body, bp, body_mode)
+        self.loop_stack.pop((info.level, info.loop), None)
         self.depth += 1
         packing.close_packs(self, opened)
         self.depth -= 1
@@ -314,7 +318,9 @@ class _Printer:
         pack = self.active_packs.get((r.tensor, tuple(getattr(x, "name", "") for x in r.indices)))
         if pack is not None:
             values = {x: vp.index(sub) for x, sub in zip(pack.loops, r.indices)}
-            return f"{packing.buffer_name(pack)}[{packing.packed_index(pack, values)}]"
+            names = getattr(vp, "ast_names", self.names)
+            coords = {key: names.get(it, it) for key, it in self.loop_stack.items()}
+            return f"{packing.buffer_name(pack)}[{packing.packed_index(pack, values, coords)}]"
         flat = vp.index(r.indices[0])
         for sub, ext in zip(r.indices[1:], d.shape[1:]):
             flat = f"{flat} * {vp.index(ext)} + {vp.index(sub)}"

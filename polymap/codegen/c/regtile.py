@@ -283,6 +283,12 @@ def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
     """Print the tile in every build variant (see the module docstring) with the generic fallback."""
     printer.uses_vectors = printer.uses_vectors or tile.lanes > 1
     box = tile.box
+    last = len(printer.mappings_by_rank[printer.analysis.info(tile.reduction).rank].levels) - 1
+    red = printer.analysis.info(tile.reduction)
+    coords = {(last, b.loop): b.iterator for b in box}
+    coords[(red.level, red.loop)] = tile.reduction.for_get_iterator().get_id().get_name()
+    saved = dict(printer.loop_stack)
+    printer.loop_stack.update(coords)
     lo = {b.iterator: f"polymap_lo_{c_name(b.loop)}" for b in box}
     printer.emit("{")
     printer.depth += 1
@@ -300,6 +306,7 @@ def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
                                  + f"  /* {nbytes}-byte vectors: {lanes} x {dtype} */")
             _variant(printer, tile, lo, lanes, masked and lanes * _ITEMSIZE[dtype] == nbytes, path, mode)
         printer.lines.append("#endif")
+    printer.loop_stack = saved
     printer.depth -= 1
     printer.emit("}")
 
@@ -377,6 +384,7 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
         names.update({b.iterator: offset(b, off) for b, off in zip(box, point)})
         env = {v: ast_expr(a, names, top=False) for v, a in zip(sm.loops, tile.args)}
         vp = ValuePrinter(printer.kernel, env, None)
+        vp.ast_names = names  # packed subscripts: the box iterators' texts
 
         def ref_text(r: ir.Ref) -> str:
             text = printer.ref(r, vp)

@@ -24,21 +24,15 @@ when it wins, the nest keeps its original schedule (no mapping).
 """
 from __future__ import annotations
 
-import multiprocessing
-import queue
 import sys
 from dataclasses import dataclass
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
+from polymap.budget import Budget, ChildFailed
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel, build_model
 
-#: seconds the search may take per nest before its candidates are dropped
-SEARCH_SECONDS = 4.0
-#: seconds one candidate's legality, fit and counts may take (ISL on a triangle at large sizes
-#: can take minutes: symm's register blocking at LARGE) before it is dropped
-EVALUATE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -87,9 +81,19 @@ def original_mapping(kernel: ir.Kernel, nest: int, arch) -> Mapping:
     return Mapping(kernel.name, nest, tuple(loops), levels)
 
 
-def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_seconds: float = SEARCH_SECONDS,
-           progress: Callable[[str], None] | None = None, search_top: int = 3) -> KernelChoice:
-    """The mapping of every nest of ``kernel`` (see the module docstring)."""
+def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_seconds: float | None = None,
+           progress: Callable[[str], None] | None = None, search_top: int = 3,
+           budget: Budget | None = None) -> KernelChoice:
+    """The mapping of every nest of ``kernel`` (see the module docstring).
+
+    Every candidate runs under ``budget`` (:class:`polymap.budget.Budget`):
+    its ``candidate_seconds`` for one candidate's legality, fit and counts
+    (ISL on a triangle at large sizes can take minutes: symm's register
+    blocking at LARGE), its ``search_seconds`` (unless ``search_seconds``)
+    for the search of one nest; a candidate over its limit is dropped, and
+    the choice refuses (``BudgetExceeded``) when the whole budget runs out.
+    """
+    budget = budget if budget is not None else Budget()
     from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 
     renamed = tuple(sorted(repeated_loop_names(kernel).items()))
@@ -101,16 +105,21 @@ def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_second
             continue
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds, search_top=search_top))
+        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds, search_top=search_top,
+                                 budget=budget))
     return KernelChoice(kernel, model, tuple(nests), renamed)
 
 
 def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
-                search_seconds: float = SEARCH_SECONDS, search_top: int = 3) -> NestChoice:
+                search_seconds: float | None = None, search_top: int = 3,
+                budget: Budget | None = None) -> NestChoice:
     """Rank the candidates of one nest; the original order wins when nothing else is legal and fits.
 
     ``search_top`` of the search's best mappings are candidates (``--tune K`` asks for K).
     """
+    budget = budget if budget is not None else Budget()
+    search_seconds = budget.search_seconds if search_seconds is None else search_seconds
+    limit = budget.candidate_seconds
     from polymap.passes.search.default_mapping import choose_mapping
     from polymap.passes.search.register_mapping import register_mappings
 
@@ -122,7 +131,7 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
             proposals.extend(make())
         except Exception as exc:  # a heuristic that fails is just no candidate
             proposals.append((f"{source} (failed: {type(exc).__name__})", None))
-    for k, m in enumerate(_search(model, nest, arch, params, search_seconds, search_top)):
+    for k, m in enumerate(_search(model, nest, arch, params, search_seconds, search_top, budget)):
         proposals.append((f"search #{k + 1}", m))
     seen = set()
     others = []
@@ -134,14 +143,14 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
             continue
         seen.add(text)
         # the heuristics' blockings may overflow a level the code does not care about: bypass it
-        others.append(_in_child(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
-                                EVALUATE_SECONDS, Candidate(source, m, m, False, (
-                                    f"not decided within {EVALUATE_SECONDS:.0f} s",))))
+        others.append(_run(budget, _evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
+                           limit, Candidate(source, m, m, False, (f"not decided within {limit:g} s",)),
+                           f"the candidate '{source}' of nest {nest}"))
     original = original_mapping(kernel, nest, arch)
     if any(c.legal and c.report is not None for c in others):
-        fallback = Candidate("original order", None, original, True, (f"not counted within {EVALUATE_SECONDS:.0f} s",))
-        candidates = [_in_child(_evaluate, (model, "original order", None, original, arch, params), {},
-                                EVALUATE_SECONDS, fallback)] + others
+        fallback = Candidate("original order", None, original, True, (f"not counted within {limit:g} s",))
+        candidates = [_run(budget, _evaluate, (model, "original order", None, original, arch, params), {},
+                           limit, fallback, f"the original order of nest {nest}")] + others
     else:  # nothing to rank against: the original order wins without being counted
         candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
         candidates += others
@@ -233,39 +242,23 @@ def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = Fals
 
 
 def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch, params: MappingT[str, int], *,
-                       fit: bool = True, seconds: float = EVALUATE_SECONDS) -> Candidate:
-    """One more candidate checked and counted as compile's own are (in a child, within ``seconds``)."""
+                       fit: bool = True, seconds: float | None = None, budget: Budget | None = None) -> Candidate:
+    """One more candidate checked and counted as compile's own are (in a child, within ``seconds``,
+    by default the budget's ``candidate_seconds``)."""
+    budget = budget if budget is not None else Budget()
+    seconds = budget.candidate_seconds if seconds is None else seconds
     undecided = Candidate(source, mapping, mapping, False, (f"not decided within {seconds:.0f} s",))
-    return _in_child(_evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
-                     undecided)
+    return _run(budget, _evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
+                undecided, f"the candidate '{source}'")
 
 
-def _child(out, fn, args, kwargs) -> None:
+def _run(budget: Budget, fn, args: tuple, kwargs: dict, seconds: float, timed_out, what: str):
+    """``fn(*args, **kwargs)`` under the budget's limit for one piece (a forked child; ISL cannot be
+    interrupted), ``timed_out`` past ``seconds``; the child's error is raised as ``RuntimeError``."""
     try:
-        out.put(("ok", fn(*args, **kwargs)))
-    except BaseException as exc:  # reported to the parent, which decides
-        out.put(("error", f"{type(exc).__name__}: {exc}"))
-
-
-def _in_child(fn, args, kwargs, seconds: float, timed_out):
-    """``fn(*args, **kwargs)`` in a forked child, or ``timed_out`` after ``seconds`` (ISL cannot be interrupted)."""
-    try:
-        ctx = multiprocessing.get_context("fork")
-    except ValueError:  # no fork on this platform: no time limit
-        return fn(*args, **kwargs)
-    results = ctx.Queue()
-    child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
-    child.start()
-    try:
-        status, value = results.get(timeout=seconds)
-    except queue.Empty:
-        status, value = "timeout", timed_out
-    if child.is_alive():
-        child.kill()
-    child.join()
-    if status == "error":
-        raise RuntimeError(value)
-    return value
+        return budget.run(fn, args, kwargs, limit=seconds, timed_out=timed_out, what=what)
+    except ChildFailed as exc:
+        raise RuntimeError(str(exc)) from None
 
 
 def _search_mappings(model, nest, arch, params, top: int = 3) -> list[Mapping]:
@@ -277,11 +270,12 @@ def _search_mappings(model, nest, arch, params, top: int = 3) -> list[Mapping]:
         return []
 
 
-def _search(model, nest, arch, params, seconds: float, top: int = 3) -> list[Mapping]:
+def _search(model, nest, arch, params, seconds: float, top: int, budget: Budget) -> list[Mapping]:
     """The search's best ``top`` mappings, or none when it takes longer than ``seconds``."""
     if seconds <= 0:
         return []
-    return _in_child(_search_mappings, (model, nest, arch, dict(params), top), {}, seconds, [])
+    return _run(budget, _search_mappings, (model, nest, arch, dict(params), top), {}, seconds, [],
+                f"the search of nest {nest}")
 
 
 def explain(choice: NestChoice, arch) -> list[str]:
