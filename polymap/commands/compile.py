@@ -175,7 +175,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     if progress:
         progress("building C...")
     reassociate = getattr(args, "reassociate", False)
-    c_source = emit_c(kernel, model, mappings, arch=arch, params=params, reassociate=reassociate)
+    c_source = emit_c(kernel, model, mappings, arch=arch, params=params, command=args.command_line,
+                      reassociate=reassociate)
     py_path = out_dir / f"{kernel.name}.py"
     # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
     numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
