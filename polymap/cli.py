@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import importlib
 import io
+import shlex
 import sys
 
 from polymap.budget import Budget
@@ -182,6 +183,8 @@ def _run(argv: list[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
         return 0 if exc.code == 0 else 2
+    # what generated files say produced them
+    args.command_line = "polymap " + shlex.join(str(a) for a in (sys.argv[1:] if argv is None else argv))
     try:
         seconds = getattr(args, "budget_seconds", Budget().seconds)
         if not seconds >= 0:

@@ -174,7 +174,7 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     c_path = out_dir / f"{kernel.name}.c"
     if progress:
         progress("building C...")
-    c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
+    c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params, command=args.command_line))
     written.append(str(c_path))
     py_path = out_dir / f"{kernel.name}.py"
     # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared

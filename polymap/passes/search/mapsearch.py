@@ -89,6 +89,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     table: list[ItemResult] = field(default_factory=list)
     context: object = None  # (FastNest, Mapspace) for the CSV writer
+    phases: dict = field(default_factory=dict)  # seconds: build, legality, evaluate, confirm
 
     @property
     def best(self) -> Found | None:
@@ -214,11 +215,13 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
     carrying = carrying_loops(model, nest, fast.loops)
     plans = _spatial_plans(model, fast, arch, options, carrying, notes)
     space = build_mapspace(fast, arch, plans, symmetric=options.symmetric, fixed=carrying)
+    phases = {"build": time.monotonic() - start}
     cache: dict = {}
     groups = space.groups
     masks = [legal_mask(model, space, g, fast, arch, carrying, cache) for g in groups]
     illegal = sum(int((~m).sum()) * len(g.tiles) for g, m in zip(groups, masks))
     space.pruned["illegal"] = illegal
+    phases["legality"] = time.monotonic() - start - phases["build"]
     kept = max(options.top * 4, options.top + 8)
     items = work_items(groups, masks, space.plans, fast, arch, objective=options.objective, keep=kept,
                        rows=options.csv_rows, chunk=options.chunk, budget=options.max_evaluations)
@@ -237,11 +240,12 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
             elapsed = max(time.monotonic() - start, 1e-9)
             progress(Progress(done, total, pruned, best[0].key[0] if best else None, done / elapsed))
     results.sort(key=lambda r: r.index)
+    phases["evaluate"] = time.monotonic() - start - phases["build"] - phases["legality"]
     found = _confirm(model, fast, arch, params, space, groups, best, options)
-    out = SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
-                       done, time.monotonic() - start, total >= remaining, "fast", notes,
-                       results if options.csv_rows else [], (fast, space, groups))
-    return out
+    phases["confirm"] = time.monotonic() - start - sum(phases.values())
+    return SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
+                        done, time.monotonic() - start, total >= remaining, "fast", notes,
+                        results if options.csv_rows else [], (fast, space, groups), phases)
 
 
 def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best: list[Scored],
