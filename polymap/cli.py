@@ -99,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", default="out")
     p.add_argument("--target", default="c,numpy", help="comma-separated: c, numpy")
     p.add_argument("--no-verify", action="store_true")
+    p.add_argument("--verify-full", action="store_true",
+                   help="also verify at the sizes compiled for (default: reduced sizes exercising every tile edge)")
+    p.add_argument("--reassociate", action="store_true",
+                   help="let floating-point reductions add in another order and contract multiply-adds (FMA): "
+                        "faster, rounded differently from the original program")
     p.add_argument("--tune", type=int, default=0, metavar="K",
                    help="build and time the model's best K candidates per nest; keep the fastest")
     p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")

@@ -4,6 +4,12 @@
  * Nest 0 (loops i, j, k): DRAM order i, j, k, spatial i; GLB tile i=32, j=32, k=16, order k, i, j.
  * Command: polymap API
  */
+/* Exact rounding: every operation rounded as written (no fused multiply-add). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize ("fp-contract=off")
+#endif
 #include <stdint.h>
 #include <math.h>
 #include <stdlib.h>

@@ -70,7 +70,7 @@ def c_signature(kernel: ir.Kernel) -> str:
 
 def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None, *, arch: Architecture | None = None,
            register_tiles: bool = True, params: MappingT[str, int] | None = None, threads: int | None = None, pack: bool = True,
-           command: str = DEFAULT_COMMAND) -> str:
+           command: str = DEFAULT_COMMAND, reassociate: bool = False) -> str:
     """The C file for ``kernel`` under ``mapping`` (None: the original loop order everywhere).
 
     ``mapping`` may also be a sequence of mappings of different nests. ``arch``
@@ -81,7 +81,11 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
     (:mod:`polymap.codegen.c.parallel`); ``threads`` the threads assumed
     there (default: the cores of this machine). ``pack`` false turns off
     the packed panels of :mod:`polymap.codegen.c.packing`. ``command`` is the
-    command line the header comment says produced the file (:mod:`polymap.codegen.c.names`).
+    command line the header comment says produced the file (:mod:`polymap.codegen.c.names`). ``reassociate``
+    false (the default) keeps the rounding of the original program: every
+    element's updates in their original order (no reduction is split or
+    reassociated) and no multiply-add contracted into one rounding (FMA),
+    which ``-march=native`` would otherwise do (see ``docs/design.md``).
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
@@ -92,7 +96,21 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
                            spatial_ranks=printer.spatial_ranks, threads=threads).plan(root)
     body = printer.function(root)
     head = header(kernel, mappings, arch=arch, params=params, command=command)
+    head += "" if reassociate else EXACT_ROUNDING
     return head + PRELUDE + (regtile.VECTOR_TYPES if printer.uses_vectors else "") + "\n" + body
+
+
+#: The original program's rounding: no a * b + c contracted into a fused multiply-add (C's default
+#: under GCC is -ffp-contract=fast, so -march=native with FMA would round differently from the
+#: reference and from PolyBench built without it; gramschmidt's rank-deficient columns amplify it).
+EXACT_ROUNDING = """\
+/* Exact rounding: every operation rounded as written (no fused multiply-add). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize ("fp-contract=off")
+#endif
+"""
 
 
 class _Printer:
