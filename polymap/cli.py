@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import importlib
 import io
+import shlex
 import sys
 
 from polymap.budget import Budget
@@ -100,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output-dir", default="out")
     p.add_argument("--target", default="c,numpy", help="comma-separated: c, numpy")
     p.add_argument("--no-verify", action="store_true")
+    p.add_argument("--verify-full", action="store_true",
+                   help="also verify at the sizes compiled for (default: reduced sizes exercising every tile edge)")
+    p.add_argument("--reassociate", action="store_true",
+                   help="let floating-point reductions add in another order and contract multiply-adds (FMA): "
+                        "faster, rounded differently from the original program")
     p.add_argument("--tune", type=int, default=0, metavar="K",
                    help="build and time the model's best K candidates per nest; keep the fastest")
     p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
@@ -184,6 +190,8 @@ def _run(argv: list[str] | None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the usage error
         return 0 if exc.code == 0 else 2
+    # what generated files say produced them
+    args.command_line = "polymap " + shlex.join(str(a) for a in (sys.argv[1:] if argv is None else argv))
     try:
         seconds = getattr(args, "budget_seconds", Budget().seconds)
         if not seconds >= 0:

@@ -175,18 +175,37 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
     c_path = out_dir / f"{kernel.name}.c"
     if progress:
         progress("building C...")
-    c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
-    written.append(str(c_path))
+    reassociate = getattr(args, "reassociate", False)
+    c_source = emit_c(kernel, model, mappings, arch=arch, params=params, command=args.command_line,
+                      reassociate=reassociate)
     py_path = out_dir / f"{kernel.name}.py"
     # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
     numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
-    numpy_source = _numpy_source(kernel, model, numpy_maps)
+    numpy_source = _numpy_source(kernel, model, numpy_maps, reassociate=reassociate)
+    if numpy_source is None and "numpy" in targets:
+        print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
+        targets = tuple(t for t in targets if t != "numpy")
+    verification = None
+    if not args.no_verify:
+        # the very text written, at sizes that exercise every tile edge, before it is written as good
+        from polymap.codegen.verify_sizes import verify_written
+
+        if progress:
+            progress("verifying...")
+        sources = {"c": c_source, "numpy": numpy_source}
+        try:
+            verification = verify_written(kernel, params, {t: sources[t] for t in targets}, model=model,
+                                          mappings=tuple(mappings) + tuple(numpy_maps),
+                                          full=getattr(args, "verify_full", False), budget=args.budget)
+        except VerificationFailure as exc:
+            kept = _write_unverified(out_dir, kernel.name, c_source, numpy_source)
+            raise VerificationFailure(f"{exc.message}\n  not written as {c_path.name}: the code that failed is in "
+                                      f"{', '.join(kept)}", exc.payload) from None
+    c_path.write_text(c_source)
+    written.append(str(c_path))
     if numpy_source is not None:
         py_path.write_text(numpy_source)
         written.append(str(py_path))
-    elif "numpy" in targets:
-        print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
-        targets = tuple(t for t in targets if t != "numpy")
     doc = {"kernel": kernel.name, "params": dict(params), "arch": arch.name, "why": why,
            # mappings said of the kernel as written (renamed loops become schedule entries)
            "mappings": [in_original_terms(original or kernel, kernel, m).to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
@@ -228,20 +247,27 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
             if not numpy_maps:
                 print("  NumPy target: every nest in its original order")
         print("  wrote " + ", ".join(written))
-    if not args.no_verify:
-        from polymap.codegen.verify import verify
-
-        if progress:
-            progress("verifying...")
-        result = verify(kernel, params, targets=targets, mapping=mappings, model=model,
-                        target_mappings={"numpy": numpy_maps})
-        doc["verification"] = result.to_dict()
+    if verification is not None:
+        doc["verification"] = verification.to_dict()
+        json_path.write_text(json.dumps({k: v for k, v in doc.items() if k != "files"}, indent=2) + "\n")
         if not args.json:
-            target, c = result.largest() or ("-", None)
+            target, c = verification.largest() or ("-", None)
             if c is not None:
-                print(f"  verified against the reference ({', '.join(targets)}): largest difference "
-                      f"{c.max_abs:.3g} on {c.tensor} ({target}, relative to the largest value {c.max_rel:.3g}, within the relative tolerance {c.tolerance:.3g})")
+                print(f"  verified against the reference ({', '.join(targets)}) at {verification.what()}: "
+                      f"largest difference {c.max_abs:.3g} on {c.tensor} ({target}, relative to the largest "
+                      f"value {c.max_rel:.3g}, within the relative tolerance {c.tolerance:.3g})")
     return doc
+
+
+def _write_unverified(out_dir: Path, name: str, c_source: str, numpy_source: str | None) -> list[str]:
+    """The sources that failed verification, under names that say so (``NAME.unverified.c``)."""
+    kept = []
+    for suffix, text in ((".unverified.c", c_source), (".unverified.py", numpy_source)):
+        if text is not None:
+            path = out_dir / f"{name}{suffix}"
+            path.write_text(text)
+            kept.append(str(path))
+    return kept
 
 
 def _choice_doc(choice) -> dict:
@@ -275,7 +301,7 @@ def _level_text(m, k: int) -> str:
     return text
 
 
-def _numpy_source(kernel, model, mappings) -> str | None:
+def _numpy_source(kernel, model, mappings, *, reassociate: bool = False) -> str | None:
     try:
         from polymap.codegen.numpy.emitter import emit_numpy
     except ImportError as exc:
@@ -284,7 +310,7 @@ def _numpy_source(kernel, model, mappings) -> str | None:
         raise
     from polymap.codegen.runner import numpy_mapping_arg
 
-    return emit_numpy(kernel, model, numpy_mapping_arg(tuple(mappings)))
+    return emit_numpy(kernel, model, numpy_mapping_arg(tuple(mappings)), reassociate=reassociate)
 
 
 def _cost(model, mapping, arch, params) -> dict | None:

@@ -40,6 +40,7 @@ from polymap.islcheck import isl
 from polymap.codegen.ast_build import user_statement
 from polymap.codegen.c.expr import C_TYPES, ast_expr, c_name
 from polymap.mapping.model import Mapping
+from polymap.poly import KernelModel
 
 #: a buffer larger than this (bytes) is allocated with malloc instead of on the stack
 STACK_BYTES = 64 * 1024
@@ -87,7 +88,7 @@ def _bare(ref: ir.Ref) -> tuple[str, ...] | None:
     return names
 
 
-def plan_packs(model, mapping: Mapping) -> dict[tuple[str, tuple[str, ...]], Pack]:
+def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[str, ...]], Pack]:
     """The packed references of ``mapping``'s nest (see the module docstring)."""
     n = len(mapping.levels)
     if n < 3:
@@ -167,10 +168,19 @@ def origin_name(pack: Pack, loop: str) -> str:
     return f"{buffer_name(pack)}_o{pack.loops.index(loop)}"
 
 
-def packed_index(pack: Pack, values: dict[str, str]) -> str:
-    """The buffer subscript for loop values ``values`` (C text)."""
+def packed_index(pack: Pack, values: dict[str, str], coords: dict | None = None) -> str:
+    """The buffer subscript for loop values ``values`` (C text).
+
+    A digit whose (level, loop) is an enclosing AST loop in ``coords`` is that
+    loop's iterator (the mapped schedule's coordinate is exactly the digit), so
+    that the compiler sees one base pointer per panel rather than one per row.
+    """
     terms = []
     for d in pack.dims:
+        if coords and (d.level, d.loop) in coords:
+            r = f"({coords[(d.level, d.loop)]})"
+            terms.append(r if d.stride == 1 else f"{r} * {d.stride}")
+            continue
         r = f"({values[d.loop]} - {origin_name(pack, d.loop)})"
         if d.modulus is not None:
             r = f"({r} % {d.modulus})"
@@ -180,7 +190,7 @@ def packed_index(pack: Pack, values: dict[str, str]) -> str:
     return " + ".join(terms) or "0"
 
 
-def _first_user(node: isl.AstNode, loops: tuple[str, ...], model, inner: set[str]):
+def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, inner: set[str]):
     """A statement under ``node`` that has every loop of ``loops``, and the iterators inside ``node``."""
     t = node.get_type()
     if t == isl.ast_node_type.for_:

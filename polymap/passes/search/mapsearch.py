@@ -37,6 +37,8 @@ from polymap.passes.search.explore import ItemResult, Scored, WorkItem, evaluate
 from polymap.passes.search.mapspace import Group, Mapspace, SpatialPlan, build_mapspace, full_orders
 from polymap.passes.search.search import is_legal
 from polymap.passes.search.space import SearchSpace
+from polymap.machine.arch import Architecture
+from polymap.poly import KernelModel
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     table: list[ItemResult] = field(default_factory=list)
     context: object = None  # (FastNest, Mapspace) for the CSV writer
+    phases: dict = field(default_factory=dict)  # seconds: build, legality, evaluate, confirm
 
     @property
     def best(self) -> Found | None:
@@ -102,7 +105,7 @@ def objective_value(objective: str, energy: float, cycles: float) -> float:
 # --------------------------------------------------------------------------- legality
 
 
-def carrying_loops(model, nest: int, loops: tuple[str, ...]) -> frozenset[int]:
+def carrying_loops(model: KernelModel, nest: int, loops: tuple[str, ...]) -> frozenset[int]:
     """Loops with a non-zero distance in some memory-based dependence of the nest."""
     out: set[int] = set()
     stmts = model.nest_statements(nest)
@@ -125,7 +128,7 @@ def _level_key(perm: tuple[int, ...], spatial: frozenset[int], carrying: frozens
 # --------------------------------------------------------------------------- mappings
 
 
-def mapping_of(model, nest: FastNest, arch, plan: SpatialPlan, orders, tiles_row) -> Mapping:
+def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan, orders, tiles_row) -> Mapping:
     loops = nest.loops
     keep = tuple(t.name for t in nest.tensors)
     levels = []
@@ -137,7 +140,7 @@ def mapping_of(model, nest: FastNest, arch, plan: SpatialPlan, orders, tiles_row
     return Mapping(model.kernel.name, nest.nest, loops, tuple(levels))
 
 
-def _spatial_plans(model, nest: FastNest, arch, options: SearchOptions, carrying, notes: list[str]):
+def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, options: SearchOptions, carrying, notes: list[str]):
     n, m = len(arch.levels), len(nest.loops)
     fan = [arch.inner_instances(k) // arch.levels[k].instances for k in range(n)]
     per_level = []
@@ -167,7 +170,7 @@ def _spatial_plans(model, nest: FastNest, arch, options: SearchOptions, carrying
     return tuple(SpatialPlan(tuple(p)) for p in product(*per_level))
 
 
-def legal_mask(model, space: Mapspace, group: Group, nest: FastNest, arch, carrying: frozenset[int],
+def legal_mask(model: KernelModel, space: Mapspace, group: Group, nest: FastNest, arch: Architecture, carrying: frozenset[int],
                cache: dict) -> np.ndarray:
     """Legality of every order combination of the group (shape: permutations per level), decided once
     per class: two instances in dependence differ only in carrying loops, so the mapped schedule orders
@@ -202,7 +205,7 @@ def legal_mask(model, space: Mapspace, group: Group, nest: FastNest, arch, carry
 # --------------------------------------------------------------------------- the search
 
 
-def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: SearchOptions = SearchOptions(),
+def search_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, options: SearchOptions = SearchOptions(),
                 executor: Executor | None = None, progress: Callable[[Progress], None] | None = None) -> SearchResult:
     """The best ``options.top`` legal, fitting mappings of ``nest`` on ``arch`` (module doc)."""
     start = time.monotonic()
@@ -214,11 +217,13 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
     carrying = carrying_loops(model, nest, fast.loops)
     plans = _spatial_plans(model, fast, arch, options, carrying, notes)
     space = build_mapspace(fast, arch, plans, symmetric=options.symmetric, fixed=carrying)
+    phases = {"build": time.monotonic() - start}
     cache: dict = {}
     groups = space.groups
     masks = [legal_mask(model, space, g, fast, arch, carrying, cache) for g in groups]
     illegal = sum(int((~m).sum()) * len(g.tiles) for g, m in zip(groups, masks))
     space.pruned["illegal"] = illegal
+    phases["legality"] = time.monotonic() - start - phases["build"]
     kept = max(options.top * 4, options.top + 8)
     items = work_items(groups, masks, space.plans, fast, arch, objective=options.objective, keep=kept,
                        rows=options.csv_rows, chunk=options.chunk, budget=options.max_evaluations)
@@ -237,14 +242,15 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
             elapsed = max(time.monotonic() - start, 1e-9)
             progress(Progress(done, total, pruned, best[0].key[0] if best else None, done / elapsed))
     results.sort(key=lambda r: r.index)
+    phases["evaluate"] = time.monotonic() - start - phases["build"] - phases["legality"]
     found = _confirm(model, fast, arch, params, space, groups, best, options)
-    out = SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
-                       done, time.monotonic() - start, total >= remaining, "fast", notes,
-                       results if options.csv_rows else [], (fast, space, groups))
-    return out
+    phases["confirm"] = time.monotonic() - start - sum(phases.values())
+    return SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
+                        done, time.monotonic() - start, total >= remaining, "fast", notes,
+                        results if options.csv_rows else [], (fast, space, groups), phases)
 
 
-def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best: list[Scored],
+def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups, best: list[Scored],
              options: SearchOptions) -> list[Found]:
     out: list[Found] = []
     extents = loop_extents(model.kernel, fast.nest, dict(params))
@@ -264,7 +270,7 @@ def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best:
     return out
 
 
-def _search_isl(model, nest, arch, params, options: SearchOptions, why: str, start: float) -> SearchResult:
+def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions, why: str, start: float) -> SearchResult:
     space = SearchSpace.build(model, nest, arch, dict(params))
     result = SearchResult(model.kernel.name, nest, options.objective, [], path="isl", notes=[why])
     if space is None:

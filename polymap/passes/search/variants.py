@@ -21,13 +21,18 @@ from typing import Iterator
 from polymap.mapping.files import mapping_from_dict
 from polymap.errors import MappingError
 from polymap.mapping.model import Mapping, resolved_tile
+from polymap import ir
+from polymap.machine.arch import Architecture
 
 
-def neighbours(mapping: Mapping, kernel, arch, extents: dict[str, int]) -> Iterator[tuple[str, Mapping]]:
+def neighbours(mapping: Mapping, kernel: ir.Kernel, arch: Architecture, extents: dict[str, int]) -> Iterator[tuple[str, Mapping]]:
     """(what changed, mapping) for every valid neighbour of ``mapping`` (see the module docstring)."""
     # as a file reads it: a tile left out inherits the enclosing level's (a Mapping built in code may
     # say "whole loop" there instead)
-    mapping = mapping_from_dict(mapping.to_dict(), kernel=kernel, arch=arch)
+    try:
+        mapping = mapping_from_dict(mapping.to_dict(), kernel=kernel, arch=arch)
+    except MappingError:
+        return  # not expressible as a file (an inner tile larger than its parent's): no neighbours
     base = mapping.to_dict()
     n = len(mapping.levels)
     seen = {repr(base)}
@@ -71,7 +76,7 @@ def _with_tile(base: dict, k: int, mapping: Mapping, own: dict[str, int], x: str
     return data
 
 
-def _valid(data: dict, seen: set[str], label: str, kernel, arch) -> Iterator[tuple[str, Mapping]]:
+def _valid(data: dict, seen: set[str], label: str, kernel: ir.Kernel, arch: Architecture) -> Iterator[tuple[str, Mapping]]:
     text = repr(data)
     if text in seen:
         return
