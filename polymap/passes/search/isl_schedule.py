@@ -27,7 +27,8 @@ from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.passes.schedule.schedule_order import conflict_pairs
-from polymap.poly import KernelModel, isl_name
+from polymap.passes.counting.counting import ENUMERATION_LIMIT
+from polymap.poly import KernelModel, count, to_int
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
 #: compile must stay within a few).
@@ -123,6 +124,13 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     return IslSchedule(tuple(entries), loops, band, coincident)
 
 
+def _instances(model: KernelModel, nest: int, params) -> int:
+    values = {p: params[p] for p in model.params if p in params}
+    if len(values) < len(model.params):
+        return 0
+    return sum(to_int(count(s.domain), values) for s in model.nest_statements(nest))
+
+
 def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
     """The entry only walks the statement's own iterators in their order (constants between):
     the original order again, which compile's other candidates already cover."""
@@ -132,6 +140,8 @@ def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
 
 def isl_mappings(model: KernelModel, nest: int, arch, params) -> list[tuple[str, Mapping]]:
     """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band)."""
+    if params and _instances(model, nest, params) > ENUMERATION_LIMIT:
+        return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
     sched = isl_schedule(model, nest)
     if sched is None or sched.band < 1 or all(_as_written(model, e) for e in sched.entries):
         return []
