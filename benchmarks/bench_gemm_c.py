@@ -24,7 +24,7 @@ import numpy as np
 from polymap.machine.arch import load_architecture
 from polymap.codegen.build import CFunction, build_c, load_kernel
 from polymap.codegen.c.emitter import emit_c
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.driver import parse
 from polymap.poly import build_model
 from polymap.passes.search.register_mapping import Blocking, register_mapping
@@ -82,7 +82,8 @@ def main() -> None:
     ap.add_argument("--blocking", help="MR,NR,KC,MC,NC instead of the default register blocking")
     ap.add_argument("--threads", default=os.environ.get("OMP_NUM_THREADS", "2"))
     ap.add_argument("--no-naive", action="store_true", help="skip the (slow) naive loop")
-    ap.add_argument("--search-seconds", type=float, default=4.0, help="search time cap (compile's default)")
+    ap.add_argument("--search-evaluations", type=int, default=ChoiceOptions().search_evaluations,
+                    help="tile vectors the search evaluates per loop order (compile's default)")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     kernel = parse(GEMM, "gemm.loop").kernels[0]
@@ -102,7 +103,7 @@ def main() -> None:
             mappings = (register_mapping(model, 0, arch, params, blocking=b),)
         else:
             # what `polymap compile` chooses (gemm has no shared loop names: the kernel is unchanged)
-            choice = choose(kernel, arch, params, search_seconds=args.search_seconds)
+            choice = choose(kernel, arch, params, options=ChoiceOptions(search_evaluations=args.search_evaluations))
             mappings = choice.mappings
             print(f"  N={n}: compile chose " + ", ".join(nc.chosen.source for nc in choice.nests), flush=True)
         tiled = load_kernel(emit_c(kernel, model, mappings, params=params), kernel)

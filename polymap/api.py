@@ -1,4 +1,4 @@
-"""The Python API: every ``polymap`` command as one function.
+"""The Python API: every ``polymap`` command as one function, and the only orchestration.
 
 Research pipelines import these instead of shelling out::
 
@@ -13,28 +13,100 @@ Research pipelines import these instead of shelling out::
     print(polymap.transform(kernel, mapping))           # the tiled nest as .loop text
     result = polymap.compile(kernel, arch="toy", mapping=mapping, out_dir="out")
 
+Each command of ``polymap`` parses its arguments, calls one function here
+and renders the result (:mod:`polymap.reports`), so the command line and
+Python give the same answers by construction. Tuning knobs are frozen
+option dataclasses (:class:`CostOptions`, :class:`SearchOptions`,
+:class:`CompileOptions`, :class:`~polymap.passes.search.choice.ChoiceOptions`)
+passed down by keyword; nothing below reads an environment variable.
+
 Arguments are forgiving in the usual ways: ``arch`` is an
 :class:`~polymap.machine.arch.Architecture`, a preset name or a YAML path;
-``mapping`` a :class:`~polymap.mapping.model.Mapping`, a dict in the
-``mapping.md`` format or a YAML path; ``params`` maps parameter names to
-values (defaults fill the rest). Errors are the ones of :mod:`polymap.errors`:
-``PolymapError`` for bad input, ``Refusal`` subclasses for a "no".
+``mapping`` a :class:`~polymap.mapping.model.Mapping`, a tuple of them (one
+per nest), a dict in the ``mapping.md`` format, a ``compile`` document
+(``NAME.json``, read or as a dict) or a path; ``params`` maps parameter
+names to values (defaults fill the rest). Errors are the ones of
+:mod:`polymap.errors`: ``PolymapError`` for bad input, ``Refusal``
+subclasses for a "no".
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping as MappingT, Sequence
+from typing import Any, Callable, Mapping as MappingT, Sequence
 
 import numpy as np
 
 from polymap import ir
+from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.loop_emitter import emit_loop
+from polymap.codegen.numpy.emitter import emit_numpy
+from polymap.codegen.runner import numpy_mapping_arg, run_generated
+from polymap.codegen.verify import VerifyResult, verify as verify_against_reference
 from polymap.driver import load_program, param_values, parse
-from polymap.errors import IllegalTransformation, InvalidMapping
+from polymap.errors import IllegalTransformation, InputError, InvalidMapping
+from polymap.machine.arch import Architecture, load_architecture
+from polymap.mapping.documents import mappings_from_data
+from polymap.mapping.model import Mapping, loop_extents, nest_loops
+from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
+from polymap.passes.counting.symbolic_budget import count_symbolic_within
+from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences
+from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
+from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
+from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
+from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
+from polymap.passes.search.search import search_mappings
 from polymap.poly import KernelModel, build_model
+from polymap.reference import execute
+from polymap.reports.compile import compile_document
+from polymap.tensors import validate_inputs
+from polymap.yamlsource import read_yaml
 
-__all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of"]
+__all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
+           "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
+           "CostOptions", "SearchOptions", "CompileOptions", "ChoiceOptions", "Objective"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """How ``cost`` counts."""
+
+    symbolic: bool = False
+    """Also give every count as a piecewise quasi-polynomial in the parameters."""
+    symbolic_limit_seconds: float = 60.0
+    """Wall-clock safety limit on the symbolic formulas (barvinok on deep tilings can take minutes)."""
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How ``search`` ranks the mappings of one nest."""
+
+    objective: Objective = Objective.CYCLES
+    """What the ranking minimises (cycles, energy or their product)."""
+    top: int = 10
+    """How many mappings to return, best first."""
+    evaluations: int = 4000
+    """Tile vectors evaluated per loop order (work, not time: the same input gives the same answer)."""
+    nest: int = 0
+    """Which top-level loop nest."""
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How ``compile`` maps, writes and verifies."""
+
+    targets: tuple[str, ...] = ("c", "numpy")
+    """Code to write and verify: ``"c"``, ``"numpy"``."""
+    verify: bool = True
+    """Run every target on random inputs and compare with the reference execution."""
+    choice: ChoiceOptions = ChoiceOptions()
+    """How a mapping is chosen for a nest when none is given."""
 
 
 def load(path: str | Path) -> ir.Program:
@@ -47,22 +119,38 @@ def model(kernel: ir.Kernel) -> KernelModel:
     return build_model(kernel)
 
 
-def architecture(arch: Any = "host"):
+def architecture(arch: Architecture | str | Path = "host") -> Architecture:
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    from polymap.machine.arch import Architecture, load_architecture
-
     return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
 
 
-def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
-    """A validated :class:`~polymap.mapping.model.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
-    from polymap.mapping.model import Mapping, load_mapping
+MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
 
+
+def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: MappingArg,
+                arch: Architecture | str | Path = "host") -> tuple[Mapping, ...]:
+    """Validated mappings (one per nest) from any form ``mapping`` may take (see the module docstring)."""
     if isinstance(mapping, Mapping):
-        return mapping
+        return (mapping,)
+    if isinstance(mapping, (tuple, list)) and all(isinstance(m, Mapping) for m in mapping):
+        return tuple(mapping)
     if isinstance(mapping, dict):
-        return Mapping.from_dict(mapping, kernel=kernel, arch=architecture(arch))
-    return load_mapping(mapping, kernel=kernel, arch=architecture(arch))
+        return mappings_from_data(mapping, kernel=kernel, arch=architecture(arch), source_name="<mapping>")
+    doc = read_yaml(mapping)
+    return mappings_from_data(doc.data, kernel=kernel, arch=architecture(arch), source_name=str(mapping),
+                              document=doc)
+
+
+def mapping_of(kernel: ir.Kernel, mapping: MappingArg, arch: Architecture | str | Path = "host") -> Mapping:
+    """The one validated mapping ``mapping`` holds (``InputError`` when it holds several)."""
+    found = mappings_of(kernel, mapping, arch)
+    if len(found) != 1:
+        raise InputError(f"expected one mapping, got {len(found)} (one per nest): use mappings_of()")
+    return found[0]
+
+
+def _values(kernel: ir.Kernel, params: MappingT[str, int] | None) -> dict[str, int]:
+    return param_values(kernel, dict(params or {}))
 
 
 # --------------------------------------------------------------------------- dependences
@@ -74,96 +162,142 @@ class DependenceReport:
 
     kernel: str
     analysis: str  # "value-based" | "memory-based"
-    dependences: tuple  # of polymap.passes.dependences.dependences.Dependence
-    loops: dict  # loop name -> polymap.passes.dependences.loop_classes.LoopClass
+    dependences: tuple[Dependence, ...]
+    loops: dict[str, LoopClass]
+    model: KernelModel | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def dependences(kernel: ir.Kernel, *, memory_based: bool = False) -> DependenceReport:
     """Exact dependences (value-based by default) and which loops are parallel or reductions."""
-    from polymap.passes.dependences.dependences import dependences as find
-    from polymap.passes.dependences.loop_classes import loop_classes
-
     m = build_model(kernel)
-    deps = find(m, memory=memory_based)
+    deps = find_dependences(m, memory=memory_based)
     return DependenceReport(kernel.name, "memory-based" if memory_based else "value-based",
-                            tuple(deps), loop_classes(m))
+                            tuple(deps), loop_classes(m), m)
 
 
 # --------------------------------------------------------------------------- legality
 
 
-def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any = None,
-          arch: Any = None, params: MappingT[str, int] | None = None):
+def _join(verdicts: Sequence[Verdict]) -> Verdict:
+    if len(verdicts) == 1:
+        return verdicts[0]
+    return Verdict(all(v.legal for v in verdicts), tuple(x for v in verdicts for x in v.violations),
+                   tuple(x for v in verdicts for x in v.notes), tuple(x for v in verdicts for x in v.hints))
+
+
+def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: MappingArg | None = None,
+          arch: Architecture | str | Path | None = None, params: MappingT[str, int] | None = None) -> Verdict:
     """Is a loop ``order`` (outer -> inner) or a whole ``mapping`` legal?
 
     Returns a :class:`~polymap.passes.legality.legality.Verdict` (``legal``,
     ``violations`` with witnesses, ``notes``, ``hints``); it never raises
     for an illegal answer. With ``arch``, fan-out and capacity are checked too.
+    A mapping of several nests gives one verdict over all of them.
+    ``params`` None with a parameter lacking a default: witnesses stay symbolic.
     """
-    from polymap.mapping.model import nest_loops
-    from polymap.passes.legality.legality import check_mapping
-    from polymap.passes.schedule.tiling import order_mapping
-
     if (order is None) == (mapping is None):
         raise TypeError("check() needs exactly one of order= or mapping=")
     m = build_model(kernel)
-    values = param_values(kernel, dict(params or {}))
+    values = _values(kernel, params) if _all_sized(kernel, params) else None
     if order is not None:
         order = tuple(order)
         nest = next((n for n in range(len(kernel.nests())) if set(order) <= set(nest_loops(kernel, n))), 0)
-        return check_mapping(m, order_mapping(kernel, nest, nest_loops(kernel, nest), order), params=values)
+        loops = nest_loops(kernel, nest)
+        return check_mapping(m, order_mapping(kernel, nest, loops, order), params=values)
     arch_obj = architecture(arch) if arch is not None else None
-    mp = mapping_of(kernel, mapping, arch_obj or "host")
-    return check_mapping(m, mp, arch=arch_obj, params=values)
+    found = mappings_of(kernel, mapping, arch_obj or "host")
+    return _join([check_mapping(m, mp, arch=arch_obj, params=values) for mp in found])
+
+
+def _all_sized(kernel: ir.Kernel, params: MappingT[str, int] | None) -> bool:
+    given = dict(params or {})
+    return all(p.name in given or p.default is not None for p in kernel.params)
 
 
 # --------------------------------------------------------------------------- counting
 
 
-def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None,
-         symbolic: bool = False):
-    """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
+def _refuse_unfit(kernel: ir.Kernel, problems: Sequence[FitProblem]) -> None:
+    if problems:
+        words = [p.describe() for p in problems]
+        raise InvalidMapping(f"kernel {kernel.name}: the mapping does not fit:\n  " + "\n  ".join(words),
+                             {"kernel": kernel.name, "valid": False, "problems": words,
+                              "fit": [p.to_json() for p in problems]})
+
+
+def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
+               params: MappingT[str, int] | None = None,
+               options: CostOptions = CostOptions()) -> tuple[CostReport, ...]:
+    """The cost report of every mapping ``mapping`` holds (one per nest), in its order.
+
+    Raises :class:`~polymap.errors.InvalidMapping` when a mapping does not fit
+    (capacity or fan-out, :mod:`polymap.passes.counting.fit`).
+    """
+    arch_obj = architecture(arch)
+    found = mappings_of(kernel, mapping, arch_obj)
+    values = _values(kernel, params)
+    m = build_model(kernel)
+    reports = []
+    for mp in found:
+        _refuse_unfit(kernel, fit_problems(m, mp, arch_obj, values))
+        reports.append(_report(m, mp, arch_obj, values, options))
+    return tuple(reports)
+
+
+def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
+            options: CostOptions) -> CostReport:
+    if options.symbolic:
+        counts = count_symbolic_within(m, mp, arch, params=values, seconds=options.symbolic_limit_seconds)
+    else:
+        counts = count_mapping(m, mp, arch, params=values)
+    units = active_compute_units(mp, arch, loop_extents_of(m, mp.nest, values))
+    return evaluate(counts, arch, active_units=units)
+
+
+def loop_extents_of(m: KernelModel, nest: int, values: MappingT[str, int]) -> dict[str, int]:
+    """The extent of every loop of ``nest`` at ``values`` (what tiles and trip counts are taken of)."""
+    return loop_extents(m.kernel, nest, values, model=m)
+
+
+def cost(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
+         params: MappingT[str, int] | None = None, options: CostOptions = CostOptions()) -> CostReport:
+    """Exact traffic, energy, cycles and intensity of one mapping (``mapping.md``).
 
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    from polymap.mapping.model import check_fanout, loop_extents
-    from polymap.passes.counting.cost_model import active_compute_units, evaluate
-    from polymap.passes.counting.counting import capacity_violations, count_mapping
+    reports = cost_nests(kernel, mapping, arch=arch, params=params, options=options)
+    if len(reports) != 1:
+        raise InputError(f"expected one mapping, got {len(reports)} (one per nest): use cost_nests()")
+    return reports[0]
 
-    arch_obj = architecture(arch)
-    mp = mapping_of(kernel, mapping, arch_obj)
-    values = param_values(kernel, dict(params or {}))
+
+def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
+    """Does ``mapping`` keep every reaching and final writer (no witnesses, for notes)?"""
     m = build_model(kernel)
-    extents = loop_extents(kernel, mp.nest, values)
-    problems = check_fanout(mp, arch_obj, extents)
-    over = capacity_violations(m, mp, arch_obj, values)
-    problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity "
-                 f"of {v['capacity']} {v['unit']}" for v in over]
-    if problems:
-        raise InvalidMapping("the mapping does not fit: " + "; ".join(problems),
-                             {"kernel": kernel.name, "valid": False, "problems": problems, "capacity": over})
-    counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
-    return evaluate(counts, arch_obj, active_units=active_compute_units(mp, arch_obj, extents))
+    return is_legal_schedule(m, mapped_schedule(m, mapping))
 
 
-def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
-           nest: int = 0, top: int = 10) -> list:
-    """The best legal, fitting mappings of one nest, best first (ranked by energy, then cycles)."""
-    from polymap.passes.search.search import search_mappings
+def search_ranked(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",
+                  params: MappingT[str, int] | None = None,
+                  options: SearchOptions = SearchOptions()) -> list[tuple[Mapping, CostReport]]:
+    """The best legal, fitting mappings of one nest with their cost reports, best first by the objective."""
+    return search_mappings(build_model(kernel), options.nest, architecture(arch), _values(kernel, params),
+                           top=options.top, budget=options.evaluations, seconds=None,
+                           objective=options.objective)
 
-    values = param_values(kernel, dict(params or {}))
-    found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
-    return [mp for mp, _ in found]
+
+def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", params: MappingT[str, int] | None = None,
+           options: SearchOptions = SearchOptions()) -> list[Mapping]:
+    """The best legal, fitting mappings of one nest, best first (:func:`search_ranked` without the reports)."""
+    return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
 
 
 # --------------------------------------------------------------------------- code
 
 
-def _legal_or_refuse(kernel: ir.Kernel, m: KernelModel, mappings: tuple, values) -> None:
-    from polymap.passes.legality.legality import schedule_violations
-    from polymap.passes.schedule.tiling import mapped_schedule
-
+def _refuse_illegal(kernel: ir.Kernel, m: KernelModel, mappings: Sequence[Mapping],
+                    values: MappingT[str, int] | None) -> None:
     for mp in mappings:
         bad = schedule_violations(m, mapped_schedule(m, mp), params=values)
         if bad:
@@ -172,88 +306,133 @@ def _legal_or_refuse(kernel: ir.Kernel, m: KernelModel, mappings: tuple, values)
                 {"kernel": kernel.name, "legal": False, "violations": [v.to_json() for v in bad]})
 
 
-def transform(kernel: ir.Kernel, mapping: Any, *, arch: Any = "host",
+def transform(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path = "host",
               params: MappingT[str, int] | None = None) -> str:
     """The mapped nest as ``.loop`` source that parses again and computes the same results.
 
     Refuses an illegal mapping (:class:`~polymap.errors.IllegalTransformation`).
     """
-    from polymap.codegen.loop_emitter import emit_loop
-
     m = build_model(kernel)
     mp = mapping_of(kernel, mapping, arch)
-    _legal_or_refuse(kernel, m, (mp,), param_values(kernel, dict(params or {})))
+    _refuse_illegal(kernel, m, (mp,), _values(kernel, params) if _all_sized(kernel, params) else None)
     return emit_loop(kernel, m, mp)
 
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """What ``compile`` produced for one kernel."""
+    """What ``compile`` produced for one kernel, and every decision behind it."""
 
-    kernel: str
-    mappings: tuple
+    kernel: ir.Kernel
+    """The kernel the code was generated for (loops sharing a name renamed apart when chosen)."""
+    arch: Architecture
+    params: tuple[tuple[str, int], ...]
+    mappings: tuple[Mapping, ...]
+    """One per mapped nest; a nest without one keeps its original schedule."""
+    why: str
+    """Where the mappings come from (the user's, or the choice)."""
+    costs: tuple[CostReport, ...]
+    """The cost report of each mapping, in order."""
+    choice: KernelChoice | None
+    """The ranking of every nest's candidates (None when the mapping was given)."""
     c_source: str
     numpy_source: str
+    targets: tuple[str, ...]
     files: tuple[str, ...]
-    verification: Any  # polymap.codegen.verify.VerifyResult, or None with verify=False
+    verification: VerifyResult | None
+    """The comparison with the reference execution (None without verification)."""
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
 
 
-def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # noqa: A001 - the command's name
-            params: MappingT[str, int] | None = None, out_dir: str | Path | None = None,
-            targets: Sequence[str] = ("c", "numpy"), verify: bool = True) -> CompiledKernel:
+def choose_mappings(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",
+                    params: MappingT[str, int] | None = None, options: ChoiceOptions = ChoiceOptions(),
+                    progress: Progress | None = None) -> KernelChoice:
+    """The mapping ``compile`` chooses for every nest (renaming loops that share a name first)."""
+    return choose(kernel, architecture(arch), _values(kernel, params), options=options, progress=progress)
+
+
+def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # noqa: A001 - the command's name
+            mapping: MappingArg | None = None, params: MappingT[str, int] | None = None,
+            out_dir: str | Path | None = None, options: CompileOptions = CompileOptions(),
+            progress: Progress | None = None) -> CompiledKernel:
     """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
 
-    Without ``mapping`` every nest gets the mapping ``polymap compile``
-    would choose. With ``out_dir`` the files ``NAME.c`` and ``NAME.py`` are
-    written there. Raises ``IllegalTransformation`` for an illegal mapping and
+    Without ``mapping`` every nest gets the mapping of
+    :func:`~polymap.passes.search.choice.choose` (as ``polymap compile``).
+    With ``out_dir`` the files ``NAME.c``, ``NAME.py`` and ``NAME.json``
+    (the mappings and their cost documents, :func:`polymap.reports.compile.compile_document`)
+    are written there. Raises ``IllegalTransformation`` for an illegal
+    mapping, ``InvalidMapping`` for spatial loops beyond the fan-out, and
     ``VerificationFailure`` when the generated code disagrees with the reference.
     """
-    from polymap.codegen.c.emitter import emit_c
-    from polymap.codegen.numpy.emitter import emit_numpy
-    from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
-
     arch_obj = architecture(arch)
-    values = param_values(kernel, dict(params or {}))
-    m = build_model(kernel)
+    values = _values(kernel, params)
+    choice = None
     if mapping is not None:
-        mappings = (mapping_of(kernel, mapping, arch_obj),)
-        _legal_or_refuse(kernel, m, mappings, values)
+        m = build_model(kernel)
+        mappings = mappings_of(kernel, mapping, arch_obj)
+        _refuse_illegal(kernel, m, mappings, values)
+        for mp in mappings:
+            _refuse_unfit(kernel, fanout_problems(mp, arch_obj, loop_extents_of(m, mp.nest, values)))
+        why = "the given mapping"
     else:
-        mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
-    c_source = emit_c(kernel, m, mappings, arch=arch_obj)
+        choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress)
+        kernel, m, mappings = choice.kernel, choice.model, choice.mappings
+        why = (f"the best legal, fitting candidate of each nest by exact counts "
+               f"({_objective_words(options.choice.objective)})")
+    if progress:
+        progress("generating code...")
+    costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
+    c_source = emit_c(kernel, m, mappings, arch=arch_obj, params=values)
     numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
-    files: list[str] = []
+    result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
+                            c_source, numpy_source, tuple(options.targets), (), None)
     if out_dir is not None:
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        written = []
         for suffix, text in ((".c", c_source), (".py", numpy_source)):
             (out / f"{kernel.name}{suffix}").write_text(text)
-            files.append(str(out / f"{kernel.name}{suffix}"))
-    result = None
-    if verify:
-        from polymap.codegen.verify import verify as check_against_reference
+            written.append(str(out / f"{kernel.name}{suffix}"))
+        doc = compile_document(kernel.name, values, arch_obj, why, mappings, costs, choice)
+        (out / f"{kernel.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        written.append(str(out / f"{kernel.name}.json"))
+        result = dataclasses.replace(result, files=tuple(written))
+    if options.verify:
+        if progress:
+            progress("verifying...")
+        checked = verify_against_reference(kernel, values, targets=tuple(options.targets), mapping=mappings, model=m)
+        result = dataclasses.replace(result, verification=checked)
+    return result
 
-        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m)
-    return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
+
+def _objective_words(objective: Objective) -> str:
+    return {Objective.CYCLES: "fewest cycles, then energy", Objective.ENERGY: "least energy, then cycles",
+            Objective.EDP: "smallest energy-delay product, then cycles"}[objective]
 
 
 def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: MappingT[str, int] | None = None,
-        target: str = "reference", mapping: Any = None, arch: Any = "host") -> dict[str, np.ndarray]:
+        target: str = "reference", mapping: MappingArg | None = None, arch: Architecture | str | Path = "host",
+        choice: ChoiceOptions = ChoiceOptions()) -> dict[str, np.ndarray]:
     """Run ``kernel`` on ``arrays`` (every ``in``/``inout`` tensor); return every ``out``/``inout`` tensor.
 
     ``target`` is ``"reference"`` (the original program, straight from the
     IR), ``"c"`` or ``"numpy"`` (generated code for ``mapping``, or for the
-    mapping ``compile`` would choose).
+    mappings ``compile`` chooses with the same ``choice`` options).
     """
-    from polymap.tensors import validate_inputs
-
-    values = param_values(kernel, dict(params or {}))
+    values = _values(kernel, params)
     validate_inputs(kernel, arrays, values, allow_extra=True)
     if target == "reference":
-        from polymap.reference import execute
-
         return execute(kernel, dict(arrays), values)
-    from polymap.codegen.runner import run_generated
-
-    mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
-    return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)
+    if target not in ("c", "numpy"):
+        raise InputError(f"--target {target}: expected reference, c or numpy")
+    arch_obj = architecture(arch)
+    if mapping is not None:
+        m = build_model(kernel)
+        mappings = mappings_of(kernel, mapping, arch_obj)
+        _refuse_illegal(kernel, m, mappings, values)
+    else:
+        chosen = choose(kernel, arch_obj, values, options=choice)
+        kernel, m, mappings = chosen.kernel, chosen.model, chosen.mappings
+    return run_generated(kernel, arrays, values, target=target, mappings=mappings, model=m)

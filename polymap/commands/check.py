@@ -7,15 +7,17 @@ architecture); exit 1 otherwise, with one concrete witness per violation.
 """
 from __future__ import annotations
 
+import argparse
 import json
+from dataclasses import replace
 
-from polymap import ir
+from polymap import api, ir
+from polymap.commands.common import mapping_arch
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, InputError
 from polymap.mapping.model import nest_loops
-from polymap.passes.legality.legality import Verdict, check_mapping
-from polymap.passes.schedule.tiling import order_mapping
-from polymap.poly import build_model
+from polymap.passes.frontend.rename import repeated_loop_names
+from polymap.passes.legality.legality import Verdict
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -34,34 +36,6 @@ def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tup
     missing = [x for x in order if all(x not in nest_loops(kernel, n) for n in range(len(kernel.nests())))]
     what = f"kernel '{kernel.name}' has no loop '{missing[0]}'" if missing else "no single nest holds all these loops"
     raise InputError(f"--order {text}: {what} (its nests' loops: {known or 'none'})")
-
-
-def _arch(args, mapping_path: str):
-    from polymap.machine.arch import load_architecture, presets
-
-    if args.arch:
-        return load_architecture(args.arch)
-    # Without --arch, the architecture whose level names the mapping uses.
-    from polymap.mapping.files import MAPPING_KEYS
-    from polymap.yamlsource import read_yaml
-
-    doc = read_yaml(mapping_path)
-    data = doc.data
-    if not isinstance(data, dict):
-        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}")
-    levels = data.get("levels")
-    if not isinstance(levels, list):
-        doc.fail(("levels",) if "levels" in data else (),
-                 "levels: expected a list with one entry per architecture level, outermost first")
-    names = [lv.get("level") for lv in levels if isinstance(lv, dict)]
-    known = []
-    for name in presets():
-        arch = load_architecture(name)
-        if [lv.name for lv in arch.levels] == names:
-            return arch
-        known.append(f"{name}: {', '.join(arch.level_names)}")
-    doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
-                          f"architecture ({'; '.join(known)}); give one with --arch")
 
 
 def verdict_json(kernel: str, verdict: Verdict) -> dict:
@@ -84,33 +58,30 @@ def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     program = load_program(args.file)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     arch = None
     if args.mapping:
-        arch = _arch(args, args.mapping)
+        arch = mapping_arch(args.arch, args.mapping)
         if len(kernels) > 1:
-            from polymap.mapping.model import load_mapping
-
-            kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel),)
+            kernels = (program.kernel(api.mappings_of(program, args.mapping, arch)[0].kernel),)
     docs, reports, legal = [], [], True
     for kernel in kernels:
         params = _params(kernel, defines)
-        model = build_model(kernel)
         if args.mapping:
-            from polymap.mapping.model import load_mapping
-
-            mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
+            mappings = api.mappings_of(kernel, args.mapping, arch)
             what = f"mapping {args.mapping}"
-            verdict = check_mapping(model, mapping, arch=arch, params=params)
-            verdict = _with_fusion_note(kernel, mapping.nest, verdict)
+            verdict = api.check(kernel, mapping=mappings, arch=arch, params=params)
+            nests = {m.nest for m in mappings}
         else:
             nest, loops, order = _order_of(kernel, args.order, several=len(kernels) > 1)
             what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
-            verdict = check_mapping(model, order_mapping(kernel, nest, loops, order), params=params)
+            verdict = api.check(kernel, order=order, params=params)
+            nests = {nest}
+        for nest in sorted(nests):
             verdict = _with_fusion_note(kernel, nest, verdict)
         legal &= verdict.legal
         docs.append(verdict_json(kernel.name, verdict))
@@ -125,10 +96,6 @@ def main(args) -> int:
 
 def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
     """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
-    from dataclasses import replace
-
-    from polymap.passes.frontend.rename import repeated_loop_names
-
     names = repeated_loop_names(kernel).get(nest)
     if not names:
         return verdict

@@ -1,78 +1,29 @@
 """``polymap compile FILE``: tiled C and NumPy code for every kernel, verified.
 
-Per kernel: the mapping (``--mapping``, refused when illegal, or the best
-legal fitting candidate of :mod:`polymap.passes.search.choice`, ranked by exact
-counts; loops that share a name are renamed apart first); ``DIR/NAME.c``,
-``DIR/NAME.py`` (when the NumPy emitter exists) and ``DIR/NAME.json`` (the
-mappings and their cost report); then, unless ``--no-verify``, a run of
-every target on random inputs against the reference execution.
+Per kernel, one call of :func:`polymap.api.compile` (the mapping of
+``--mapping``, refused when illegal, or the choice of
+:mod:`polymap.passes.search.choice`), then the summary of
+:mod:`polymap.reports.compile` (or, with ``--json``, the documents of every
+kernel: ``NAME.json``'s content plus the files and the verification).
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
-from polymap import ir
-from polymap.driver import (
-    check_defines,
-    load_program,
-    param_values,
-    parse_defines,
-    print_warnings,
-    select_kernels,
-)
-from polymap.errors import IllegalTransformation, InputError, InvalidMapping
-from polymap.poly import KernelModel, build_model
+from polymap import api
+from polymap.commands.common import choice_options, progress_printer
+from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
+from polymap.errors import InputError
+from polymap.mapping.model import loop_extents, nest_tensors
+from polymap.reports.compile import compile_document, summary_lines, with_outcome
 
 TARGETS = ("c", "numpy")
 
 
-def main(args) -> int:
-    program = load_program(args.file)
-    kernels = select_kernels(program, args.kernel)
-    print_warnings(program, kernels)
-    targets = _targets(args.target)
-    from polymap.machine.arch import load_architecture
-
-    arch = load_architecture(args.arch)
-    defines = parse_defines(args.defines)
-    check_defines(program, kernels, defines)
-    from polymap.passes.search.choice import progress_printer
-
-    progress = progress_printer()
-    out_dir = Path(args.output_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
-    user_mapping = None
-    if args.mapping:
-        from polymap.mapping.model import load_mapping
-
-        user_mapping = load_mapping(args.mapping, kernel=kernels if len(kernels) > 1 else kernels[0], arch=arch)
-    documents = []
-    for kernel in kernels:
-        params = param_values(kernel, defines)
-        model = build_model(kernel)
-        choice = None
-        if user_mapping is not None and user_mapping.kernel == kernel.name:
-            mappings, why = (user_mapping,), f"the mapping of {args.mapping}"
-            check_mapping(model, user_mapping, arch, params)
-        else:
-            from polymap.passes.search.choice import choose
-
-            choice = choose(kernel, arch, params, progress=progress)
-            kernel, model, mappings = choice.kernel, choice.model, choice.mappings
-            why = "the best legal, fitting candidate of each nest by exact counts (cycles, then energy)"
-        documents.append(_compile_one(kernel, model, mappings, why, arch, params, targets, out_dir, args,
-                                      choice=choice, progress=progress))
-    if args.json:
-        print(json.dumps({"kernels": documents}, indent=2))
-    return 0
-
-
-def _targets(text: str) -> tuple[str, ...]:
+def parse_targets(text: str) -> tuple[str, ...]:
+    """``"c,numpy"`` -> ``("c", "numpy")``; anything else is bad input."""
     targets = tuple(t.strip() for t in text.split(",") if t.strip())
     bad = [t for t in targets if t not in TARGETS]
     if bad or not targets:
@@ -80,140 +31,53 @@ def _targets(text: str) -> tuple[str, ...]:
     return targets
 
 
-def check_mapping(model: KernelModel, mapping, arch, params) -> None:
-    """Refuse (exit 1) a mapping that changes the results or does not fit the architecture."""
-    from polymap.mapping.model import check_fanout, loop_extents
-
-    problems = check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, params))
-    if problems:
-        raise InvalidMapping(f"kernel {model.kernel.name}: invalid mapping: " + "; ".join(problems),
-                             {"kernel": model.kernel.name, "legal": False, "violations": problems})
-    reasons = _violations(model, mapping, params)
-    if reasons:
-        raise IllegalTransformation(
-            f"kernel {model.kernel.name}: the mapping is illegal:\n" + "\n".join(f"  {r}" for r in reasons),
-            {"kernel": model.kernel.name, "legal": False, "violations": [{"reason": r} for r in reasons]})
+def options_of(args: argparse.Namespace) -> api.CompileOptions:
+    """The compile options the flags ask for."""
+    return api.CompileOptions(targets=parse_targets(args.target), verify=not args.no_verify,
+                              choice=choice_options(args))
 
 
-def _violations(model: KernelModel, mapping, params) -> list[str]:
-    from polymap.passes.legality.legality import schedule_violations
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    return [v.reason for v in schedule_violations(model, mapped_schedule(model, mapping), params=params)]
-
-
-def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, params, targets, out_dir, args, *,
-                 choice=None, progress=None) -> dict:
-    from polymap.codegen.c.emitter import emit_c
-
-    written = []
-    c_path = out_dir / f"{kernel.name}.c"
-    if progress:
-        progress("building C...")
-    c_path.write_text(emit_c(kernel, model, mappings, arch=arch, params=params))
-    written.append(str(c_path))
-    py_path = out_dir / f"{kernel.name}.py"
-    numpy_source = _numpy_source(kernel, model, mappings)
-    if numpy_source is not None:
-        py_path.write_text(numpy_source)
-        written.append(str(py_path))
-    elif "numpy" in targets:
-        print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
-        targets = tuple(t for t in targets if t != "numpy")
-    doc = {"kernel": kernel.name, "params": dict(params), "arch": arch.name, "why": why,
-           "mappings": [m.to_dict() for m in mappings], "cost": [_cost(model, m, arch, params) for m in mappings]}
-    if choice is not None:
-        doc["choice"] = _choice_doc(choice)
-    json_path = out_dir / f"{kernel.name}.json"
-    json_path.write_text(json.dumps(doc, indent=2) + "\n")
-    written.append(str(json_path))
-    doc["files"] = written
-    if not args.json:
-        print(f"kernel {kernel.name}: {why}")
-        if choice is not None:
-            from polymap.passes.search.choice import explain
-
-            for nest, names in choice.renamed:
-                print(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
-            for nc in choice.nests:
-                print("\n".join("  " + line for line in explain(nc, arch)))
-        for m in mappings:
-            print(f"  nest {m.nest}: " + " | ".join(_level_text(m, k) for k in range(len(m.levels))))
-        if not mappings:
-            print("  every nest in its original order")
-        print("  wrote " + ", ".join(written))
-    if not args.no_verify:
-        from polymap.codegen.verify import verify
-
-        if progress:
-            progress("verifying...")
-        result = verify(kernel, params, targets=targets, mapping=mappings, model=model)
-        doc["verification"] = result.to_dict()
+def main(args: argparse.Namespace) -> int:
+    program = load_program(args.file)
+    kernels = select_kernels(program, args.kernel)
+    print_warnings(program, kernels)
+    options = options_of(args)
+    arch = api.architecture(args.arch)
+    defines = parse_defines(args.defines)
+    check_defines(program, kernels, defines)
+    out_dir = Path(args.output_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
+    given = None
+    if args.mapping:
+        given = api.mappings_of(kernels if len(kernels) > 1 else kernels[0], args.mapping, arch)
+    progress = progress_printer()
+    documents = []
+    for kernel in kernels:
+        mine = None if given is None else tuple(m for m in given if m.kernel == kernel.name) or None
+        result = api.compile(kernel, arch=arch, mapping=mine, params=param_values(kernel, defines),
+                             out_dir=out_dir, options=options, progress=progress)
+        documents.append(document(result))
         if not args.json:
-            target, c = result.largest() or ("-", None)
-            if c is not None:
-                print(f"  verified against the reference ({', '.join(targets)}): largest difference "
-                      f"{c.max_abs:.3g} on {c.tensor} ({target}, relative to the largest value {c.max_rel:.3g}, within the relative tolerance {c.tolerance:.3g})")
-    return doc
+            print("\n".join(summary(result)))
+    if args.json:
+        print(json.dumps({"kernels": documents}, indent=2))
+    return 0
 
 
-def _choice_doc(choice) -> dict:
-    """The ranking of every nest for the JSON document."""
-    nests = []
-    for nc in choice.nests:
-        cands = []
-        for c in nc.candidates:
-            entry = {"source": c.source, "legal": c.legal, "chosen": c is nc.chosen}
-            if c.report is not None:
-                entry.update(cycles=c.report.cycles, energy_pj=c.report.energy_pj)
-            if c.problems:
-                entry["problems"] = list(c.problems)
-            cands.append(entry)
-        nests.append({"nest": nc.nest, "chosen": nc.chosen.source,
-                      "original_schedule": nc.chosen.mapping is None, "candidates": cands})
-    return {"renamed": {str(n): list(x) for n, x in choice.renamed}, "nests": nests}
+def document(result: api.CompiledKernel) -> dict:
+    """The ``--json`` entry of one kernel."""
+    doc = compile_document(result.name, dict(result.params), result.arch, result.why, result.mappings,
+                           result.costs, result.choice)
+    return with_outcome(doc, result.files, result.verification)
 
 
-def _level_text(m, k: int) -> str:
-    lv = m.levels[k]
-    tile = {x: t for x, t in zip(m.loops, lv.tile) if t is not None}
-    text = f"{lv.level}"
-    if tile:
-        text += " tile " + ",".join(f"{x}={t}" for x, t in tile.items())
-    text += " order " + ",".join(lv.order)
-    if lv.spatial:
-        text += " spatial " + ",".join(lv.spatial)
-    return text
-
-
-def _numpy_source(kernel, model, mappings) -> str | None:
-    try:
-        from polymap.codegen.numpy.emitter import emit_numpy
-    except ImportError as exc:
-        if exc.name is not None and exc.name.startswith("polymap.codegen"):
-            return None
-        raise
-    from polymap.codegen.runner import numpy_mapping_arg
-
-    return emit_numpy(kernel, model, numpy_mapping_arg(tuple(mappings)))
-
-
-def _cost(model, mapping, arch, params) -> dict | None:
-    """The cost report of a mapping when the counting module is there (None otherwise)."""
-    try:
-        from polymap.passes.counting.counting import count_mapping
-    except ImportError:
-        return None
-    try:
-        counts = count_mapping(model, mapping, arch, params=dict(params))
-    except Exception as exc:  # the report is informative; compile does not depend on it
-        return {"error": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
-    for name in ("to_json", "to_dict"):
-        if hasattr(counts, name):
-            return getattr(counts, name)()
-    try:
-        from polymap.commands.cost import counts_document
-
-        return counts_document(counts, arch)
-    except Exception:
-        return {"instances": counts.instances}
+def summary(result: api.CompiledKernel) -> list[str]:
+    """The human summary of one kernel."""
+    params = dict(result.params)
+    extents = [loop_extents(result.kernel, m.nest, params) for m in result.mappings]
+    tensors = [nest_tensors(result.kernel, m.nest) for m in result.mappings]
+    return summary_lines(result.name, result.why, result.mappings, extents, tensors, len(result.kernel.nests()),
+                         result.choice, result.files, result.verification)

@@ -1,93 +1,72 @@
 """``polymap cost FILE --arch ARCH --mapping M.yaml [--symbolic] [--plot ROOFLINE.png]``.
 
-The exact counts of ``mapping.md`` per level and tensor
-(:func:`polymap.passes.counting.counting.count_mapping`), then energy, cycles, the
-bottleneck, utilization and intensities
-(:func:`polymap.passes.counting.cost_model.evaluate`). A mapping whose spatial loops
-need more instances than the architecture has, or whose footprint overflows
-a level, is refused (exit 1) naming the level, its capacity and the footprint.
+One call of :func:`polymap.api.cost_nests` (exact counts, energy, cycles,
+bottleneck, utilization and intensities of each mapping the file holds: one,
+or one per nest for ``compile``'s ``NAME.json``), rendered by
+:mod:`polymap.reports.cost`. A mapping whose spatial loops need more
+instances than the architecture has, or whose footprint overflows a level,
+is refused (exit 1) naming the level, its capacity and the footprint.
 ``--symbolic`` formulas that take longer than ``$POLYMAP_SYMBOLIC_SECONDS``
 (60 s) are refused too (exit 1), saying so.
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
 
-from polymap.machine.arch import load_architecture
-from polymap.reports.cost import report_json, report_text
+from polymap import api, ir
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from polymap.errors import InvalidMapping
-from polymap.mapping.model import check_fanout, load_mapping, loop_extents
-from polymap.passes.counting.cost_model import active_compute_units, evaluate
-from polymap.passes.counting.counting import capacity_violations, count_mapping
-from polymap.passes.counting.symbolic_budget import count_symbolic_within
-from polymap.poly import build_model
+from polymap.reports.cost import cost_nests_json, report_text
+from polymap.reports.roofline import plot_roofline
+
+#: the environment variable that sets ``--symbolic``'s wall-clock limit (read here, on the command line only)
+SYMBOLIC_SECONDS_VAR = "POLYMAP_SYMBOLIC_SECONDS"
 
 
-def _kernel(program, args, arch):
+def options_of(args: argparse.Namespace) -> api.CostOptions:
+    """The cost options the flags (and ``$POLYMAP_SYMBOLIC_SECONDS``) ask for."""
+    limit = api.CostOptions().symbolic_limit_seconds
+    text = os.environ.get(SYMBOLIC_SECONDS_VAR)
+    if text is not None:
+        try:
+            limit = max(float(text), 0.0)
+        except ValueError:
+            pass
+    return api.CostOptions(symbolic=args.symbolic, symbolic_limit_seconds=limit)
+
+
+def _kernel(program: ir.Program, args: argparse.Namespace, arch: api.Architecture) -> ir.Kernel:
     kernels = select_kernels(program, args.kernel)
     if len(kernels) == 1:
         return kernels[0]
     # several kernels: the mapping file's `kernel:` picks one
-    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch).kernel)
+    return program.kernel(api.mappings_of(program, args.mapping, arch)[0].kernel)
 
 
-def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
-    problems = check_fanout(mapping, arch, loop_extents(kernel, mapping.nest, params))
-    for v in capacity_violations(model, mapping, arch, params):
-        problems.append(f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, "
-                        f"over its capacity of {v['capacity']} {v['unit']}")
-    if problems:
-        message = f"mapping {mapping_name(mapping)} does not fit:\n  " + "\n  ".join(problems)
-        raise InvalidMapping(message, {"kernel": kernel.name, "valid": False, "problems": problems,
-                                       "capacity": capacity_violations(model, mapping, arch, params)})
-
-
-def mapping_name(mapping) -> str:
-    return f"of {mapping.kernel} (nest {mapping.nest})"
-
-
-def _legality_note(model, mapping) -> list[str]:
-    """A note when the mapping would change the results (cost does not require legality)."""
-    try:
-        from polymap.passes.legality.legality import is_legal_schedule
-        from polymap.passes.schedule.tiling import mapped_schedule
-
-        if not is_legal_schedule(model, mapped_schedule(model, mapping)):
-            return ["this mapping is illegal (it reorders dependent instances; see `polymap check`); "
-                    "the counts describe it anyway"]
-    except ImportError:
-        pass
-    return []
-
-
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
     program = load_program(args.file)
     defines = parse_defines(args.defines)
-    arch = load_architecture(args.arch)
+    arch = api.architecture(args.arch)
     kernel = _kernel(program, args, arch)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch)
-    model = build_model(kernel)
-    _refuse_overfull(kernel, model, mapping, arch, params)
-    if args.symbolic:
-        # formulas of deep tilings can take minutes: refused after $POLYMAP_SYMBOLIC_SECONDS (60 s)
-        counts = count_symbolic_within(model, mapping, arch, params=params)
-    else:
-        counts = count_mapping(model, mapping, arch, params=params)
-    units = active_compute_units(mapping, arch, loop_extents(kernel, mapping.nest, params))
-    report = evaluate(counts, arch, active_units=units)
+    mappings = api.mappings_of(kernel, args.mapping, arch)
+    reports = api.cost_nests(kernel, mappings, arch=arch, params=params, options=options_of(args))
     if args.plot:
-        from polymap.reports.roofline import plot_roofline
-
-        plot_roofline(report, arch, args.plot)
+        plot_roofline(reports[0], arch, args.plot)
     if args.json:
-        print(json.dumps(report_json(report, arch), indent=2))
-    else:
-        notes = _legality_note(model, mapping)
+        print(json.dumps(cost_nests_json(reports, arch), indent=2))
+        return 0
+    texts = []
+    for mapping, report in zip(mappings, reports):
+        notes = [] if api.is_legal(kernel, mapping) else [
+            "this mapping is illegal (it reorders dependent instances; see `polymap check`); "
+            "the counts describe it anyway"]
         if args.plot:
             notes.append(f"roofline written to {args.plot}")
-        print(report_text(report, arch, notes=notes))
+        head = f"nest {mapping.nest}:\n" if len(reports) > 1 else ""
+        texts.append(head + report_text(report, arch, notes=notes))
+    print("\n\n".join(texts))
     return 0

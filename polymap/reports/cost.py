@@ -12,6 +12,9 @@ With ``--symbolic`` every count also appears as ``"<count>_formula"``.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
+from polymap.machine.arch import Architecture
 from polymap.passes.counting.cost_model import CostReport
 
 
@@ -21,7 +24,7 @@ def _footprint(level, spec) -> tuple[int, str]:
     return level.footprint, "elements"
 
 
-def report_json(report: CostReport, arch) -> dict:
+def report_json(report: CostReport, arch: Architecture) -> dict:
     """The ``cli.md`` document for ``polymap cost``, plus bottleneck and energy breakdown."""
     c = report.counts
     levels = []
@@ -75,7 +78,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def report_text(report: CostReport, arch, *, notes: list[str] | None = None) -> str:
+def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | None = None) -> str:
     """A readable report: counts per level and tensor (elements), energy, cycles, intensities."""
     c = report.counts
     params = ", ".join(f"{k}={v}" for k, v in c.params)
@@ -109,3 +112,10 @@ def report_text(report: CostReport, arch, *, notes: list[str] | None = None) -> 
     for note in notes or ():
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def cost_nests_json(reports: Sequence[CostReport], arch: Architecture) -> dict:
+    """``polymap cost --json``: one report's document, or ``{"kernel", "nests": [...]}`` for several."""
+    if len(reports) == 1:
+        return report_json(reports[0], arch)
+    return {"kernel": reports[0].counts.kernel, "nests": [report_json(r, arch) for r in reports]}

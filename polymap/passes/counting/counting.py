@@ -273,24 +273,3 @@ def count_mapping(model: KernelModel, mapping, arch, *, params: dict | None = No
         inst = c if inst is None else inst.add(c)
     return Counts(model.kernel.name, tuple(sorted(values.items())), counter.number(inst), tuple(levels),
                   _formula_text(inst) if symbolic and inst is not None else None, mapping)
-
-
-def capacity_violations(model: KernelModel, mapping, arch, params: dict | None = None) -> list[dict]:
-    """Levels whose footprint exceeds their capacity: ``[{level, capacity, footprint, unit}]``.
-
-    Compared in elements, or in bytes (dtype sizes) when the capacity has a unit.
-    """
-    values = _default_params(model, params)
-    res = residencies(model, mapping, params=values)
-    out = []
-    for l, lv in enumerate(arch.levels):
-        if l == 0 or not lv.bounded:
-            continue
-        elems, nbytes = level_footprint(model, res.levels[l], values)
-        if lv.exceeded_by(elems, nbytes):
-            in_bytes = lv.capacity_elements is None
-            out.append({"level": lv.name,
-                        "capacity": lv.capacity_bytes if in_bytes else lv.capacity_elements,
-                        "footprint": nbytes if in_bytes else elems,
-                        "unit": "bytes" if in_bytes else "elements"})
-    return out

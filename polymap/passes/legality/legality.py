@@ -39,6 +39,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from polymap.islcheck import isl
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping as MappingModel
+from polymap.passes.counting.fit import fit_problems
 from polymap.poly import KernelModel, StatementModel
 from polymap.passes.legality import witness as W
 from polymap.passes.dependences.dependences import maps_of
@@ -305,22 +308,17 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
     return Verdict(not violations, tuple(violations), tuple(notes), tuple(hints))
 
 
-def _arch_violations(model: KernelModel, mapping, arch, params) -> list[Violation]:
+def _arch_violations(model: KernelModel, mapping: MappingModel, arch: Architecture,
+                     params: Mapping[str, int] | None) -> list[Violation]:
+    """Fan-out and capacity problems (:mod:`polymap.passes.counting.fit`) as violations."""
     out = []
-    try:
-        from polymap.mapping.model import check_fanout, loop_extents
-    except ImportError:  # the mapping module is optional for order checks
-        return out
-    values = dict(params or {})
-    for msg in check_fanout(mapping, arch, loop_extents(model.kernel, mapping.nest, values, model=model)):
-        out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
-    try:
-        from polymap.passes.counting.counting import capacity_violations
-    except ImportError:
-        return out
-    for cap in capacity_violations(model, mapping, arch, values):
-        unit = cap.get("unit", "elements")
-        reason = (f"level {cap['level']} would hold {cap['footprint']} {unit} at once "
-                  f"but has capacity {cap['capacity']}")
-        out.append(Violation("capacity", reason, extra=tuple(cap.items())))
+    for p in fit_problems(model, mapping, arch, dict(params or {})):
+        if p.kind == "fanout":
+            walk = " x ".join(f"{x}: {t}" for x, t in p.loops)
+            reason = (f"levels[{p.level_index}] ({p.level}): spatial loops need {p.footprint} instances of "
+                      f"{p.inner} ({walk}), but each {p.level} instance has {p.capacity}")
+        else:
+            reason = (f"level {p.level} would hold {p.footprint} {p.unit} at once "
+                      f"but has capacity {p.capacity}")
+        out.append(Violation(p.kind, reason, extra=tuple(p.to_json().items())[1:]))
     return out

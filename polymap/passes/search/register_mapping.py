@@ -28,11 +28,11 @@ from polymap import ir
 from polymap.mapping.model import (
     LevelMapping,
     Mapping,
-    check_fanout,
     loop_extents,
     nest_loops,
     nest_tensors,
 )
+from polymap.passes.counting.fit import fanout_problems
 from polymap.poly import KernelModel
 
 
@@ -147,7 +147,7 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
         t, order, spatial = specs.get(lv, (whole, others + tuple(loops), ()))
         levels.append(LevelMapping(arch.levels[lv].name, t, tuple(order), spatial, keep))
     out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
-    if check_fanout(out, arch, extents):
+    if fanout_problems(out, arch, extents):
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out
