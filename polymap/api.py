@@ -56,6 +56,7 @@ from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problem
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences
 from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
+from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
@@ -203,10 +204,24 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Map
         order = tuple(order)
         nest = next((n for n in range(len(kernel.nests())) if set(order) <= set(nest_loops(kernel, n))), 0)
         loops = nest_loops(kernel, nest)
-        return check_mapping(m, order_mapping(kernel, nest, loops, order), params=values)
+        return _with_fusion_note(kernel, nest, check_mapping(m, order_mapping(kernel, nest, loops, order),
+                                                             params=values))
     arch_obj = architecture(arch) if arch is not None else None
     found = mappings_of(kernel, mapping, arch_obj or "host")
-    return _join([check_mapping(m, mp, arch=arch_obj, params=values) for mp in found])
+    return _join([_with_fusion_note(kernel, mp.nest, check_mapping(m, mp, arch=arch_obj, params=values))
+                  for mp in found])
+
+
+def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
+    """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
+    names = repeated_loop_names(kernel).get(nest)
+    if not names:
+        return verdict
+    listed = ", ".join(f"'{x}'" for x in names)
+    note = (f"several loops of this nest are named {listed}: an order or mapping names each loop once, "
+            f"so it runs them as one loop (fusing them); give them distinct names in the source to "
+            f"order them apart")
+    return dataclasses.replace(verdict, notes=verdict.notes + (note,))
 
 
 def _all_sized(kernel: ir.Kernel, params: MappingT[str, int] | None) -> bool:
@@ -310,12 +325,16 @@ def transform(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | st
               params: MappingT[str, int] | None = None) -> str:
     """The mapped nest as ``.loop`` source that parses again and computes the same results.
 
-    Refuses an illegal mapping (:class:`~polymap.errors.IllegalTransformation`).
+    ``params`` become the printed parameters' defaults. Refuses an illegal
+    mapping (:class:`~polymap.errors.IllegalTransformation`).
     """
     m = build_model(kernel)
     mp = mapping_of(kernel, mapping, arch)
     _refuse_illegal(kernel, m, (mp,), _values(kernel, params) if _all_sized(kernel, params) else None)
-    return emit_loop(kernel, m, mp)
+    given = dict(params or {})
+    shown = dataclasses.replace(kernel, params=tuple(
+        dataclasses.replace(p, default=given.get(p.name, p.default)) for p in kernel.params))
+    return emit_loop(shown, build_model(shown), mp)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 
 from polymap import api, ir
 from polymap.commands.common import mapping_arch
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, InputError
 from polymap.mapping.model import nest_loops
-from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict
 
 
@@ -75,14 +73,10 @@ def main(args: argparse.Namespace) -> int:
             mappings = api.mappings_of(kernel, args.mapping, arch)
             what = f"mapping {args.mapping}"
             verdict = api.check(kernel, mapping=mappings, arch=arch, params=params)
-            nests = {m.nest for m in mappings}
         else:
             nest, loops, order = _order_of(kernel, args.order, several=len(kernels) > 1)
             what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
             verdict = api.check(kernel, order=order, params=params)
-            nests = {nest}
-        for nest in sorted(nests):
-            verdict = _with_fusion_note(kernel, nest, verdict)
         legal &= verdict.legal
         docs.append(verdict_json(kernel.name, verdict))
         reports.append(verdict_report(kernel.name, what, verdict))
@@ -92,18 +86,6 @@ def main(args: argparse.Namespace) -> int:
         raise IllegalTransformation(report, doc)
     print(json.dumps(doc, indent=2) if args.json else report)
     return 0
-
-
-def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
-    """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
-    names = repeated_loop_names(kernel).get(nest)
-    if not names:
-        return verdict
-    listed = ", ".join(f"'{x}'" for x in names)
-    note = (f"several loops of this nest are named {listed}: an order or mapping names each loop once, "
-            f"so it runs them as one loop (fusing them); give them distinct names in the source to "
-            f"order them apart")
-    return replace(verdict, notes=verdict.notes + (note,))
 
 
 def _order_of(kernel: ir.Kernel, text: str, *, several: bool) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
