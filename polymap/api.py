@@ -49,7 +49,7 @@ from polymap.driver import load_program, param_values, parse
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping
 from polymap.machine.arch import Architecture, load_architecture
 from polymap.mapping.documents import mappings_from_data
-from polymap.mapping.model import Mapping, loop_extents, nest_loops
+from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
@@ -265,13 +265,13 @@ def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, i
         counts = count_symbolic_within(m, mp, arch, params=values, seconds=options.symbolic_limit_seconds)
     else:
         counts = count_mapping(m, mp, arch, params=values)
-    units = active_compute_units(mp, arch, loop_extents_of(m, mp.nest, values))
+    units = active_compute_units(mp, arch, loop_extents_of(m, mp, values))
     return evaluate(counts, arch, active_units=units)
 
 
-def loop_extents_of(m: KernelModel, nest: int, values: MappingT[str, int]) -> dict[str, int]:
-    """The extent of every loop of ``nest`` at ``values`` (what tiles and trip counts are taken of)."""
-    return loop_extents(m.kernel, nest, values, model=m)
+def loop_extents_of(m: KernelModel, mapping: Mapping, values: MappingT[str, int]) -> dict[str, int]:
+    """The extent of every loop of ``mapping`` at ``values`` (what tiles and trip counts are taken of)."""
+    return mapping_loop_extents(m.kernel, mapping, values, model=m)
 
 
 def cost(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
@@ -359,6 +359,8 @@ class CompiledKernel:
     files: tuple[str, ...]
     verification: VerifyResult | None
     """The comparison with the reference execution (None without verification)."""
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What the command line adds to ``NAME.json`` (the tuning cache's answer, the measurements)."""
 
     @property
     def name(self) -> str:
@@ -375,7 +377,8 @@ def choose_mappings(kernel: ir.Kernel, *, arch: Architecture | str | Path = "hos
 def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # noqa: A001 - the command's name
             mapping: MappingArg | None = None, params: MappingT[str, int] | None = None,
             out_dir: str | Path | None = None, options: CompileOptions = CompileOptions(),
-            progress: Progress | None = None) -> CompiledKernel:
+            progress: Progress | None = None, choice: KernelChoice | None = None, why: str | None = None,
+            extra: MappingT[str, Any] | None = None) -> CompiledKernel:
     """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
 
     Without ``mapping`` every nest gets the mapping of
@@ -388,33 +391,34 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
     """
     arch_obj = architecture(arch)
     values = _values(kernel, params)
-    choice = None
     if mapping is not None:
         m = build_model(kernel)
         mappings = mappings_of(kernel, mapping, arch_obj)
         _refuse_illegal(kernel, m, mappings, values)
         for mp in mappings:
-            _refuse_unfit(kernel, fanout_problems(mp, arch_obj, loop_extents_of(m, mp.nest, values)))
-        why = "the given mapping"
+            _refuse_unfit(kernel, fanout_problems(mp, arch_obj, loop_extents_of(m, mp, values)))
+        why = why or "the given mapping"
+        choice = None
     else:
-        choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress)
+        if choice is None:
+            choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress)
         kernel, m, mappings = choice.kernel, choice.model, choice.mappings
-        why = (f"the best legal, fitting candidate of each nest by exact counts "
-               f"({_objective_words(options.choice.objective)})")
+        why = why or (f"the best legal, fitting candidate of each nest by exact counts "
+                      f"({_objective_words(options.choice.objective)})")
     if progress:
         progress("generating code...")
     costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
     c_source = emit_c(kernel, m, mappings, arch=arch_obj, params=values)
     numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
     result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
-                            c_source, numpy_source, tuple(options.targets), (), None)
+                            c_source, numpy_source, tuple(options.targets), (), None, dict(extra or {}))
     if out_dir is not None:
         out = Path(out_dir)
         written = []
         for suffix, text in ((".c", c_source), (".py", numpy_source)):
             (out / f"{kernel.name}{suffix}").write_text(text)
             written.append(str(out / f"{kernel.name}{suffix}"))
-        doc = compile_document(kernel.name, values, arch_obj, why, mappings, costs, choice)
+        doc = compile_document(kernel.name, values, arch_obj, why, mappings, costs, choice, result.extra)
         (out / f"{kernel.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
         written.append(str(out / f"{kernel.name}.json"))
         result = dataclasses.replace(result, files=tuple(written))
@@ -455,3 +459,111 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
         chosen = choose(kernel, arch_obj, values, options=choice)
         kernel, m, mappings = chosen.kernel, chosen.model, chosen.mappings
     return run_generated(kernel, arrays, values, target=target, mappings=mappings, model=m)
+
+
+# --------------------------------------------------------------------------- measuring and remembering
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """Compile's choice for a kernel, whether it came from the cache, and what tuning measured."""
+
+    choice: Any  # polymap.passes.search.choice.KernelChoice
+    tuning: tuple  # of polymap.passes.search.tune.NestTuning (empty when not tuned)
+    cache: str  # "hit", "miss" or "off"
+    warnings: tuple[str, ...] = ()
+
+
+def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                 tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
+                 options: Any = None, timer: Any = None, verify_hit: bool = True,
+                 progress: Any = None, choice_options: ChoiceOptions | None = None) -> ChoiceResult:
+    """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
+
+    ``cache_dir`` None turns the cache off; otherwise an entry for this
+    kernel, architecture and shape bucket is used after re-checking it
+    (legal, fits, and with ``verify_hit`` verified against the reference), and
+    a tuned choice is stored. ``arch_fingerprint`` identifies the
+    architecture (:func:`polymap.passes.search.cache.arch_fingerprint` of the
+    ``--arch`` text; default: the architecture's data). ``options`` is a
+    :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
+    ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
+    """
+    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+    from polymap.passes.search.remember import recall, remember
+    from polymap.passes.search.tune import TuneOptions, tune_choice
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    store = None if cache_dir is None else TuningCache(Path(cache_dir))
+    key = cache_key(kernel, arch_fingerprint or architecture_fingerprint(arch_obj), values)
+    warnings: tuple[str, ...] = ()
+    if store is not None:
+        found = recall(store, key, kernel, arch_obj, values, k=tune, verify=verify_hit)
+        warnings = found.warnings
+        if found.choice is not None:
+            return ChoiceResult(found.choice, (), "hit", warnings)
+    # tuning wants more candidates than the model's pick: the search confirms more of them
+    chosen_by = choice_options if choice_options is not None else ChoiceOptions()
+    choice = choose(kernel, arch_obj, values, progress=progress,
+                    options=dataclasses.replace(chosen_by, search_top=max(chosen_by.search_top, tune)))
+    status = "off" if store is None else "miss"
+    if tune <= 0:
+        return ChoiceResult(choice, (), status, warnings)
+    opts = dataclasses.replace(options if options is not None else TuneOptions(), k=tune)
+    tuned = tune_choice(choice, arch=arch_obj, params=values, options=opts, timer=timer, progress=progress)
+    if store is not None:
+        remember(store, key, tuned, values)
+    return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
+
+
+def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
+            params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
+            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+    """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
+
+    Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
+    ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
+    with its ranked mappings and their predicted seconds).
+    """
+    from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
+
+    arch_obj = architecture(arch)
+    values = param_values(kernel, dict(params or {}))
+    mps = [mapping_of(kernel, m, arch_obj) for m in mappings]
+    if not mps:
+        raise TypeError("measure() needs at least one mapping")
+    preds = list(predicted_s) if predicted_s is not None else [None] * len(mps)
+    names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
+    cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
+    return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
+                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+
+
+def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
+              progress: Any = None):
+    """Measure this machine and fit the cost model to it (``polymap calibrate``).
+
+    Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
+    bandwidths and FMA rate, the fitted architecture, one derating factor
+    per cycle term, and the error before and after over the calibration
+    kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
+    ``timer`` replace the native measurements.
+    """
+    from polymap.codegen.timing import ProcessTimer
+    from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+    from polymap.machine.calibration_set import KERNELS, calibration_samples
+    from polymap.machine.hostinfo import host_info
+
+    before = architecture(arch)
+    probe = probe if probe is not None else NativeProbe(host_info().vector_bytes)
+    bw = measure_bandwidths(before, probe)
+    measured = measured_architecture(before, bw)
+    samples = calibration_samples(before, measured, timer if timer is not None else ProcessTimer(),
+                                  names=tuple(kernels) if kernels is not None else tuple(KERNELS),
+                                  progress=progress)
+    if len(samples) < 2:
+        from polymap.errors import EnvironmentProblem
+
+        raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
+    return fit(samples, measured, bw, name=f"{before.name}-calibrated")

@@ -22,7 +22,7 @@ from polymap import __version__
 from polymap.errors import PolymapError, Refusal
 from polymap.passes.search.choice import ChoiceOptions
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate")
 
 DESCRIPTION = """\
 polymap models loop kernels written in the .loop language exactly (ISL): it
@@ -54,7 +54,9 @@ class Parser(argparse.ArgumentParser):
 
 def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
     if file:
-        p.add_argument("file", help="the kernel file (.loop)")
+        p.add_argument("file", help="the kernel file: .loop, or .c with a #pragma scop region")
+        p.add_argument("--cpp", default="", metavar="FLAGS",
+                       help="extra C preprocessor flags for a .c file (e.g. \"-I DIR -DN=64\"; default: none)")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
                    help="set a parameter, e.g. -D N=64 (repeatable; default: the values in the kernel header)")
     p.add_argument("--kernel", metavar="NAME", help="the kernel to act on (default: every kernel of the file)")
@@ -84,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _sub(sub, "show", "the polyhedral model", "Print each kernel's polyhedral model: parameters, tensors, "
              "and per statement its domain, original schedule and accesses.")
     _common(p)
+    p.add_argument("--emit", choices=("model", "loop"), default="model",
+                   help="'loop' prints the kernels in the .loop language (for a C file)")
 
     p = _sub(sub, "run", "run a kernel on arrays from an .npz file",
              "Run a kernel on your arrays: the reference execution of the original program, or the generated "
@@ -112,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
                    help="value of a loop not plotted (repeatable; default: its first value)")
     p.add_argument("--statement", help="statement to plot (default: the deepest)")
+    p.add_argument("--window", type=int, default=8, metavar="N",
+                   help="draw at most the first N values of each plotted loop (default 8)")
     p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT")
 
     p = _sub(sub, "check", "is a loop order or a mapping legal?",
@@ -154,6 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: %(default)s)")
     p.add_argument("--no-verify", action="store_true", help="skip the comparison with the reference execution")
     _choice(p)
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the model's best K candidates per nest; keep the fastest (default: 0, "
+                        "no measuring)")
+    p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
+
+    p = sub.add_parser("calibrate", help="measure this machine and write a fitted architecture file")
+    _common(p, file=False)
+    p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
+    p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
 
     p = _sub(sub, "arch", "show an architecture (preset or file)",
              "Show an architecture's levels, capacities, energies and bandwidths, or list the presets.")

@@ -10,6 +10,7 @@ import weakref
 from pathlib import Path
 
 from polymap import ir
+from polymap.cfront import read_c
 from polymap.errors import InputError
 
 
@@ -71,9 +72,17 @@ def print_warnings(program: ir.Program, kernels=None) -> None:
                 print(d.render(), file=sys.stderr)
 
 
-def load_program(path: str | Path, *, check: bool = True) -> ir.Program:
-    """Read and parse a ``.loop`` file (``InputError`` when it cannot be read)."""
+def load_program(path: str | Path, *, check: bool = True, cpp: str = "") -> ir.Program:
+    """Read and parse a ``.loop`` file, or the scops of a ``.c`` file (``InputError`` when it cannot be read).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``--cpp "-I DIR"``).
+    """
     p = Path(path)
+    if p.suffix == ".c":
+        program = read_c(p, cpp=cpp)
+        if check:
+            _check_with_isl(program)
+        return program
     try:
         text = p.read_text()
     except OSError as exc:

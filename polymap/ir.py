@@ -238,6 +238,15 @@ class Decl:
 
 
 @dataclass(frozen=True)
+class Argument:
+    """One argument of the C function a kernel was read from (:mod:`polymap.cfront`)."""
+
+    name: str  # a tensor or a parameter of the kernel
+    c_type: str  # its C type as written: "int", "double", ...
+    by_value: bool  # an integer or scalar passed by value (arrays are pointers)
+
+
+@dataclass(frozen=True)
 class Kernel:
     """One ``kernel NAME(params) where ... { decls body }``."""
 
@@ -247,6 +256,10 @@ class Kernel:
     decls: tuple[Decl, ...]
     body: tuple[Node, ...]
     loc: Loc = NOWHERE
+    #: The original C function's arguments, in order, when the kernel was read
+    #: from C and every tensor and parameter is one of them (None otherwise):
+    #: the C backend then writes its function with this signature.
+    signature: tuple[Argument, ...] | None = None
 
     def decl(self, name: str) -> Decl | None:
         """The declaration of tensor ``name``, or None."""

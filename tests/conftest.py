@@ -1,7 +1,10 @@
 """Shared fixtures: ``golden`` files (``--update-golden`` rewrites them)."""
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
+
+# compile consults the tuning cache ($XDG_CACHE_HOME/polymap/tuning): the suite gets its own,
+# so that nobody's tuned choices change what the tests compile. Built libraries stay cached
+# where they were (POLYMAP_CACHE, which codegen/build.py reads first).
+if not os.environ.get("POLYMAP_CACHE"):
+    os.environ["POLYMAP_CACHE"] = str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polymap")
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="polymap-test-xdg-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 
 def pytest_addoption(parser):

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from polymap import ir
 from polymap.evaluate import eval_int, iterate_statement_instances
 
-INF = float("inf")
+from mapped_time import TimeKeys, contexts, mapped_nests
+
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
 
@@ -35,80 +36,19 @@ class Event:
     accesses: list  # [(tensor, kind, element)], reads first
 
 
-def _phase(ctx: ir.StatementContext, loop: str, nest: ir.Loop, nest_pos: int) -> int:
-    """0: the statement comes before every loop named ``loop``; 2: after; 1: it has the loop."""
-    if loop in ctx.iterators:
-        return 1
-    positions = []
-
-    def walk(node, pos):
-        if isinstance(node, ir.Loop):
-            if node.var == loop:
-                positions.append(pos)
-            for k, child in enumerate(node.body):
-                walk(child, pos + (k,))
-        elif isinstance(node, ir.If):
-            for k, child in enumerate(node.then):
-                walk(child, pos + (0, k))
-            for k, child in enumerate(node.orelse):
-                walk(child, pos + (1, k))
-
-    walk(nest, (nest_pos,))
-    return 0 if positions and all(ctx.position < p for p in positions) else 2
-
-
-def _dims(mapping, partial: set[str]) -> list[Dim]:
-    out = []
-    for l, lm in enumerate(mapping.levels):
-        for x in lm.order:
-            if x in partial:
-                out.append(Dim(l, x, "phase", False))
-            out.append(Dim(l, x, "coord", x in lm.spatial))
-    return out
-
-
-def _coord(value: int, extents: list, level: int) -> int:
-    """Index of the level+1 tile holding ``value`` inside its level tile (``extents[-1] == 1``)."""
-    outer, inner = extents[level], extents[level + 1]
-    if inner == INF:
-        return 0
-    rest = value if outer == INF else value % outer
-    return rest // inner
-
-
 def events(kernel: ir.Kernel, mapping, params: dict) -> tuple[list[Dim], list[Event]]:
-    """Every statement instance of the nest with its mapped time and accesses, in mapped order."""
-    nest = kernel.nests()[mapping.nest]
-    nest_pos = [k for k, n in enumerate(kernel.body) if n is nest][0]
-    contexts = [c for c in kernel.statements() if c.nest == mapping.nest]
-    rank = {c.name: k for k, c in enumerate(contexts)}
-    loops = tuple(mapping.loops)
-    partial = {x for x in loops if any(x not in c.iterators for c in contexts)}
-    dims = _dims(mapping, partial)
-    ext = {}
-    for k, x in enumerate(loops):
-        chain, last = [INF], INF
-        for lm in mapping.levels[1:]:
-            last = lm.tile[k] if lm.tile[k] is not None else last
-            chain.append(last)
-        ext[x] = chain + [1]
+    """Every statement instance of the mapped nests with its mapped time and accesses, in mapped order."""
+    keys = TimeKeys(kernel, mapping, params)
+    nests = set(mapped_nests(mapping))
+    dims = [Dim(l, x, kind, sp) for l, x, kind, sp in keys.dims()]
     out = []
     for ctx, env in iterate_statement_instances(kernel, params):
-        if ctx.nest != mapping.nest:
+        if ctx.nest not in nests:
             continue
-        time = []
-        for d in dims:
-            if d.kind == "phase":
-                time.append(_phase(ctx, d.loop, nest, nest_pos))
-            elif d.loop in ctx.iterators:
-                time.append(_coord(env[d.loop], ext[d.loop], d.level))
-            else:
-                time.append(0)
-        time.append(rank[ctx.name])
         acc = [(r.tensor, "read", tuple(eval_int(i, env) for i in r.indices)) for r in ir.reads_of(ctx.stmt)]
         t = ctx.stmt.target
         acc.append((t.tensor, "write", tuple(eval_int(i, env) for i in t.indices)))
-        out.append(Event(tuple(time), acc))
+        out.append(Event(keys.key(ctx, env), acc))
     out.sort(key=lambda e: e.time)
     return dims, out
 
@@ -182,8 +122,7 @@ def simulate(kernel: ir.Kernel, mapping, params: dict) -> dict:
     _SIZES.clear()
     _SIZES.update({d.name: DTYPE_BYTES[d.dtype] for d in kernel.decls})
     dims, evs = events(kernel, mapping, params)
-    used = {r.tensor for c in kernel.statements() if c.nest == mapping.nest
-            for r in ir.reads_of(c.stmt) + (c.stmt.target,)}
+    used = {r.tensor for c in contexts(kernel, mapping) for r in ir.reads_of(c.stmt) + (c.stmt.target,)}
     tensors = [d.name for d in kernel.decls if d.name in used]
     n = len(mapping.levels)
     kept = [tuple(tensors) if l == 0 else tuple(x for x in tensors if x in mapping.levels[l].keep)

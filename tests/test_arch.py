@@ -286,3 +286,24 @@ def test_cli_arch(capsys):
     assert "108 KiB" in out and "168" in out and "unbounded" in out
     assert main(["arch", "nosuch"]) == 2
     assert main(["arch"]) == 2
+
+
+@pytest.mark.parametrize("flags,isa,nbytes,regs", [
+    ("fpu sse sse2 avx avx2 fma avx512f avx512bw avx512dq avx512vl", "avx512", 64, 32),
+    ("fpu sse sse2 avx avx2 fma", "avx2", 32, 16),
+    ("fpu sse sse2 avx", "avx", 32, 16),
+    ("fpu sse sse2", "sse", 16, 16),
+    ("fpu", "scalar", 8, 16)])
+def test_host_vector_unit(tmp_path, flags, isa, nbytes, regs):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    arch = host_architecture(host_info(tmp_path / "nothing", cpuinfo))
+    v = arch.vector
+    assert (v.isa, v.vector_bytes, v.registers, v.fma) == (isa, nbytes, regs, "fma" in flags.split())
+    assert v.lanes("f32") == max(1, nbytes // 4) and v.lanes("f64") == max(1, nbytes // 8)
+    assert architecture_from_dict(arch.to_dict(), source_name="host") == arch
+
+
+def test_vector_unit_bad_isa():
+    with pytest.raises(MappingError, match="isa 'avx9'"):
+        architecture_from_dict({"levels": [{"name": "DRAM"}], "vector": {"isa": "avx9"}}, source_name="x")

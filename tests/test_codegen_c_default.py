@@ -128,7 +128,7 @@ def test_gemm_register_tiles_one_region_per_nest():
     kernel = load_program(ROOT / "examples" / "gemm.loop").kernels[0]
     params = {"M": 600, "N": 512, "K": 300}
     choice = choose(kernel, HOST, params, options=ChoiceOptions(search_evaluations=0))
-    assert choice.nests[0].chosen.source == "register tiles"
+    assert choice.nests[0].chosen.source.startswith("register tiles")
     src = emit_c(choice.kernel, choice.model, choice.mappings, params=params)
     assert src.count("#pragma omp parallel for") == 2 and "omp for" not in src.replace("omp parallel for", "")
     assert "polymap_acc_" in src

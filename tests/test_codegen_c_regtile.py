@@ -59,7 +59,7 @@ def test_gemm_register_tiles_with_edges_match_numpy(dtype, op, blocking):
     mp = register_mapping(m, 0, HOST, params, blocking=blocking)
     assert mp is not None and dependence_violation(m, mp) is None
     src = emit_c(k, m, mp)
-    assert "polymap_acc_" in body(src) and "polymap_v" in body(src)  # vector accumulators
+    assert "polymap_acc_" in body(src) and "polymap_f" in body(src)  # vector accumulators
     fn = load_kernel(src, k)
     rng = np.random.default_rng(3)
     nt = np.float32 if dtype == "f32" else np.float64
@@ -89,7 +89,7 @@ def test_scalar_accumulators_when_not_unit_stride():
     params = {"M": 11, "N": 13, "K": 9}
     mp = register_mapping(m, 0, HOST, params, blocking=Blocking(3, 4, 4, 6, 8))
     src = body(emit_c(k, m, mp))
-    assert "polymap_acc_0_0" in src and "polymap_v" not in src
+    assert "polymap_acc_0_0" in src and "polymap_f64x" not in src
     assert verify(k, params, targets=("c",), mapping=mp).passed
 
 

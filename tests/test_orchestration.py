@@ -93,7 +93,8 @@ def test_compile_cost_transform_run_json_equal_the_api(path: str, capsys: pytest
     d, doc = compiled[path]
     # compile: the API writes the same NAME.json and returns the same document
     result = api.compile(kernel, arch="toy", params=params, out_dir=d,
-                         options=api.CompileOptions(targets=("c",), verify=False, choice=FAST))
+                         options=api.CompileOptions(targets=("c",), verify=False, choice=FAST),
+                         extra={k: doc[k] for k in ("cache", "tuning")})  # the command line's additions
     assert json.loads(json.dumps(document(result))) == {**doc, "files": [str(d / f"{kernel.name}{s}") for s in
                                                                         (".c", ".py", ".json")]}
     assert json.loads((d / f"{kernel.name}.json").read_text()) == doc

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 from polymap.islcheck import isl
+from polymap.mapping.schedule import mapped_nests
 from polymap.poly import KernelModel, isl_name, param_set
 
 #: ISL names the iterator of time dimension k like this (``c0``, ``c1``...).
@@ -107,13 +108,14 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
     """
     from polymap.passes.schedule.tiling import mapped_schedule
 
-    by_nest = {m.nest: m for m in mappings}
+    by_nest = {n: m for m in mappings for n in mapped_nests(m)}
     parts: list[tuple[str, int, isl.Map]] = []  # (statement, top rank, map without the top rank)
     dim_tables: dict[int, tuple[DimInfo, ...]] = {}
-    for nest, mapping in sorted(by_nest.items()):
+    for mapping in sorted(mappings, key=lambda m: m.nest):
         ms = mapped_schedule(model, mapping)
+        first = _top_rank(model, ms.maps[0][0]) if ms.maps else 0
         for name, m in ms.maps:
-            rank = _top_rank(model, name)
+            rank = first  # fused nests share the first one's top-level rank
             parts.append((name, rank, m))
             dim_tables[rank] = tuple(
                 DimInfo(k + 1, d.level, d.loop, d.kind, d.spatial) for k, d in enumerate(ms.dims))

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 from polymap import ir
 from polymap.errors import AnalysisError
 from polymap.islcheck import isl
+from polymap.mapping.schedule import entry_of, mapped_nests
 from polymap.codegen.ast_build import (
     KernelSchedule,
     expr_args,
@@ -47,15 +48,16 @@ def point_schedule(ks: KernelSchedule, mappings=()) -> KernelSchedule:
     inner tile of ``x`` has extent 1 (below it the coordinates of ``x`` are 0).
     """
     model = ks.model
-    by_nest = {m.nest: m for m in mappings}
+    by_nest = {n: m for m in mappings for n in mapped_nests(m)}
     out = isl.UnionMap.empty(ks.union.get_space())
     for m in _maps(ks.union):
         name = m.get_tuple_name(isl.dim_type.in_)
         sm = model.statement(name)
         mapping = by_nest.get(sm.context.nest)
-        if mapping is not None:
+        if mapping is not None and entry_of(mapping, name) is None:
             for d in ks.dims_of(ks.rank_of(name)):
-                if d.kind == "coord" and d.loop in sm.loops and d.level == point_level(mapping, d.loop):
+                if d.kind == "coord" and d.loop in sm.loops and d.level == point_level(mapping, d.loop) \
+                        and d.loop not in mapping.levels[d.level].wavefront:
                     m = _bind_dim(m, d.index, sm.loops.index(d.loop))
         out = out.union(isl.UnionMap.from_map(m))
     return dataclasses.replace(ks, union=out)

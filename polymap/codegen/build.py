@@ -78,6 +78,11 @@ def build_c(source: str, *, flags: Sequence[str] = DEFAULT_FLAGS, name: str = "k
 
 
 _CTYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32, "i64": ctypes.c_int64}
+#: C integer types of a C kernel's size arguments.
+_C_INTS = {"int": ctypes.c_int, "long": ctypes.c_long, "long int": ctypes.c_long, "unsigned": ctypes.c_uint,
+           "unsigned int": ctypes.c_uint, "short": ctypes.c_short, "long long": ctypes.c_longlong,
+           "long long int": ctypes.c_longlong, "unsigned long": ctypes.c_ulong, "size_t": ctypes.c_size_t,
+           "long unsigned int": ctypes.c_ulong}
 
 
 class CFunction:
@@ -88,20 +93,36 @@ class CFunction:
         self.lib = ctypes.CDLL(str(library))
         self.fn = getattr(self.lib, c_name(kernel.name))
         self.tensors = tuple(d for d in kernel.decls if d.role != "local")
-        self.fn.argtypes = ([ctypes.POINTER(_CTYPES[d.dtype]) for d in self.tensors]
-                            + [ctypes.c_long] * len(kernel.params))
+        if kernel.signature is None:  # cli.md's signature: tensors by pointer, then the parameters
+            self.order = tuple(d.name for d in self.tensors) + kernel.param_names
+            by_value = set(kernel.param_names)
+        else:  # the original C function's (polymap.codegen.c.signature)
+            self.order = tuple(a.name for a in kernel.signature)
+            by_value = {a.name for a in kernel.signature if a.by_value}
+        decls = {d.name: d for d in self.tensors}
+        c_types = {a.name: a.c_type for a in kernel.signature or ()}
+        self.by_value = by_value
+        self.fn.argtypes = [
+            (_CTYPES[decls[n].dtype] if n in decls else _C_INTS.get(c_types.get(n, "long"), ctypes.c_long))
+            if n in by_value else ctypes.POINTER(_CTYPES[decls[n].dtype]) for n in self.order]
         self.fn.restype = None
 
     def __call__(self, arrays: Mapping[str, np.ndarray], params: Mapping[str, int]) -> None:
         """Run in place on ``arrays`` (C-contiguous, declared dtype; checked, never copied)."""
+        decls = {d.name: d for d in self.tensors}
         args = []
-        for d in self.tensors:
-            a = arrays[d.name]
+        for name in self.order:
+            if name not in decls:
+                args.append(int(params[name]))
+                continue
+            d, a = decls[name], arrays[name]
             if a.dtype != numpy_dtype(d.dtype) or not a.flags.c_contiguous or not a.flags.writeable:
                 raise InputError(f"tensor '{d.name}': the C code needs a writable C-contiguous "
                                  f"{numpy_dtype(d.dtype)} array, got {a.dtype}")
-            args.append(a.ctypes.data_as(ctypes.POINTER(_CTYPES[d.dtype])))
-        args += [int(params[p]) for p in self.kernel.param_names]
+            if name in self.by_value:
+                args.append(a.reshape(()).item())
+            else:
+                args.append(a.ctypes.data_as(ctypes.POINTER(_CTYPES[d.dtype])))
         self.fn(*args)
 
 

@@ -23,6 +23,13 @@ _ABOUT = {
 }
 
 
+HOST_SOURCES = (
+    "read from this machine: cache sizes and instances (/sys), usable CPUs (affinity), vector width "
+    "(/proc/cpuinfo flags), clock (cpu MHz, nominal)\n"
+    "assumed, not measured: every energy, every bandwidth (round numbers), 2 ops per cycle per lane\n"
+    "measure them: polymap calibrate -o host.yaml (streaming bandwidths, FMA rate, fitted derating)")
+
+
 def _num(x: float) -> str:
     return f"{x:g}"
 
@@ -68,4 +75,6 @@ def main(args: argparse.Namespace) -> int:
                          f"(presets: {', '.join(presets())})")
     arch = load_architecture(args.name)
     print(json.dumps(arch.to_dict(), indent=2) if args.json else render(arch))
+    if args.name == "host" and not args.json:
+        print(HOST_SOURCES)
     return 0

@@ -57,7 +57,7 @@ def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)

@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Mapping as MappingT
 
-from polymap import api
+from polymap import api, ir
 from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
-from polymap.errors import InputError
-from polymap.mapping.model import loop_extents, nest_tensors
+from polymap.errors import InputError, VerificationFailure
+from polymap.passes.search.cache import TuningCache, arch_fingerprint, cache_key
+from polymap.passes.search.tune import tuning_lines
+from polymap.mapping.model import mapping_loop_extents, nest_tensors
 from polymap.reports.compile import compile_document, summary_lines, with_outcome
 
 TARGETS = ("c", "numpy")
@@ -38,7 +44,7 @@ def options_of(args: argparse.Namespace) -> api.CompileOptions:
 
 
 def main(args: argparse.Namespace) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     options = options_of(args)
@@ -57,27 +63,86 @@ def main(args: argparse.Namespace) -> int:
     documents = []
     for kernel in kernels:
         mine = None if given is None else tuple(m for m in given if m.kernel == kernel.name) or None
-        result = api.compile(kernel, arch=arch, mapping=mine, params=param_values(kernel, defines),
-                             out_dir=out_dir, options=options, progress=progress)
+        params = param_values(kernel, defines)
+        if mine is not None:
+            result = api.compile(kernel, arch=arch, mapping=mine, params=params, out_dir=out_dir, options=options,
+                                 progress=progress, extra={"cache": "off"})
+            tuning: tuple = ()
+        else:
+            result, tuning = _compile_chosen(kernel, arch, params, options, out_dir, args, progress)
         documents.append(document(result))
         if not args.json:
-            print("\n".join(summary(result)))
+            print("\n".join(summary(result, tuning)))
     if args.json:
         print(json.dumps({"kernels": documents}, indent=2))
     return 0
 
 
+def cache_dir_from_environment(environ: MappingT[str, str] = os.environ) -> Path:
+    """``$XDG_CACHE_HOME/polymap``, else ``~/.cache/polymap`` (``cli.md``)."""
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "polymap"
+
+
+def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, int], options: api.CompileOptions,
+                    out_dir: Path, args: argparse.Namespace, progress) -> tuple[api.CompiledKernel, tuple]:
+    """Compile with compile's own choice: remembered, or chosen (and tuned with ``--tune K``)."""
+    if args.tune < 0:
+        raise InputError(f"--tune {args.tune}: expected a number of candidates (0 or more)")
+    cache_dir = None if args.no_cache else cache_dir_from_environment()
+    try:
+        fingerprint = arch_fingerprint(args.arch)
+    except OSError as exc:
+        raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
+    # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
+    # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
+    found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
+                             arch_fingerprint=fingerprint, verify_hit=False, progress=progress,
+                             choice_options=options.choice)
+    for w in found.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    try:
+        return _compile_found(kernel, arch, params, options, out_dir, progress, found, args.tune), found.tuning
+    except VerificationFailure:
+        if found.cache != "hit":
+            raise
+    # a remembered mapping whose code disagrees with the reference is dropped, never trusted
+    TuningCache(cache_dir).discard(cache_key(kernel, fingerprint, params))
+    print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
+          "dropped from the cache, choosing again", file=sys.stderr)
+    found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
+                             arch_fingerprint=fingerprint, progress=progress, choice_options=options.choice)
+    found = replace(found, cache="miss")
+    return _compile_found(kernel, arch, params, options, out_dir, progress, found, args.tune), found.tuning
+
+
+def _compile_found(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, int], options: api.CompileOptions,
+                   out_dir: Path, progress, found: api.ChoiceResult, tune: int) -> api.CompiledKernel:
+    if found.cache == "hit":
+        why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
+    elif found.tuning:
+        why = f"the fastest measured of the model's best {tune} candidates of each nest"
+    else:
+        why = None
+    extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
+    return api.compile(kernel, arch=arch, params=params, out_dir=out_dir, options=options, progress=progress,
+                       choice=found.choice, why=why, extra=extra)
+
+
 def document(result: api.CompiledKernel) -> dict:
     """The ``--json`` entry of one kernel."""
     doc = compile_document(result.name, dict(result.params), result.arch, result.why, result.mappings,
-                           result.costs, result.choice)
+                           result.costs, result.choice, result.extra)
     return with_outcome(doc, result.files, result.verification)
 
 
-def summary(result: api.CompiledKernel) -> list[str]:
+def summary(result: api.CompiledKernel, tuning: tuple = ()) -> list[str]:
     """The human summary of one kernel."""
     params = dict(result.params)
-    extents = [loop_extents(result.kernel, m.nest, params) for m in result.mappings]
+    extents = [mapping_loop_extents(result.kernel, m, params) for m in result.mappings]
     tensors = [nest_tensors(result.kernel, m.nest) for m in result.mappings]
-    return summary_lines(result.name, result.why, result.mappings, extents, tensors, len(result.kernel.nests()),
-                         result.choice, result.files, result.verification)
+    lines = summary_lines(result.name, result.why, result.mappings, extents, tensors, len(result.kernel.nests()),
+                          result.choice, result.files, result.verification)
+    for t in tuning:
+        lines[1:1] = ["  tuned " + line if k == 0 else "  " + line for k, line in enumerate(tuning_lines(t))]
+    return lines

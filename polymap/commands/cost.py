@@ -46,7 +46,7 @@ def _kernel(program: ir.Program, args: argparse.Namespace, arch: api.Architectur
 
 def main(args: argparse.Namespace) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     defines = parse_defines(args.defines)
     arch = api.architecture(args.arch)
     kernel = _kernel(program, args, arch)

@@ -30,7 +30,7 @@ from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate
 
 def main(args: argparse.Namespace) -> int:
     """Run the selected kernel; print one summary line per output tensor (or JSON)."""
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernel = _the_kernel(program, args.kernel)
     print_warnings(program, (kernel,))
     defines = parse_defines(args.defines)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from polymap import ir
+from polymap import ir, pretty
 from polymap.driver import (
     check_defines,
     load_program,
@@ -26,10 +26,12 @@ from polymap.poly import build_model
 
 def main(args) -> int:
     """Print the model of every selected kernel (one JSON document with ``--json``)."""
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
+    if args.emit == "loop":
+        return _emit_loop(kernels, as_json=args.json)
     models = [(build_model(k), shown_params(k, defines)) for k in kernels]
     if args.json:
         print_warnings(program, kernels)  # stdout holds the JSON document only
@@ -38,6 +40,13 @@ def main(args) -> int:
         return 0
     blocks = [kernel_report(m, p, warnings_of(program, m.kernel.name)) for m, p in models]
     print("\n\n".join(blocks))
+    return 0
+
+
+def _emit_loop(kernels, *, as_json: bool) -> int:
+    """The kernels in the ``.loop`` language (``show FILE.c --emit loop``)."""
+    text = "\n".join(pretty.kernel(k) for k in kernels)
+    print(json.dumps({"loop": text}, indent=2) if as_json else text, end="" if not as_json else "\n")
     return 0
 
 

@@ -54,7 +54,7 @@ def resolve_mapping(path: str, kernels, arch_spec: str | None):
 
 
 def main(args: argparse.Namespace) -> int:
-    program = load_program(args.file)
+    program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)

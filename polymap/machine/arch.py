@@ -29,9 +29,12 @@ _UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]+)\s*$")
 
-TOP_KEYS = ("name", "levels", "compute")
+TOP_KEYS = ("name", "levels", "compute", "vector")
 LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth")
 COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency")
+VECTOR_KEYS = ("isa", "bytes", "registers", "fma")
+#: vector instruction sets, least first, with their register width in bytes
+ISA_BYTES = {"scalar": 8, "sse": 16, "avx": 32, "avx2": 32, "avx512": 64}
 FILE_PRESETS = ("toy", "eyeriss")
 
 
@@ -79,12 +82,34 @@ class Compute:
 
 
 @dataclass(frozen=True)
+class VectorUnit:
+    """The SIMD unit of a CPU: instruction set, register width and count, fused multiply-add.
+
+    ``VectorUnit("avx512", 64, 32, True).lanes("f32") == 16``; ``"f64"`` halves it.
+    """
+
+    isa: str = "scalar"  # one of ISA_BYTES
+    vector_bytes: int = 8
+    registers: int = 16
+    fma: bool = False
+
+    def lanes(self, dtype: str) -> int:
+        """Elements of ``dtype`` per register (1 for a type that does not vectorise)."""
+        size = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}.get(dtype)
+        return max(1, self.vector_bytes // size) if size else 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"isa": self.isa, "bytes": self.vector_bytes, "registers": self.registers, "fma": self.fma}
+
+
+@dataclass(frozen=True)
 class Architecture:
-    """A named hierarchy, outermost (backing store) first, over ``compute``."""
+    """A named hierarchy, outermost (backing store) first, over ``compute``; ``vector`` for CPUs."""
 
     name: str
     levels: tuple[Level, ...]
     compute: Compute
+    vector: VectorUnit | None = None
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -117,9 +142,12 @@ class Architecture:
                 d["bandwidth"] = lv.bandwidth
             levels.append(d)
         c = self.compute
-        return {"name": self.name, "levels": levels,
-                "compute": {"instances": c.instances, "ops_per_cycle": c.ops_per_cycle,
-                            "energy": c.energy, "frequency": c.frequency}}
+        out = {"name": self.name, "levels": levels,
+               "compute": {"instances": c.instances, "ops_per_cycle": c.ops_per_cycle,
+                           "energy": c.energy, "frequency": c.frequency}}
+        if self.vector is not None:
+            out["vector"] = self.vector.to_dict()
+        return out
 
 
 # --------------------------------------------------------------------------- units
@@ -229,6 +257,19 @@ def _compute(doc: YamlDocument, data: Any) -> Compute:
     return Compute(instances, ops, float(energy), float(freq))
 
 
+def _vector(doc: YamlDocument, data: Any) -> VectorUnit:
+    data = _keys(doc, ("vector",), data, VECTOR_KEYS, "vector")
+    isa = data.get("isa", "scalar")
+    if isa not in ISA_BYTES:
+        doc.fail(("vector", "isa"), f"vector: isa '{isa}' is not one of {', '.join(ISA_BYTES)}")
+    nbytes = _count(doc, ("vector", "bytes"), data.get("bytes", ISA_BYTES[isa]), "vector: bytes")
+    registers = _count(doc, ("vector", "registers"), data.get("registers", 16), "vector: registers")
+    fma = data.get("fma", False)
+    if not isinstance(fma, bool):
+        doc.fail(("vector", "fma"), f"vector: fma must be true or false, not {fma!r}")
+    return VectorUnit(isa, nbytes, registers, fma)
+
+
 def _check_instances(doc: YamlDocument, levels: tuple[Level, ...], compute: Compute) -> None:
     if levels[0].instances != 1:
         doc.fail(("levels", 0, "instances"), f"levels[0] ({levels[0].name}): the backing store has one instance")
@@ -257,7 +298,8 @@ def architecture_from_dict(data: Any, *, source_name: str, document: YamlDocumen
     compute = _compute(doc, data.get("compute", {}))
     _check_instances(doc, levels, compute)
     name = data.get("name", Path(source_name).stem)
-    return Architecture(str(name), levels, compute)
+    vector = _vector(doc, data["vector"]) if data.get("vector") is not None else None
+    return Architecture(str(name), levels, compute, vector)
 
 
 def presets() -> tuple[str, ...]:

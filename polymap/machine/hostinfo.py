@@ -3,11 +3,14 @@
 Caches come from ``/sys/devices/system/cpu/cpuN/cache/index*/{level,type,size,
 shared_cpu_list}``, the usable CPUs from ``sched_getaffinity``, the vector
 width from the ``flags`` line of ``/proc/cpuinfo`` and the clock from its
-``cpu MHz``. A two-core AVX2 machine with 32 KiB L1d, 512 KiB L2 and a shared
+``cpu MHz``; the vector instruction set (SSE, AVX, AVX2, AVX-512 with
+F/BW/DQ/VL, FMA), its register width and count from the same flags. A
+two-core AVX2 machine with 32 KiB L1d, 512 KiB L2 and a shared
 32 MiB L3 becomes::
 
     DRAM (backing store) -> LLC 32MiB x1 -> L2 512KiB x2 -> L1 32KiB x2 -> RF 512B x2
     compute: 2 cores x 8 fp32 lanes = 16 units, 2 ops (FMA) per cycle
+    vector:  VectorUnit("avx2", 32, 16, fma=True)   (lanes("f32") == 8, lanes("f64") == 4)
 
 A level the machine lacks (no L3) is left out. Energies and bandwidths are
 plausible round numbers, not measurements.
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from math import gcd
 from pathlib import Path
 
-from polymap.machine.arch import Architecture, Compute, Level
+from polymap.machine.arch import Architecture, Compute, Level, VectorUnit
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 CPUINFO = Path("/proc/cpuinfo")
@@ -47,6 +50,13 @@ class HostInfo:
     vector_bytes: int  # one SIMD register
     vector_registers: int
     frequency: float  # Hz
+    isa: str = ""  # "avx512", "avx2", "avx", "sse", "scalar"; "" derives it from vector_bytes
+    fma: bool = False
+
+    @property
+    def vector(self) -> VectorUnit:
+        isa = self.isa or {64: "avx512", 32: "avx2", 16: "sse"}.get(self.vector_bytes, "scalar")
+        return VectorUnit(isa, self.vector_bytes, self.vector_registers, self.fma)
 
 
 def parse_size(text: str) -> int:
@@ -119,6 +129,20 @@ def cpu_flags(cpuinfo: str) -> frozenset[str]:
     return frozenset(m.group(1).split()) if m else frozenset()
 
 
+def vector_isa(flags: frozenset[str]) -> str:
+    """The widest vector instruction set the flags show: ``avx512``, ``avx2``, ``avx``, ``sse`` or ``scalar``.
+
+    ``avx512`` needs only the foundation (``avx512f``): the register tiles use
+    512-bit FMAs and masked loads and stores of f32/f64, all in AVX-512F.
+    """
+    if "avx512f" in flags:
+        return "avx512"
+    for isa in ("avx2", "avx"):
+        if isa in flags:
+            return isa
+    return "sse" if "sse" in flags or "sse2" in flags else "scalar"
+
+
 def vector_registers(flags: frozenset[str]) -> tuple[int, int]:
     """(bytes per SIMD register, number of registers) from the CPU flags."""
     if "avx512f" in flags:
@@ -140,8 +164,11 @@ def host_info(root: Path = SYS_CPU, cpuinfo: Path = CPUINFO) -> HostInfo:
     """Read the machine; missing files give fewer levels or defaults, never an error."""
     cpus = usable_cpus()
     text = _read(cpuinfo) or ""
-    width, count = vector_registers(cpu_flags(text))
-    return HostInfo(len(cpus), read_caches(cpus, root), width, count, cpu_frequency(text))
+    flags = cpu_flags(text)
+    width, count = vector_registers(flags)
+    isa = vector_isa(flags)
+    return HostInfo(len(cpus), read_caches(cpus, root), width, count, cpu_frequency(text),
+                    isa, "fma" in flags)
 
 
 def host_architecture(info: HostInfo | None = None) -> Architecture:
@@ -161,7 +188,7 @@ def host_architecture(info: HostInfo | None = None) -> Architecture:
                         ENERGY["RF"], ENERGY["RF"], None))
     levels = _divisible(levels)
     compute = Compute(info.cpus * lanes, 2, FMA_ENERGY, info.frequency)
-    return Architecture("host", tuple(levels), compute)
+    return Architecture("host", tuple(levels), compute, info.vector)
 
 
 def _divisible(levels: list[Level]) -> list[Level]:

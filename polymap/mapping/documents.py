@@ -25,7 +25,8 @@ from polymap.mapping.model import Mapping
 from polymap.yamlsource import YamlDocument, read_yaml
 
 #: the keys of a ``compile`` document (``NAME.json``); only ``mappings`` is read back
-DOCUMENT_KEYS = ("kernel", "params", "arch", "why", "mappings", "cost", "choice", "verification", "files")
+DOCUMENT_KEYS = ("kernel", "params", "arch", "why", "mappings", "cost", "choice", "verification", "files",
+                 "cache", "tuning")
 
 
 def is_document(data: Any) -> bool:

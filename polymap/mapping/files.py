@@ -12,10 +12,11 @@ from typing import Any, Iterable
 from polymap import ir
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.mapping.schedule_files import mapping_loops, read_nests, read_schedule, read_wavefront
 from polymap.yamlsource import YamlDocument
 
-MAPPING_KEYS = ("kernel", "nest", "levels")
-ENTRY_KEYS = ("level", "tile", "order", "spatial", "keep")
+MAPPING_KEYS = ("kernel", "nest", "nests", "schedule", "levels")
+ENTRY_KEYS = ("level", "tile", "order", "spatial", "wavefront", "keep")
 
 
 def _kernels(kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel]) -> tuple[ir.Kernel, ...]:
@@ -86,9 +87,12 @@ def _tile(doc: YamlDocument, k: int, what: str, value: Any, loops: tuple[str, ..
     return tuple(tile[x] for x in loops)
 
 
-def _keep(doc: YamlDocument, k: int, what: str, value: Any, kernel: ir.Kernel, nest: int) -> tuple[str, ...]:
+def _keep(doc: YamlDocument, k: int, what: str, value: Any, kernel: ir.Kernel,
+          nests: tuple[int, ...]) -> tuple[str, ...]:
     path = ("levels", k, "keep")
-    tensors = nest_tensors(kernel, nest)
+    used = {t for n in nests for t in nest_tensors(kernel, n)}
+    tensors = tuple(d.name for d in kernel.decls if d.name in used)
+    nest = nests[0] if len(nests) == 1 else nests
     if value is None:
         return tensors
     if not isinstance(value, list):
@@ -97,7 +101,8 @@ def _keep(doc: YamlDocument, k: int, what: str, value: Any, kernel: ir.Kernel, n
         if not isinstance(t, str) or kernel.decl(t) is None:
             doc.fail(path + (j,), f"{what}: keep names unknown tensor '{t}' (the nest uses {', '.join(tensors)})")
         if t not in tensors:
-            doc.fail(path + (j,), f"{what}: keep names tensor '{t}', which nest {nest} does not access")
+            doc.fail(path + (j,), f"{what}: keep names tensor '{t}', which nest {nest} does not access" if len(nests) == 1
+                     else f"{what}: keep names tensor '{t}', which nests {', '.join(map(str, nests))} do not access")
         if value.count(t) > 1:
             doc.fail(path + (j,), f"{what}: keep lists tensor '{t}' twice")
     if k == 0 and set(value) != set(tensors):
@@ -149,8 +154,15 @@ def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir
         if key not in MAPPING_KEYS:
             doc.fail((key,), f"unknown key '{key}' (expected one of {', '.join(MAPPING_KEYS)})", key=True)
     chosen = _select_kernel(doc, data, _kernels(kernel))
-    nest = _select_nest(doc, data, chosen)
-    loops = nest_loops(chosen, nest)
+    if "nests" in data:
+        if "nest" in data:
+            doc.fail(("nest",), "give either 'nest: K' or 'nests: [K, ...]', not both", key=True)
+        nests = read_nests(doc, data["nests"], chosen)
+    else:
+        nests = (_select_nest(doc, data, chosen),)
+    nest = nests[0]
+    schedule = read_schedule(doc, data.get("schedule"), chosen, nests)
+    loops = mapping_loops(chosen, nests, schedule)
     entries = data.get("levels")
     if not isinstance(entries, list):
         doc.fail(("levels",) if "levels" in data else (),
@@ -165,6 +177,8 @@ def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir
         order = _names(doc, path + ("order",), _given(entry, "order", []), f"{what}: order", loops, "loop")
         order += tuple(x for x in loops if x not in order)
         spatial = _names(doc, path + ("spatial",), _given(entry, "spatial", []), f"{what}: spatial", loops, "loop")
-        keep = _keep(doc, k, what, entry.get("keep"), chosen, nest)
-        levels.append(LevelMapping(entry["level"], tile, order, spatial, keep))
-    return Mapping(chosen.name, nest, loops, tuple(levels))
+        keep = _keep(doc, k, what, entry.get("keep"), chosen, nests)
+        wavefront = read_wavefront(doc, path + ("wavefront",), entry.get("wavefront"), what,
+                                   _given(entry, "order", []), loops, chosen, nests, schedule)
+        levels.append(LevelMapping(entry["level"], tile, order, spatial, keep, wavefront))
+    return Mapping(chosen.name, nest, loops, tuple(levels), nests if len(nests) > 1 else (), schedule)

@@ -25,6 +25,9 @@ from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
 from polymap.machine.arch import Architecture
+from polymap.mapping.schedule import ScheduleEntry, mapping_extents
+from polymap.passes.schedule.schedule_order import cached as _cached
+from polymap.poly import build_model
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,34 @@ class LevelMapping:
     """Loops whose iterations go to different instances of the next inner level (or compute)."""
     keep: tuple[str, ...]
     """Tensors stored at this level, in declaration order."""
+    wavefront: tuple[str, ...] = ()
+    """``(a, b)``: this level walks its tiles of ``a`` and ``b`` by the diagonal ``a + b``, then ``b``."""
+
+    def __post_init__(self) -> None:
+        _check_names(f"level {self.level!r}: order", self.order)
+        _check_names(f"level {self.level!r}: spatial", self.spatial)
+        _check_names(f"level {self.level!r}: keep", self.keep)
+        for t in self.tile:
+            if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t < 1):
+                raise ValueError(f"level {self.level!r}: tile extent {t!r} is not a positive integer or None")
+        outside = [x for x in self.spatial if x not in self.order]
+        if outside:
+            raise ValueError(f"level {self.level!r}: spatial loop(s) {', '.join(outside)} not in the order "
+                             f"{', '.join(self.order)}")
+        _check_names(f"level {self.level!r}: wavefront", self.wavefront)
+        if self.wavefront and (len(self.wavefront) != 2 or not all(x in self.order for x in self.wavefront)
+                               or self.order.index(self.wavefront[0]) > self.order.index(self.wavefront[1])):
+            raise ValueError(f"level {self.level!r}: wavefront {', '.join(self.wavefront)} is not two loops of "
+                             f"the order {', '.join(self.order)}, the first before the second")
+
+
+def _check_names(what: str, names: tuple[str, ...]) -> None:
+    """``names`` is a tuple of distinct strings (a ValueError otherwise: a bug in the caller)."""
+    if not isinstance(names, tuple) or not all(isinstance(x, str) for x in names):
+        raise ValueError(f"{what} must be a tuple of names, not {names!r}")
+    twice = sorted({x for x in names if names.count(x) > 1})
+    if twice:
+        raise ValueError(f"{what} lists {', '.join(twice)} more than once: {', '.join(names)}")
 
 
 @dataclass(frozen=True)
@@ -48,8 +79,47 @@ class Mapping:
 
     kernel: str
     nest: int
+    """The first mapped nest."""
     loops: tuple[str, ...]
+    """Every loop of the mapping: the iterators of unlisted statements and the schedule's new loops."""
     levels: tuple[LevelMapping, ...]
+    nests: tuple[int, ...] = ()
+    """Consecutive top-level nests mapped together (fused); empty means ``(nest,)``."""
+    schedule: tuple[ScheduleEntry, ...] = ()
+    """New coordinates of the listed statements, in textual order (no identity entries)."""
+
+    @property
+    def mapped_nests(self) -> tuple[int, ...]:
+        return self.nests or (self.nest,)
+
+    def __post_init__(self) -> None:
+        """The invariants every mapping holds, however it was built (a ValueError is a bug in the builder;
+        a mapping file's problems are reported earlier, located, by :mod:`polymap.mapping.files`)."""
+        if isinstance(self.nest, bool) or not isinstance(self.nest, int) or self.nest < 0:
+            raise ValueError(f"mapping of {self.kernel!r}: nest must be an index >= 0, not {self.nest!r}")
+        _check_names(f"mapping of {self.kernel!r} nest {self.nest}: loops", self.loops)
+        if not isinstance(self.levels, tuple) or not self.levels \
+                or not all(isinstance(lm, LevelMapping) for lm in self.levels):
+            raise ValueError(f"mapping of {self.kernel!r} nest {self.nest}: levels must be a non-empty tuple "
+                             f"of LevelMapping")
+        for lm in self.levels:
+            if len(lm.tile) != len(self.loops):
+                raise ValueError(f"level {lm.level!r}: {len(lm.tile)} tile extents for the nest's "
+                                 f"{len(self.loops)} loops ({', '.join(self.loops)})")
+            if sorted(lm.order) != sorted(self.loops):
+                raise ValueError(f"level {lm.level!r}: order {', '.join(lm.order)} is not a permutation of "
+                                 f"the nest's loops {', '.join(self.loops)}")
+        if self.nests and (self.nests[0] != self.nest or list(self.nests) != list(range(self.nest, self.nest + len(self.nests)))):
+            raise ValueError(f"mapping of {self.kernel!r}: nests {self.nests} are not consecutive from nest {self.nest}")
+        if not all(isinstance(e, ScheduleEntry) for e in self.schedule) \
+                or len({e.statement for e in self.schedule}) != len(self.schedule):
+            raise ValueError(f"mapping of {self.kernel!r}: schedule must hold one ScheduleEntry per listed statement")
+        for e in self.schedule:
+            _check_names(f"schedule of {e.statement!r}", e.loops)
+            unknown = [x for x in e.loops if x not in self.loops]
+            if unknown or len(e.exprs) != len(e.loops) or len(e.isl) != len(e.loops):
+                raise ValueError(f"schedule of {e.statement!r}: loops {', '.join(e.loops)} do not match the "
+                                 f"mapping's loops {', '.join(self.loops)} or its expressions")
 
     def tile(self, level_index: int) -> dict[str, int | None]:
         """``{loop: extent or None}`` of level ``level_index``'s tile."""
@@ -69,9 +139,19 @@ class Mapping:
             entry["order"] = list(lm.order)
             if lm.spatial:
                 entry["spatial"] = list(lm.spatial)
+            if lm.wavefront:
+                entry["wavefront"] = list(lm.wavefront)
             entry["keep"] = list(lm.keep)
             levels.append(entry)
-        return {"kernel": self.kernel, "nest": self.nest, "levels": levels}
+        out: dict[str, Any] = {"kernel": self.kernel}
+        if len(self.mapped_nests) > 1:
+            out["nests"] = list(self.mapped_nests)
+        else:
+            out["nest"] = self.nest
+        if self.schedule:
+            out["schedule"] = {e.statement: dict(zip(e.loops, e.exprs)) for e in self.schedule}
+        out["levels"] = levels
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
@@ -141,6 +221,18 @@ def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], *, mo
 
     key = ("loop_extents", nest, tuple(sorted(dict(params).items())))
     return dict(cached(kernel, key, lambda: _loop_extents(kernel, nest, params, model)))
+
+
+def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[str, int], *, model=None) -> dict[str, int]:
+    """:func:`loop_extents` of the loops of ``mapping``: for a schedule or fused nests, the
+    extents of the new loops over the images of the statements' domains."""
+    if not mapping.schedule and len(mapping.mapped_nests) == 1:
+        return loop_extents(kernel, mapping.nest, params, model=model)
+    if model is None or model.kernel is not kernel:
+        model = build_model(kernel)
+    key = ("mapping_extents", mapping.mapped_nests, mapping.loops, mapping.schedule,
+           tuple(sorted(dict(params).items())))
+    return dict(_cached(kernel, key, lambda: mapping_extents(model, mapping, params)))
 
 
 def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], model) -> dict[str, int]:

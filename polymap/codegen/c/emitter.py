@@ -30,8 +30,9 @@ from typing import Sequence
 
 from polymap import ir
 from polymap.islcheck import isl
+from polymap.mapping.schedule import mapping_statements
 from polymap.poly import KernelModel, build_model
-from polymap.codegen.c import regtile
+from polymap.codegen.c import regtile, signature
 from polymap.codegen.c.parallel import ParallelPlan, Planner, child_paths
 from polymap.codegen.ast_build import (
     KernelSchedule,
@@ -56,10 +57,8 @@ _COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
 
 def c_signature(kernel: ir.Kernel) -> str:
-    """``void NAME(T1 *restrict X1, ..., long P1, ...)`` as ``cli.md`` fixes it."""
-    args = [f"{C_TYPES[d.dtype]} *restrict {c_name(d.name)}" for d in kernel.decls if d.role != "local"]
-    args += [f"long {c_name(p)}" for p in kernel.param_names]
-    return f"void {c_name(kernel.name)}({', '.join(args) or 'void'})"
+    """``void NAME(T1 *restrict X1, ..., long P1, ...)`` as ``cli.md`` fixes it (the original's for C input)."""
+    return signature.c_signature(kernel, lambda e: ValuePrinter(kernel, {}, None).index(e))
 
 
 def as_mappings(mapping) -> tuple:
@@ -103,8 +102,8 @@ class _Printer:
                  register_tiles: bool = True):
         self.kernel = kernel
         # the mapping of each mapped top-level item (register tiles read the innermost level's tile)
-        self.mappings_by_rank = {ks.rank_of(model.nest_statements(m.nest)[0].name): m
-                                 for m in mappings if model.nest_statements(m.nest)} if register_tiles else {}
+        self.mappings_by_rank = {ks.rank_of(mapping_statements(model, m)[0].name): m
+                                 for m in mappings if mapping_statements(model, m)} if register_tiles else {}
         self.uses_vectors = False
         self.model = model
         self.ks = ks
@@ -127,6 +126,8 @@ class _Printer:
     # ---- the function
     def function(self, root: isl.AstNode) -> str:
         self.lines = [c_signature(self.kernel), "{"]
+        for line in signature.prologue(self.kernel):
+            self.emit(line)
         locals_ = [d for d in self.kernel.decls if d.role == "local"]
         for d in locals_:
             t = C_TYPES[d.dtype]

@@ -5,23 +5,31 @@ that index the target of one ``+=``/``-=`` statement, and the loop right
 around that box is a reduction loop the target does not depend on, the
 accumulators live in local variables for the whole reduction loop: loaded
 once before it, stored once after it. Along the target's unit-stride loop
-the accumulators are GCC/Clang vectors (``vector_size(32)``: one AVX2
-register each) when the box is a whole number of vectors wide::
+the accumulators are GCC/Clang vectors when the box row is a whole number
+of 16-byte vectors. The tile's shape comes from the mapping (chosen for the
+host's vector unit by :mod:`polymap.passes.search.register_mapping`); the
+vector width is chosen when the file is built, so that the same C runs
+everywhere::
 
-    for (k ...) for (i in 0..6) for (j in 0..16) C[i, j] += A[i, k] * B[k, j]
+    for (k ...) for (i in 0..14) for (j in 0..32) C[i, j] += A[i, k] * B[k, j]
       ->
-    if (the box is full) {
-      polymap_v8sf acc_0_0 = load(&C[i0 + 0, j0 + 0]), acc_0_1 = load(&C[i0, j0 + 8]), ...
-      for (k ...) { acc_0_0 += A[i0, k] * load(&B[k, j0]); ... }   (12 independent FMAs)
-      store(&C[i0, j0], acc_0_0); ...
-    } else { the generic loops }
+    #if defined(__AVX512F__)          64-byte vectors (2 per row: 28 zmm accumulators)
+      if (the box is full) {
+        polymap_f32x16 acc_0_0 = load(&C[i0 + 0, j0 + 0]), acc_0_16 = load(&C[i0, j0 + 16]), ...
+        for (k ...) { acc_0_0 += A[i0, k] * load(&B[k, j0]); ... }   (28 independent FMAs)
+        store(&C[i0, j0], acc_0_0); ...
+      } else {                         an edge box: the same, with masked loads and stores
+        rows past the edge load and store nothing (mask 0) and read their last valid row
+      }
+    #elif defined(__AVX2__)           32-byte vectors, edges by maskload/maskstore
+    #else                             16-byte vectors, edges by the generic loops
+    #endif
 
 Legal because every element keeps its own updates in the original order
 (only the memory round-trips between them are removed): the target must not
 depend on the reduction loop, distinct box points must hit distinct
 elements (each box loop a bare subscript of its own dimension), and no
-other reference in the statement may touch the target's tensor. Edge tiles
-(boxes cut by the domain) take the generic code.
+other reference in the statement may touch the target's tensor.
 """
 from __future__ import annotations
 
@@ -33,20 +41,48 @@ from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, common_type
 
-#: Bytes of one vector register (AVX2); a box row that is a multiple of it is vectorised.
-VECTOR_BYTES = 32
-#: More accumulators than this would spill (16 ymm registers, minus operands).
-MAX_VECTOR_ACCUMULATORS = 12
+#: (preprocessor condition, vector bytes, edge boxes masked), tried in order when the file is built
+VARIANTS = (("defined(__AVX512F__)", 64, True), ("defined(__AVX2__)", 32, True), ("", 16, False))
+#: the largest vectorised box: 28 zmm accumulators (of 32: B's vectors and a broadcast left over)
+MAX_VECTOR_BYTES = 28 * 64
 MAX_SCALAR_ACCUMULATORS = 16
 _ITEMSIZE = {"f32": 4, "f64": 8}
-_VTYPE = {"f32": "polymap_v8sf", "f64": "polymap_v4df"}
 
-VECTOR_TYPES = """\
-/* Register tiles: one AVX2 register per vector; the _u types load/store unaligned, alias-safe. */
-typedef float polymap_v8sf __attribute__((vector_size(32)));
-typedef float polymap_v8sf_u __attribute__((vector_size(32), aligned(4), may_alias));
-typedef double polymap_v4df __attribute__((vector_size(32)));
-typedef double polymap_v4df_u __attribute__((vector_size(32), aligned(8), may_alias));
+
+def _vtypes() -> str:
+    lines = []
+    for dtype, ctype in (("f32", "float"), ("f64", "double")):
+        for nbytes in (64, 32, 16):
+            name = f"polymap_{dtype}x{nbytes // _ITEMSIZE[dtype]}"
+            lines.append(f"typedef {ctype} {name} __attribute__((vector_size({nbytes})));")
+            lines.append(f"typedef {ctype} {name}_u __attribute__((vector_size({nbytes}), "
+                         f"aligned({_ITEMSIZE[dtype]}), may_alias));")
+    return "\n".join(lines)
+
+
+VECTOR_TYPES = f"""\
+/* Register tiles: GCC vectors of 64, 32 or 16 bytes (the widest the build's -m flags allow is used);
+   the _u types load/store unaligned, alias-safe. Edge tiles: AVX-512 masks, AVX2 maskload/maskstore. */
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+{_vtypes()}
+#if defined(__AVX512F__)
+static inline __mmask16 polymap_mask_f32x16(long n) {{ return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u); }}
+static inline __mmask8 polymap_mask_f64x8(long n) {{ return n >= 8 ? (__mmask8)0xFF : n <= 0 ? (__mmask8)0 : (__mmask8)((1u << n) - 1u); }}
+#define polymap_mload_f32x16(m, p) ((polymap_f32x16)_mm512_maskz_loadu_ps((m), (p)))
+#define polymap_mload_f64x8(m, p) ((polymap_f64x8)_mm512_maskz_loadu_pd((m), (p)))
+#define polymap_mstore_f32x16(m, p, v) _mm512_mask_storeu_ps((p), (m), (__m512)(v))
+#define polymap_mstore_f64x8(m, p, v) _mm512_mask_storeu_pd((p), (m), (__m512d)(v))
+#endif
+#if defined(__AVX2__)
+static inline __m256i polymap_mask_f32x8(long n) {{ return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }}
+static inline __m256i polymap_mask_f64x4(long n) {{ return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n < 0 ? 0 : n > 4 ? 4 : n), _mm256_setr_epi64x(0, 1, 2, 3)); }}
+#define polymap_mload_f32x8(m, p) ((polymap_f32x8)_mm256_maskload_ps((p), (m)))
+#define polymap_mload_f64x4(m, p) ((polymap_f64x4)_mm256_maskload_pd((p), (m)))
+#define polymap_mstore_f32x8(m, p, v) _mm256_maskstore_ps((p), (m), (__m256)(v))
+#define polymap_mstore_f64x4(m, p, v) _mm256_maskstore_pd((p), (m), (__m256d)(v))
+#endif
 """
 
 
@@ -188,77 +224,135 @@ def match(printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
     if len(set(positions)) != len(positions):
         return None
     inner = box[-1]
-    lanes = VECTOR_BYTES // _ITEMSIZE[decl.dtype]
+    lanes = 16 // _ITEMSIZE[decl.dtype]
     refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)] + [stmt.target]
     vector = inner.count % lanes == 0 and all(
         _unit_last(r, inner.loop) for r in refs if inner.loop in set().union(*map(_vars, r.indices)))
     points = 1
     for b in box:
         points *= b.count
-    if vector and points // lanes > MAX_VECTOR_ACCUMULATORS:
+    if vector and points * _ITEMSIZE[decl.dtype] > MAX_VECTOR_BYTES:
         return None
     if not vector and points > MAX_SCALAR_ACCUMULATORS:
         return None
     return RegisterTile(node, tuple(box), name, args, lanes if vector else 1)
 
 
+def variant_lanes(count: int, dtype: str, nbytes: int) -> int:
+    """Lanes per vector of a box row of ``count`` elements with ``nbytes``-byte registers (widest that divides)."""
+    lanes = nbytes // _ITEMSIZE[dtype]
+    while lanes > 1 and count % lanes:
+        lanes //= 2
+    return lanes
+
+
 def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
-    """Print the full-tile fast path and the generic fallback (see the module docstring)."""
+    """Print the tile in every build variant (see the module docstring) with the generic fallback."""
     printer.uses_vectors = printer.uses_vectors or tile.lanes > 1
-    sm = printer.model.statement(tile.statement)
-    stmt = sm.stmt
-    dtype = printer.decls[stmt.target.tensor].dtype
-    ctype = C_TYPES[dtype]
     box = tile.box
     lo = {b.iterator: f"polymap_lo_{b.iterator}" for b in box}
     printer.emit("{")
     printer.depth += 1
     for b in box:
         printer.emit(f"const long {lo[b.iterator]} = {ast_expr(b.init, printer.names)};")
+    if tile.lanes == 1:
+        _variant(printer, tile, lo, 1, False, path, mode)
+    else:
+        dtype = printer.decls[printer.model.statement(tile.statement).stmt.target.tensor].dtype
+        for k, (cond, nbytes, masked) in enumerate(VARIANTS):
+            lanes = variant_lanes(box[-1].count, dtype, nbytes)
+            printer.lines.append(("#if " if k == 0 else "#elif " if cond else "#else") + cond
+                                 + f"  /* {nbytes}-byte vectors: {lanes} x {dtype} */")
+            _variant(printer, tile, lo, lanes, masked and lanes * _ITEMSIZE[dtype] == nbytes, path, mode)
+        printer.lines.append("#endif")
+    printer.depth -= 1
+    printer.emit("}")
+
+
+def _variant(printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, path, mode: str) -> None:
+    """The full-box fast path, then the edge boxes: masked when ``masked``, else the generic loops."""
+    box = tile.box
+    count = {b.iterator: f"polymap_n_{b.iterator}" for b in box}
     full = " && ".join(f"{b.upper} - {lo[b.iterator]} == {b.count - 1}" for b in box)
     printer.emit(f"if ({full}) {{")
     printer.depth += 1
-    inner = box[-1]
-    steps = [range(b.count) for b in box[:-1]] + [range(0, inner.count, tile.lanes)]
-    points = list(product(*steps))
+    _accumulate(printer, tile, lo, lanes, None)
+    printer.depth -= 1
+    printer.emit("} else {")
+    printer.depth += 1
+    if masked:
+        for b in box:
+            printer.emit(f"const long {count[b.iterator]} = {b.upper} - {lo[b.iterator]} + 1;")
+        _accumulate(printer, tile, lo, lanes, count)
+    else:
+        printer.for_loop(tile.reduction, path, mode, register_tiles=False)
+    printer.depth -= 1
+    printer.emit("}")
 
-    def printer_at(point) -> ValuePrinter:
+
+def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict | None) -> None:
+    """Load the accumulators, run the reduction loop, store them; ``count``: masked (edge box)."""
+    sm = printer.model.statement(tile.statement)
+    stmt = sm.stmt
+    dtype = printer.decls[stmt.target.tensor].dtype
+    box = tile.box
+    inner = box[-1]
+    vtype = f"polymap_{dtype}x{lanes}" if lanes > 1 else C_TYPES[dtype]
+    steps = [range(b.count) for b in box[:-1]] + [range(0, inner.count, lanes)]
+    points = list(product(*steps))
+    name = "_".join
+
+    def offset(b: BoxLoop, off: int) -> str:
+        if count is None or b is inner or off == 0:
+            return f"({lo[b.iterator]} + {off})"
+        # a row past the edge reads its last valid row; its mask is 0, so it writes nothing
+        return f"({lo[b.iterator]} + min({off}, {count[b.iterator]} - 1))"
+
+    def printer_at(point, target_mask: str | None = None) -> ValuePrinter:
         names = dict(printer.names)
-        names.update({b.iterator: f"({lo[b.iterator]} + {off})" for b, off in zip(box, point)})
+        names.update({b.iterator: offset(b, off) for b, off in zip(box, point)})
         env = {v: ast_expr(a, names, top=False) for v, a in zip(sm.loops, tile.args)}
         vp = ValuePrinter(printer.kernel, env, None)
 
         def ref_text(r: ir.Ref) -> str:
             text = printer.ref(r, vp)
-            if tile.lanes > 1 and any(inner.loop in _vars(s) for s in r.indices):
-                return f"(*({_VTYPE[dtype]}_u *)&{text})"
-            return text
+            if lanes == 1 or not any(inner.loop in _vars(s) for s in r.indices):
+                return text
+            if count is None:
+                return f"(*({vtype}_u *)&{text})"
+            mask = target_mask if r is stmt.target else f"polymap_mc_{point[-1]}"
+            return f"polymap_mload_{dtype}x{lanes}({mask}, &{text})"
         vp.ref_text = ref_text
         return vp
 
-    acc = {p: "polymap_acc_" + "_".join(map(str, p)) for p in points}
-    vtype = _VTYPE[dtype] if tile.lanes > 1 else ctype
+    acc = {p: "polymap_acc_" + name(map(str, p)) for p in points}
+    tmask = {p: "polymap_mt_" + name(map(str, p)) for p in points}
+    if count is not None:
+        mtype = {16: "__mmask16", 8: "__mmask8" if dtype == "f64" else "__m256i", 4: "__m256i"}[lanes]
+        for off in steps[-1]:
+            printer.emit(f"const {mtype} polymap_mc_{off} = polymap_mask_{dtype}x{lanes}("
+                         f"{count[inner.iterator]} - {off});")
+        for p in points:
+            rows = " && ".join(f"{off} < {count[b.iterator]}" for b, off in zip(box[:-1], p[:-1]) if off) or "1"
+            printer.emit(f"const {mtype} {tmask[p]} = polymap_mask_{dtype}x{lanes}("
+                         f"{rows} ? {count[inner.iterator]} - {p[-1]} : 0);")
     for p in points:
-        printer.emit(f"{vtype} {acc[p]} = {printer_at(p).ref_text(stmt.target)};")
+        printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
     red = tile.reduction
     it = red.for_get_iterator().get_id().get_name()
     printer.emit(f"for (long {it} = {ast_expr(red.for_get_init(), printer.names)}; "
                  f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
     printer.depth += 1
     for p in points:
-        vp = printer_at(p)
+        vp = printer_at(p, tmask[p])
         value = vp.value(stmt.value)
         v = vp.convert(value, common_type(dtype, value.type))
         printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
     printer.depth -= 1
     printer.emit("}")
     for p in points:
-        printer.emit(f"{printer_at(p).ref_text(stmt.target)} = {acc[p]};")
-    printer.depth -= 1
-    printer.emit("} else {")
-    printer.depth += 1
-    printer.for_loop(red, path, mode, register_tiles=False)
-    printer.depth -= 1
-    printer.emit("}")
-    printer.depth -= 1
-    printer.emit("}")
+        vp = printer_at(p, tmask[p])
+        if count is None or lanes == 1:
+            printer.emit(f"{vp.ref_text(stmt.target)} = {acc[p]};")
+        else:
+            printer.emit(f"polymap_mstore_{dtype}x{lanes}({tmask[p]}, &{printer.ref(stmt.target, vp)}, {acc[p]});")

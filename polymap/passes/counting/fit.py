@@ -30,7 +30,7 @@ from typing import Any, Mapping as MappingT
 import numpy as np
 
 from polymap.machine.arch import Architecture, Level
-from polymap.mapping.model import Mapping, loop_extents, trip_counts
+from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
 from polymap.passes.counting.footprint import level_footprint
 from polymap.passes.counting.residency import residencies
 from polymap.poly import KernelModel
@@ -130,5 +130,5 @@ def fit_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                  params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Every fan-out problem, then every capacity problem (empty: the mapping fits)."""
     values = dict(params)
-    extents = loop_extents(model.kernel, mapping.nest, values, model=model)
+    extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
     return fanout_problems(mapping, arch, extents) + capacity_problems(model, mapping, arch, values)

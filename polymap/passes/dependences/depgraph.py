@@ -18,16 +18,31 @@ import networkx as nx
 
 from polymap.poly import KernelModel
 from polymap.passes.dependences.dependences import Dependence
+from polymap.passes.dependences.loop_classes import carrier_of, carrying_loops, distance_vector, exact_distances
 
 
 def dependence_graph(model: KernelModel, deps: Iterable[Dependence]) -> nx.MultiDiGraph:
-    """Statements as nodes (textual order), one edge per grouped dependence."""
+    """Statements as nodes (textual order), one edge per grouped dependence.
+
+    Each edge carries ``distances``: ``(vector text, carrying loop)`` pairs,
+    the exact vectors when they are few constants (``("(0,1,-1)", "i")``),
+    else the direction vector with every loop that carries some pair
+    (``("(1,0+,0)", "k")``); ``""`` names a loop-independent dependence.
+    """
     g = nx.MultiDiGraph(name=model.kernel.name)
     for s in model.statements:
         g.add_node(s.name, loops=",".join(s.loops))
     for d in deps:
-        g.add_edge(d.source, d.sink, kind=d.kind, tensor=d.tensor)
+        g.add_edge(d.source, d.sink, kind=d.kind, tensor=d.tensor, distances=_distances(model, d))
     return g
+
+
+def _distances(model: KernelModel, d: Dependence) -> tuple[tuple[str, str], ...]:
+    vectors = exact_distances(model, d)
+    if vectors is not None:
+        return tuple(("(" + ",".join(str(x) for x in v) + ")", carrier_of(v, model, d)) for v in vectors)
+    text = "(" + ",".join(distance_vector(model, d)) + ")"
+    return ((text, "/".join(c or "-" for c in carrying_loops(model, d))),)
 
 
 def components(graph: nx.MultiDiGraph) -> list[list[str]]:
@@ -46,7 +61,7 @@ def recurrences(graph: nx.MultiDiGraph) -> list[list[str]]:
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def to_dot(graph: nx.MultiDiGraph) -> str:
@@ -62,13 +77,14 @@ def to_dot(graph: nx.MultiDiGraph) -> str:
         lines.append(f"  {_quote(n)} [label={label}];")
     merged: dict[tuple[str, str], list[str]] = {}
     for a, b, data in graph.edges(data=True):
-        label = f"{data['kind']} {data['tensor']}"
+        dists = "; ".join(f"{v} {c or 'loop-independent'}" for v, c in data.get("distances", ()))
+        label = f"{data['kind']} {data['tensor']}" + (f": {dists}" if dists else "")
         merged.setdefault((a, b), [])
         if label not in merged[(a, b)]:
             merged[(a, b)].append(label)
     style = {"RAW": "solid", "WAR": "dashed", "WAW": "dotted"}
     for (a, b), labels in merged.items():
         first = labels[0].split()[0]
-        lines.append(f"  {_quote(a)} -> {_quote(b)} [label={_quote(', '.join(labels))}, style={style[first]}];")
+        lines.append(f"  {_quote(a)} -> {_quote(b)} [label={_quote(chr(10).join(labels))}, style={style[first]}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

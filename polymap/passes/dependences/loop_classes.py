@@ -85,6 +85,40 @@ def distance_vector(model: KernelModel, dep: Dependence) -> tuple[str, ...]:
     return tuple(_component(delta, k) for k in range(delta.dim(isl.dim_type.set)))
 
 
+def exact_distances(model: KernelModel, dep: Dependence, *, limit: int = 12) -> tuple[tuple[int, ...], ...] | None:
+    """Every distance vector of ``dep`` when they are few constants, for any parameter values; else None.
+
+    Seidel's ``A[i][j]`` RAW gives ``((0, 0, 1), (0, 1, -1), (0, 1, 0), ...)``
+    where :func:`distance_vector` can only say ``(0+, *, *)``. The set is taken
+    over all parameter values (a vector that occurs for some sizes is listed),
+    so it is None when it grows with the parameters or holds more than ``limit``.
+    """
+    delta = distance_set(model, dep)
+    flat = delta.project_out(isl.dim_type.param, 0, delta.dim(isl.dim_type.param))
+    if flat.is_empty() or not flat.is_bounded():
+        return None
+    n = flat.dim(isl.dim_type.set)
+    if n == 0:
+        return ((),)
+    points: list[tuple[int, ...]] = []
+
+    def take(p: isl.Point) -> None:
+        points.append(tuple(int(p.get_coordinate_val(isl.dim_type.set, k).to_python()) for k in range(n)))
+
+    size = flat.card()
+    total = sum(int(qp.get_constant_val().to_python()) for _, qp in size.get_pieces()) if size.get_pieces() else 0
+    if total > limit:
+        return None
+    flat.foreach_point(take)
+    return tuple(sorted(points))
+
+
+def carrier_of(vector: tuple[int, ...], model: KernelModel, dep: Dependence) -> str:
+    """The loop carrying one distance vector: its first nonzero component (``""``: loop-independent)."""
+    loops = common_loops(model, dep.source, dep.sink)
+    return next((loops[k].var for k, v in enumerate(vector) if v != 0), INDEPENDENT)
+
+
 def carrying_levels(model: KernelModel, dep: Dependence) -> tuple[int, ...]:
     """Indices of the common loops that carry some pair of ``dep``; -1 for loop-independent pairs."""
     delta = distance_set(model, dep)

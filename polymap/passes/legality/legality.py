@@ -296,11 +296,13 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
     spatial, notes = spatial_findings(model, mapped, params=params)
     violations += spatial
     hints = []
-    if violations:
+    # the skew hint and the reduction notes speak of the loops of one nest as written
+    plain = not getattr(mapping, "schedule", ()) and len(getattr(mapping, "nests", ()) or (0,)) == 1
+    if violations and plain:
         hint = skew_hint(model, mapped.statements, tuple(mapping.loops))
         if hint:
             hints.append(hint)
-    else:
+    elif plain:
         classes = loop_classes(model)
         notes += reduction_outward_notes(model, mapping, classes, tuple(mapping.loops))
     if arch is not None:

@@ -40,6 +40,7 @@ from functools import cached_property
 
 from polymap import ir
 from polymap.islcheck import isl
+from polymap.mapping.schedule import mapped_nests, mapping_statements, statement_coords
 from polymap.poly import KernelModel, StatementModel, isl_name
 
 PHASE_BEFORE, PHASE_HAS, PHASE_AFTER = 0, 1, 2
@@ -128,17 +129,19 @@ def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
         if size is None:
             out.append("0")
             continue
-        out.append(rest if size == 1 else f"floor(({rest})/{size})")
+        out.append(f"({rest})" if size == 1 else f"floor(({rest})/{size})")
         rest = f"(({rest}) mod {size})" if size != 1 else "0"
     return out
 
 
 def mapped_schedule(model: KernelModel, mapping) -> MappedSchedule:
-    """Build the mapped schedule of ``mapping.nest`` (see the module docstring)."""
+    """Build the mapped schedule of the nests ``mapping`` maps (see the module docstring)."""
     kernel = model.kernel
-    statements = model.nest_statements(mapping.nest)
+    statements = mapping_statements(model, mapping)
     loops = tuple(mapping.loops)
-    partial = {x for x in loops if any(x not in s.loops for s in statements)}
+    coords_of = {s.name: statement_coords(mapping, s) for s in statements}
+    partial = {x for x in loops if any(x not in coords_of[s.name] for s in statements)}
+    plain = not getattr(mapping, "schedule", ()) and len(mapped_nests(mapping)) == 1
     n = len(mapping.levels)
     dims: list[TimeDim] = []
     for l, lv in enumerate(mapping.levels):
@@ -149,21 +152,40 @@ def mapped_schedule(model: KernelModel, mapping) -> MappedSchedule:
     dims.append(TimeDim(-1, "", "text"))
 
     tiles = {x: [lv.tile[k] for lv in mapping.levels] for k, x in enumerate(loops)}
+    waves = {l: tuple(getattr(lv, "wavefront", ())) for l, lv in enumerate(mapping.levels)}
     prefix = f"[{', '.join(isl_name(p) for p in model.params)}]"
     maps = []
     for rank, s in enumerate(statements):
-        coords = {x: _tile_coords(isl_name(x), tiles[x], n) for x in loops if x in s.loops}
+        have = coords_of[s.name]
+        coords = {x: _tile_coords(have[x], tiles[x], n) for x in loops if x in have}
         out = []
         for d in dims[:-1]:
             if d.kind == "phase":
-                out.append(str(loop_phase(kernel, mapping.nest, s.context, d.loop)))
+                phase = (loop_phase(kernel, mapping.nest, s.context, d.loop) if plain
+                         else statement_phase(statements, coords_of, s, d.loop))
+                out.append(str(phase))
+            elif d.loop not in coords:
+                out.append("0")
+            elif waves[d.level] and d.loop == waves[d.level][0]:
+                a, b = waves[d.level]
+                out.append(f"({coords[a][d.level]}) + ({coords[b][d.level]})")
             else:
-                out.append(coords[d.loop][d.level] if d.loop in coords else "0")
+                out.append(coords[d.loop][d.level])
         out.append(str(rank))
         tup = f"{s.name}[{', '.join(isl_name(v) for v in s.loops)}]"
         m = isl.Map(f"{prefix} -> {{ {tup} -> [{', '.join(out)}] }}").intersect_domain(s.domain)
         maps.append((s.name, m))
     return MappedSchedule(model, mapping, tuple(dims), tuple(maps))
+
+
+def statement_phase(statements: tuple[StatementModel, ...], coords_of: dict[str, dict[str, str]],
+                    s: StatementModel, loop: str) -> int:
+    """The phase rule over statements: before (0) when ``s`` precedes, in the text, every
+    statement that has ``loop``; after (2) otherwise; 1 when it has the loop."""
+    if loop in coords_of[s.name]:
+        return PHASE_HAS
+    having = [t.context.position for t in statements if loop in coords_of[t.name]]
+    return PHASE_BEFORE if having and all(s.context.position < p for p in having) else PHASE_AFTER
 
 
 def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]):

@@ -42,14 +42,15 @@ from typing import Any, Callable, Mapping as MappingT
 
 from polymap import ir
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors, resolved_tile
+from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
+                                   resolved_tile)
 from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
-from polymap.passes.search.register_mapping import register_mapping
+from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
 from polymap.poly import KernelModel, build_model
 
@@ -143,10 +144,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
     kernel = model.kernel
     params = dict(params)
-    proposals: list[tuple[str, Mapping | None]] = [
-        ("register tiles", register_mapping(model, nest, arch, params)),
-        ("default", choose_mapping(model, nest, arch, params)),
-    ]
+    proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
+    proposals.append(("default", choose_mapping(model, nest, arch, params)))
     found, stopped = _search(model, nest, arch, params, options)
     proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
@@ -193,7 +192,7 @@ def fit_keeps(model: KernelModel, mapping: Mapping, arch: Architecture, params: 
         L2 tile {i: 504, j: 1024, k: 256} keep A, B, C   (3.9 MiB > 512 KiB)
           -> keep A                                       (504 KiB)
     """
-    extents = loop_extents(model.kernel, mapping.nest, params, model=model)
+    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
     for _ in range(sum(len(lm.keep) for lm in mapping.levels)):
         over = capacity_problems(model, mapping, arch, params)
         if not over:
@@ -240,7 +239,7 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
         if problems:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
     counts = count_mapping(model, counted, arch, params=params)
-    extents = loop_extents(model.kernel, counted.nest, params, model=model)
+    extents = mapping_loop_extents(model.kernel, counted, params, model=model)
     report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
     return Candidate(source, mapping, counted, True, (), report)
 

@@ -15,9 +15,22 @@ The C emitter (:mod:`polymap.codegen.c.regtile`) turns the RF box under the
 ``k`` loop into unrolled-and-jammed vector accumulators. ``j`` is the
 target's last subscript (unit stride), ``i`` another bare subscript of it;
 ``k`` the longest loop that does not index the target; every other loop of
-the nest is walked at the DRAM level. f32 uses 6 x 16 (two AVX2 vectors per
-row, 12 accumulators), f64 6 x 8; a box that cannot be vectorised (``j``
-not unit stride in some read) gets at most 16 scalar accumulators.
+the nest is walked at the DRAM level.
+
+The register tile is shaped by the architecture's vector unit
+(:class:`polymap.machine.arch.VectorUnit`, read from the CPU on ``host``):
+NR is two vectors of the element type, MR as many rows as the registers
+hold after two vectors of B and one broadcast of A, at most 14::
+
+    AVX-512, 32 zmm:  f32 14 x 32 (28 accumulators), f64 14 x 16
+    AVX2,    16 ymm:  f32  6 x 16 (12 accumulators), f64  6 x 8
+    SSE,     16 xmm:  f32  6 x 8,                    f64  6 x 4
+
+KC, MC and NC come from the capacities (:func:`cache_blocking`): the KC x NR
+panel of B in half of L1, the MC x KC block of A in half of L2, the KC x NC
+panel of B in half of the last level per core; the candidates around them
+are ranked by compile's exact counts. A box that cannot be vectorised
+(``j`` not unit stride in some read) gets at most 16 scalar accumulators.
 """
 from __future__ import annotations
 
@@ -25,6 +38,7 @@ from dataclasses import dataclass
 from typing import Mapping as MappingT
 
 from polymap import ir
+from polymap.machine.arch import Architecture, VectorUnit
 from polymap.mapping.model import (
     LevelMapping,
     Mapping,
@@ -47,9 +61,56 @@ class Blocking:
     nc: int = 1024
 
 
-#: per element type, the default blocking (NR = two 32-byte vectors)
+#: per element type, the blocking without a vector unit or caches to shape it (NR = two 32-byte vectors)
 BLOCKINGS = {"f32": Blocking(6, 16, 256, 96, 1024), "f64": Blocking(6, 8, 256, 96, 512)}
 SCALAR_BLOCKING = Blocking(4, 4, 256, 64, 512)
+_ITEMSIZE = {"f32": 4, "f64": 8}
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """The register tile chosen for a vector unit, with the reason (written to compile's JSON)."""
+
+    mr: int
+    nr: int
+    lanes: int
+    accumulators: int
+    why: str
+
+
+def register_shape(vector: VectorUnit | None, dtype: str) -> TileShape:
+    """MR x NR from the vector unit (see the module docstring); AVX2's 6 x 16 f32 when unknown."""
+    vector = vector if vector is not None else VectorUnit("avx2", 32, 16, True)
+    lanes = max(2, vector.lanes(dtype))
+    nr = 2 * lanes
+    mr = max(1, min(14, (vector.registers - 3) // 2))
+    why = (f"{vector.isa}: {vector.registers} registers of {vector.vector_bytes} bytes, {lanes} x {dtype} "
+           f"each; NR = 2 vectors, MR = {mr} rows: {mr * 2} accumulators + 2 vectors of B + 1 broadcast "
+           f"of A <= {vector.registers}")
+    return TileShape(mr, nr, lanes, 2 * mr, why)
+
+
+def cache_blocking(arch: Architecture, dtype: str, shape: TileShape) -> Blocking:
+    """KC, MC, NC from the capacities of L1, L2 and the last level (per core), rounded to tiles."""
+    size = _ITEMSIZE[dtype]
+    caps = {lv.name: lv.capacity_bytes for lv in arch.levels if lv.capacity_bytes is not None}
+    l1, l2 = caps.get("L1", 32 * 1024), caps.get("L2", 256 * 1024)
+    llc = caps.get("LLC", 4 * l2)
+    kc = max(16, (l1 // 2) // (shape.nr * size) // 16 * 16)
+    mc = max(shape.mr, (l2 // 2) // (kc * size) // shape.mr * shape.mr)
+    nc = max(shape.nr, min(4096, (llc // 4) // (kc * size)) // shape.nr * shape.nr)
+    return Blocking(shape.mr, shape.nr, kc, mc, nc)
+
+
+def host_blockings(arch: Architecture, dtype: str) -> list[tuple[str, Blocking]]:
+    """The capacity blocking and neighbours (KC halved and doubled), for the counts to rank."""
+    shape = register_shape(arch.vector, dtype)
+    b = cache_blocking(arch, dtype, shape)
+    out = [("", b)]
+    for kc in (b.kc // 2, b.kc * 2):
+        mc = max(b.mr, b.mc * b.kc // kc // b.mr * b.mr)
+        out.append((f" kc={kc}", Blocking(b.mr, b.nr, kc, mc, b.nc)))
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,6 +157,16 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
     return None
 
 
+def register_mappings(model: KernelModel, nest: int, arch: Architecture,
+                      params: MappingT[str, int]) -> list[tuple[str, Mapping | None]]:
+    """Candidates for compile: the capacity blocking and its neighbours, labelled ``register tiles[ kc=..]``."""
+    roles = find_roles(model, nest, loop_extents(model.kernel, nest, params))
+    if roles is None or not roles.vector or arch.vector is None:
+        return [("register tiles", register_mapping(model, nest, arch, params))]
+    return [(f"register tiles{label}", register_mapping(model, nest, arch, params, blocking=b))
+            for label, b in host_blockings(arch, roles.dtype)]
+
+
 def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
                      blocking: Blocking | None = None) -> Mapping | None:
     """The mapping of the module docstring, or None (pattern absent, too few levels, does not fit)."""
@@ -107,6 +178,8 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     roles = find_roles(model, nest, extents)
     if roles is None:
         return None
+    if blocking is None and roles.vector and arch.vector is not None:
+        blocking = cache_blocking(arch, roles.dtype, register_shape(arch.vector, roles.dtype))
     b = blocking or (BLOCKINGS[roles.dtype] if roles.vector else SCALAR_BLOCKING)
     i, j, k = roles.i, roles.j, roles.k
     mr = b.mr if i is not None else 1
@@ -133,9 +206,10 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     chunk = -(-chunk // step) * step
     rows = b.mc if i is not None else None
     whole = tuple(None for _ in loops)
+    outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
     l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     specs = {
-        0: (whole, others + tuple(loops), ()),
+        0: (whole, outer_first, ()),
         n - 4: (whole, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
                 (par,) if cores > 1 else ()),
         n - 3: (l2, ij + (k,) + others, ()),
@@ -144,7 +218,7 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
     }
     levels = []
     for lv in range(n):
-        t, order, spatial = specs.get(lv, (whole, others + tuple(loops), ()))
+        t, order, spatial = specs.get(lv, (whole, outer_first, ()))
         levels.append(LevelMapping(arch.levels[lv].name, t, tuple(order), spatial, keep))
     out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     if fanout_problems(out, arch, extents):

@@ -1,0 +1,181 @@
+"""Timing generated C code in a child process, on random inputs, until the median is stable.
+
+``compile --tune K`` measures candidates with a :class:`Timer`: anything
+callable as ``timer(job) -> Measurement``. The default, :class:`ProcessTimer`,
+starts ``python -m polymap.codegen.timing`` per candidate, hands it the job
+(pickled on stdin: the kernel, its C source, the sizes, the repeat policy)
+and reads the samples back; a candidate that hangs past the time limit is
+killed and one that crashes is reported by its signal, never taking the
+compile with it::
+
+    job = TimingJob("register tiles", kernel, c_source, {"M": 1024, ...})
+    ProcessTimer()(job)   # Measurement(seconds=0.0213, samples=(0.0215, 0.0213, 0.0212), error=None)
+    # or, for a hang:       Measurement(None, (), "timed out after 60 s")
+
+Tests inject a fake timer (a function from the job's ``source`` to
+seconds), so that no test depends on the machine's speed. The sampling
+policy itself (:func:`sample_until_stable`) is pure over a ``run`` callback.
+"""
+from __future__ import annotations
+
+import pickle
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Protocol
+
+from polymap import ir
+from polymap.errors import PolymapError
+
+
+@dataclass(frozen=True)
+class SamplingPolicy:
+    """How long to time one candidate: warm-up runs, then samples until the median is stable."""
+
+    warmup: int = 1
+    min_repeats: int = 3
+    max_repeats: int = 25
+    tolerance: float = 0.02  # relative change of the median by one more sample that counts as stable
+    max_seconds: float = 3.0  # of sampling per candidate (the samples taken by then are kept)
+    min_sample_seconds: float = 0.002  # shorter runs are repeated inside one sample
+
+
+@dataclass(frozen=True)
+class TimingJob:
+    """One candidate to time: the whole kernel's C source with that candidate's mapping."""
+
+    source: str  # the candidate's name ("register tiles", "search #2")
+    kernel: ir.Kernel
+    c_source: str
+    params: Mapping[str, int]
+    policy: SamplingPolicy = SamplingPolicy()
+    seed: int = 0
+    limit_seconds: float = 60.0  # building and timing together, then the child is killed
+    mapping: Any = field(default=None, compare=False)  # for timers that look at the mapping (tests)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The median of the samples in seconds, or None with the reason the candidate was dropped."""
+
+    seconds: float | None
+    samples: tuple[float, ...] = ()
+    error: str | None = None
+
+
+class Timer(Protocol):
+    def __call__(self, job: TimingJob) -> Measurement: ...
+
+
+def sample_until_stable(run: Callable[[], float], policy: SamplingPolicy, *,
+                        clock: Callable[[], float] = time.perf_counter) -> tuple[float, ...]:
+    """Samples of ``run()`` (seconds each) after ``policy.warmup`` discarded ones.
+
+    Stops when at least ``min_repeats`` samples are in and one more sample
+    moved the median by at most ``tolerance`` (relative), or at
+    ``max_repeats``, or once ``max_seconds`` have passed (with at least
+    ``min_repeats`` samples).
+    """
+    for _ in range(policy.warmup):
+        run()
+    start = clock()
+    samples: list[float] = []
+    while len(samples) < policy.max_repeats:
+        samples.append(run())
+        if len(samples) < policy.min_repeats:
+            continue
+        before, now = statistics.median(samples[:-1]), statistics.median(samples)
+        if abs(now - before) <= policy.tolerance * max(now, 1e-12):
+            break
+        if clock() - start > policy.max_seconds:
+            break
+    return tuple(samples)
+
+
+class ProcessTimer:
+    """Times each job in a fresh ``python -m polymap.codegen.timing`` child (see the module docstring)."""
+
+    def __call__(self, job: TimingJob) -> Measurement:
+        data = pickle.dumps({"kernel": job.kernel, "c_source": job.c_source, "params": dict(job.params),
+                             "policy": job.policy, "seed": job.seed})
+        try:
+            proc = subprocess.run([sys.executable, "-m", "polymap.codegen.timing"], input=data,
+                                  capture_output=True, timeout=job.limit_seconds)
+        except subprocess.TimeoutExpired:
+            return Measurement(None, (), f"timed out after {job.limit_seconds:g} s")
+        if proc.returncode < 0:
+            return Measurement(None, (), f"crashed ({_signal_name(-proc.returncode)})")
+        try:
+            result = pickle.loads(proc.stdout)
+        except (pickle.UnpicklingError, EOFError, ValueError):
+            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            return Measurement(None, (), f"the timing child failed (exit {proc.returncode}): {tail[0]}")
+        if result.get("error"):
+            return Measurement(None, (), result["error"])
+        samples = tuple(result["samples"])
+        return Measurement(statistics.median(samples), samples, None)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
+                          policy: SamplingPolicy, seed: int) -> tuple[float, ...]:
+    """Build, then sample the kernel on fresh copies of random inputs (the child's work)."""
+    import numpy as np
+
+    from polymap.codegen.build import load_kernel
+    from polymap.codegen.verify import needs_well_conditioned
+    from polymap.tensors import allocate, random_inputs
+
+    fn = load_kernel(c_source, kernel)
+    pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))
+    store = allocate(kernel, params)
+    for name, a in pristine.items():
+        store[name] = np.array(a, copy=True, order="C")
+    tensors = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
+
+    def once() -> float:
+        for name, a in pristine.items():
+            np.copyto(tensors[name], a)  # every run starts from the same data (no growth to inf)
+        t0 = time.perf_counter()
+        fn(tensors, params)
+        return time.perf_counter() - t0
+
+    first = once()
+    number = max(1, int(policy.min_sample_seconds / max(first, 1e-9)) + 1) if first < policy.min_sample_seconds else 1
+
+    def sample() -> float:
+        if number == 1:
+            return once()
+        for name, a in pristine.items():
+            np.copyto(tensors[name], a)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(tensors, params)
+        return (time.perf_counter() - t0) / number
+
+    return sample_until_stable(sample, policy)
+
+
+def _child_main() -> int:
+    job = pickle.loads(sys.stdin.buffer.read())
+    try:
+        samples = _time_in_this_process(job["kernel"], job["c_source"], job["params"], job["policy"], job["seed"])
+        out = {"samples": list(samples)}
+    except (PolymapError, OSError, ValueError, MemoryError) as exc:  # the parent drops the candidate, with this
+        out = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    sys.stdout.buffer.write(pickle.dumps(out))
+    sys.stdout.buffer.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

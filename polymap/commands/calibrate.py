@@ -1,0 +1,74 @@
+"""``polymap calibrate [--arch host] -o ARCH.yaml``: measure this machine, fit the model, write an architecture.
+
+::
+
+    $ polymap calibrate -o host.yaml
+    measured bandwidth (elements/cycle, all instances):  DRAM 2.1  LLC 9.8  L2 31  L1 70
+    measured compute: 48 FMA lanes/cycle (1.5 per unit)
+    fitted derating:  compute 6.1  DRAM 1.0  LLC 1.3  L2 1.0  L1 2.2
+    model error over 9 calibration kernels (median |log(measured/predicted)|, Spearman):
+      before 2.31, 0.52     after 0.35, 0.78
+    wrote host.yaml (polymap ... --arch host.yaml)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from polymap.errors import InputError
+
+HEADER = """\
+# Written by `polymap calibrate` from measurements of this machine.
+# Measured: each level's bandwidth (a streaming read sized to the level, all threads) and the
+# compute rate (FMA chains in vector registers), then divided by the derating factor fitted
+# to the calibration kernels (least squares in log space): {factors}.
+# Read from the OS: capacities, instances, clock. Assumed (not measured): every energy.
+"""
+
+
+def main(args) -> int:
+    from polymap.api import calibrate
+    from polymap.passes.search.choice import progress_printer
+
+    out = Path(args.output)
+    if out.exists() and out.is_dir():
+        raise InputError(f"-o {out}: is a directory; give the architecture file to write")
+    result = calibrate(arch=args.arch, progress=progress_printer())
+    arch = result.architecture
+    factors = ", ".join(f"{n} {f:.3g}" for n, f in result.factors)
+    try:
+        out.write_text(HEADER.format(factors=factors) + yaml.safe_dump(arch.to_dict(), sort_keys=False))
+    except OSError as exc:
+        raise InputError(f"-o {out}: cannot write: {exc.strerror or exc}") from None
+    if args.json:
+        print(json.dumps(_document(result, out), indent=2))
+        return 0
+    bw = "  ".join(f"{n} {v:.3g}" for n, v in result.bandwidths.per_level)
+    fmas = result.bandwidths.fma_per_cycle
+    units = arch.compute.instances
+    print(f"measured bandwidth (elements/cycle, all instances):  {bw}")
+    print(f"measured compute: {fmas:.3g} FMA lanes/cycle ({fmas / units:.3g} per unit of {units})")
+    print(f"fitted derating (> 1: the model was optimistic):  {factors}")
+    print(f"model error over {len(result.samples)} calibration kernels "
+          "(median |log(measured/predicted)|, Spearman's rho):")
+    print(f"  before {_f(result.error_before)}, {_f(result.spearman_before)}     "
+          f"after {_f(result.error_after)}, {_f(result.spearman_after)}")
+    print(f"wrote {out} (use it with --arch {out})")
+    return 0
+
+
+def _f(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _document(result, out: Path) -> dict:
+    return {"architecture": str(out),
+            "bandwidth_elements_per_cycle": dict(result.bandwidths.per_level),
+            "fma_per_cycle": result.bandwidths.fma_per_cycle,
+            "factors": dict(result.factors),
+            "error": {"before": result.error_before, "after": result.error_after},
+            "spearman": {"before": result.spearman_before, "after": result.spearman_after},
+            "samples": [{"kernel": s.label, "measured_s": s.measured_s, "predicted_before_s": s.predicted_before_s,
+                         "terms": dict(s.terms)} for s in result.samples]}

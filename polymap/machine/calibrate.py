@@ -1,0 +1,230 @@
+"""``polymap calibrate``: measure this machine and fit the cost model to it.
+
+Three steps, each on generated C built like compile's code::
+
+    1. bandwidth of every level      a streaming read (OpenMP threads, SIMD sum) over an array
+                                     sized to half the level (DRAM: 4x the last cache), in
+                                     elements per cycle across the level's inner boundary
+    2. compute peak                  independent FMA chains in vector registers on every thread
+    3. derating, one factor a level  mapped kernels (gemm, jacobi-2d, conv2d at small sizes;
+                                     compile's candidates for each) built and timed; the
+                                     factors of :mod:`polymap.machine.derating` fitted to them
+
+The result is an architecture (``host`` with measured bandwidths and
+compute rate, each divided by its fitted factor) that ``--arch`` reads
+back, and the model's error over the calibration kernels before and after.
+The measurement functions take a ``probe`` (:class:`Probe`) so that the fit
+can be tested on synthetic measurements.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping as MappingT, Protocol, Sequence
+
+from polymap.machine.arch import Architecture, Compute, Level
+from polymap.machine.derating import fit_derating, predict
+
+STREAM_C = r"""
+#include <stddef.h>
+#include <omp.h>
+typedef float vec __attribute__((vector_size(VBYTES)));
+typedef float uvec __attribute__((vector_size(VBYTES), aligned(4)));  /* NumPy aligns less than a vector */
+#define LANES ((long)(VBYTES / sizeof(float)))
+double polymap_stream(const float *restrict a, long n, long reps) {
+  double total = 0;
+  #pragma omp parallel reduction(+:total)
+  {
+    long t = omp_get_thread_num(), nt = omp_get_num_threads();
+    long blocks = n / (8 * LANES);  /* each thread rereads its own part, 8 vector sums deep */
+    const uvec *v = (const uvec *)a + 8 * (blocks * t / nt);
+    long mine = blocks * (t + 1) / nt - blocks * t / nt;
+    vec s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, s4 = {0}, s5 = {0}, s6 = {0}, s7 = {0};
+    for (long r = 0; r < reps; r++) {
+      for (long b = 0; b < mine; b++) {
+        const uvec *p = v + 8 * b;
+        s0 += p[0]; s1 += p[1]; s2 += p[2]; s3 += p[3]; s4 += p[4]; s5 += p[5]; s6 += p[6]; s7 += p[7];
+      }
+      __asm__ volatile("" ::: "memory");  /* one pass per repetition, not folded */
+    }
+    vec s = s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
+    for (long l = 0; l < LANES; l++) total += s[l];
+  }
+  return total;
+}
+double polymap_fma(long iters, float bv, float cv, float start) {
+  double total = 0;
+  #pragma omp parallel reduction(+:total)
+  {
+    vec z = {0};  /* distinct starting values from the caller: nothing to merge or fold */
+    vec x0 = z + start, x1 = x0 + 0.1f, x2 = x1 + 0.1f, x3 = x2 + 0.1f, x4 = x3 + 0.1f, x5 = x4 + 0.1f;
+    vec x6 = x5 + 0.1f, x7 = x6 + 0.1f, x8 = x7 + 0.1f, x9 = x8 + 0.1f, x10 = x9 + 0.1f, x11 = x10 + 0.1f;
+    vec b = z + bv, c = z + cv;
+    for (long k = 0; k < iters; k++) {
+      x0 = x0 * b + c; x1 = x1 * b + c; x2 = x2 * b + c; x3 = x3 * b + c;
+      x4 = x4 * b + c; x5 = x5 * b + c; x6 = x6 * b + c; x7 = x7 * b + c;
+      x8 = x8 * b + c; x9 = x9 * b + c; x10 = x10 * b + c; x11 = x11 * b + c;
+    }
+    vec s = x0 + x1 + x2 + x3 + x4 + x5 + x6 + x7 + x8 + x9 + x10 + x11;
+    for (int l = 0; l < (int)(VBYTES / sizeof(float)); l++) total += s[l];
+  }
+  return total;
+}
+int polymap_threads(void) {
+  int t = 1;
+  #pragma omp parallel
+  {
+    #pragma omp single
+    t = omp_get_num_threads();
+  }
+  return t;
+}
+"""
+
+FMA_CHAINS = 12
+
+
+class Probe(Protocol):
+    """What calibration measures: seconds of a streaming read and of the FMA loop."""
+
+    def stream(self, elements: int, reps: int) -> float: ...
+
+    def fma(self, iterations: int) -> float: ...
+
+    def threads(self) -> int: ...
+
+
+class NativeProbe:
+    """The C kernels above, built once, best of a few runs each."""
+
+    def __init__(self, vector_bytes: int, *, runs: int = 3):
+        import numpy as np
+
+        from polymap.codegen.build import build_c
+
+        self.np = np
+        self.lanes = vector_bytes // 4
+        source = STREAM_C.replace("VBYTES", str(vector_bytes))
+        self.lib = ctypes.CDLL(str(build_c(source, name="polymap_calibrate")))
+        self.lib.polymap_stream.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_long, ctypes.c_long]
+        self.lib.polymap_stream.restype = ctypes.c_double
+        self.lib.polymap_fma.argtypes = [ctypes.c_long, ctypes.c_float, ctypes.c_float, ctypes.c_float]
+        self.lib.polymap_fma.restype = ctypes.c_double
+        self.lib.polymap_threads.restype = ctypes.c_int
+        self.runs = runs
+
+    def stream(self, elements: int, reps: int) -> float:
+        a = self.np.full(elements, 1.0, dtype=self.np.float32)
+        ptr = a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        self.lib.polymap_stream(ptr, elements, 1)  # warm-up: pages touched, caches filled
+        return min(_timed(lambda: self.lib.polymap_stream(ptr, elements, reps)) for _ in range(self.runs))
+
+    def fma(self, iterations: int) -> float:
+        self.lib.polymap_fma(1000, 0.999, 0.001, 0.1)
+        return min(_timed(lambda: self.lib.polymap_fma(iterations, 0.999, 0.001, 0.1)) for _ in range(self.runs))
+
+    def threads(self) -> int:
+        return int(self.lib.polymap_threads())
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+@dataclass(frozen=True)
+class Bandwidths:
+    """Measured elements per cycle (all instances together) per level, and FMAs per cycle in all."""
+
+    per_level: tuple[tuple[str, float], ...]
+    fma_per_cycle: float
+
+
+def stream_sizes(arch: Architecture) -> list[tuple[str, int]]:
+    """(level, f32 elements) to stream for each bounded level and the backing store."""
+    out = []
+    caches = [lv for lv in arch.levels[1:] if lv.capacity_bytes is not None and lv.name != "RF"]
+    for lv in caches:
+        out.append((lv.name, lv.capacity_bytes * lv.instances // 2 // 4))
+    last = max((lv.capacity_bytes * lv.instances for lv in caches), default=8 << 20)
+    out.insert(0, (arch.levels[0].name, 4 * last // 4))
+    return out
+
+
+def measure_bandwidths(arch: Architecture, probe: Probe, *, bytes_per_level: float = 2e9,
+                       fma_iterations: int = 2_000_000) -> Bandwidths:
+    """Each level's read bandwidth (elements per cycle) and the FMA rate, at ``arch``'s clock."""
+    f = arch.compute.frequency
+    levels = []
+    for name, n in stream_sizes(arch):
+        reps = max(1, int(bytes_per_level / (4 * n)))
+        seconds = probe.stream(n, reps)
+        levels.append((name, n * reps / seconds / f))
+    seconds = probe.fma(fma_iterations)
+    lanes = getattr(probe, "lanes", 16)
+    fmas = probe.threads() * fma_iterations * FMA_CHAINS * lanes
+    return Bandwidths(tuple(levels), fmas / seconds / f)
+
+
+def measured_architecture(arch: Architecture, bw: Bandwidths) -> Architecture:
+    """``arch`` with the measured bandwidths and compute rate (ops per unit per cycle)."""
+    measured = dict(bw.per_level)
+    levels = tuple(replace(lv, bandwidth=measured[lv.name]) if lv.name in measured else lv for lv in arch.levels)
+    compute = replace(arch.compute, ops_per_cycle=bw.fma_per_cycle / arch.compute.instances)
+    return Architecture(arch.name, levels, compute)
+
+
+def term_names(arch: Architecture) -> tuple[str, ...]:
+    """The cost model's cycle terms: compute, then every level with a bandwidth."""
+    return ("compute",) + tuple(lv.name for lv in arch.levels if lv.bandwidth is not None)
+
+
+def derated_architecture(arch: Architecture, factors: MappingT[str, float], *, name: str) -> Architecture:
+    """Divide each level's bandwidth (and the compute rate) by its factor: each term times the factor."""
+    levels = tuple(replace(lv, bandwidth=lv.bandwidth / factors[lv.name])
+                   if lv.bandwidth is not None and lv.name in factors else lv for lv in arch.levels)
+    c = arch.compute
+    compute = Compute(c.instances, c.ops_per_cycle / factors.get("compute", 1.0), c.energy, c.frequency)
+    return Architecture(name, levels, compute)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One calibration kernel: its cycle terms under the measured architecture, and its time."""
+
+    label: str
+    terms: tuple[tuple[str, float], ...]  # (term name, cycles)
+    measured_s: float
+    predicted_before_s: float  # under the architecture calibration started from
+
+
+@dataclass(frozen=True)
+class Calibration:
+    bandwidths: Bandwidths
+    architecture: Architecture  # the fitted one, to be written
+    factors: tuple[tuple[str, float], ...]
+    samples: tuple[Sample, ...]
+    error_before: float | None
+    error_after: float | None
+    spearman_before: float | None
+    spearman_after: float | None
+
+
+def fit(samples: Sequence[Sample], measured_arch: Architecture, bw: Bandwidths, *,
+        name: str = "host-calibrated") -> Calibration:
+    """Fit one factor per term to ``samples`` and report the error before and after."""
+    from polymap.passes.search.fidelity import log_error, spearman
+
+    names = term_names(measured_arch)
+    f = measured_arch.compute.frequency
+    rows = [[dict(s.terms).get(t, 0.0) / f for t in names] for s in samples]
+    measured = [s.measured_s for s in samples]
+    fitted = fit_derating(rows, measured)
+    factors = dict(zip(names, fitted.factors))
+    after = list(predict(rows, fitted.factors))
+    before = [s.predicted_before_s for s in samples]
+    return Calibration(bw, derated_architecture(measured_arch, factors, name=name), tuple(factors.items()),
+                       tuple(samples), log_error(before, measured), log_error(after, measured),
+                       spearman(before, measured), spearman(after, measured))

@@ -1,0 +1,84 @@
+"""Per-level derating factors fitted to measurements, by least squares in log space.
+
+The cost model predicts ``cycles = max over terms t of T[k, t]`` for kernel
+``k`` (the compute term and one term per level with a bandwidth:
+traffic / bandwidth). Derating multiplies each term by a factor ``d_t``
+(equivalently divides the level's bandwidth, or the compute rate, by it)::
+
+    predicted[k] = max_t d_t * T[k, t]
+    minimise  sum_k (log predicted[k] - log measured[k])^2  +  ridge * sum_t (log d_t)^2
+
+in ``theta = log d`` by Gauss-Newton with step halving: the derivative of
+the max is the indicator of the binding term, so each step is a small
+linear least-squares problem. The ridge keeps factors of terms that never
+bind (no information) at 1. Before -> after on synthetic data where L1's
+bandwidth is 3x optimistic and compute 2x::
+
+    T = [[10, 2], [10, 40], [1, 50]]   (columns: compute, L1), measured = [20, 120, 150]
+    fit_derating(T, measured) -> (2.0, 3.0)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class DeratingFit:
+    factors: tuple[float, ...]  # one per term (column), >= 0
+    error_before: float  # median |log(measured / predicted)| with every factor 1
+    error_after: float
+    iterations: int
+
+
+def predict(terms: np.ndarray, factors: Sequence[float]) -> np.ndarray:
+    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind)."""
+    return np.max(np.asarray(terms, dtype=float) * np.asarray(factors, dtype=float)[None, :], axis=1)
+
+
+def _residuals(logt: np.ndarray, logm: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    scored = logt + theta[None, :]
+    binding = np.argmax(scored, axis=1)
+    return scored[np.arange(len(logm)), binding] - logm, binding
+
+
+def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *, ridge: float = 1e-3,
+                 iterations: int = 100) -> DeratingFit:
+    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t]`` against ``measured``."""
+    t = np.asarray(terms, dtype=float)
+    m = np.asarray(measured, dtype=float)
+    if t.ndim != 2 or t.shape[0] != m.shape[0] or t.shape[0] == 0:
+        raise ValueError("fit_derating: one row of terms per measurement")
+    if np.any(m <= 0) or np.any(t < 0):
+        raise ValueError("fit_derating: measurements must be positive and terms non-negative")
+    with np.errstate(divide="ignore"):
+        logt = np.where(t > 0, np.log(np.where(t > 0, t, 1.0)), -np.inf)
+    logm = np.log(m)
+    theta = np.zeros(t.shape[1])
+
+    def objective(th: np.ndarray) -> float:
+        r, _ = _residuals(logt, logm, th)
+        return float(r @ r + ridge * th @ th)
+
+    done = 0
+    for done in range(1, iterations + 1):
+        r, binding = _residuals(logt, logm, theta)
+        jac = np.zeros((len(m), t.shape[1]))
+        jac[np.arange(len(m)), binding] = 1.0
+        # [J; sqrt(ridge) I] step = -[r; sqrt(ridge) theta], minimum norm when a term never binds
+        lhs = np.vstack([jac, np.sqrt(ridge) * np.eye(t.shape[1])])
+        rhs = -np.concatenate([r, np.sqrt(ridge) * theta])
+        step = np.linalg.lstsq(lhs, rhs, rcond=None)[0]
+        now, scale = objective(theta), 1.0
+        while scale > 1e-6 and objective(theta + scale * step) > now - 1e-15:
+            scale /= 2
+        if scale <= 1e-6:
+            break
+        theta = theta + scale * step
+        if np.max(np.abs(scale * step)) < 1e-10:
+            break
+    before = float(np.median(np.abs(np.log(predict(t, np.ones(t.shape[1])) / m))))
+    after = float(np.median(np.abs(np.log(predict(t, np.exp(theta)) / m))))
+    return DeratingFit(tuple(float(x) for x in np.exp(theta)), before, after, done)

@@ -1,0 +1,110 @@
+"""Remembering tuned choices and using them again only after checking them.
+
+:func:`remember` stores a :class:`~polymap.passes.search.tune.TunedChoice`
+in the :class:`~polymap.passes.search.cache.TuningCache`; :func:`recall`
+turns an entry back into compile's
+:class:`~polymap.passes.search.choice.KernelChoice` after re-checking every
+mapping at the new sizes, as if a stranger had written it::
+
+    entry (from the file)      ->  Mapping.from_dict   (names, tiles, orders; MappingError: ignored)
+                                   legal               (exact dependences at these sizes)
+                                   fits                (fan-out and capacities at these sizes)
+                                   verifies            (C code vs the reference, when asked)
+                               ->  KernelChoice with source "cache (search #1)", status "hit"
+
+Anything that fails is a warning and a miss, never an error: the compile
+goes on to choose (and tune) as if there were no entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping as MappingT
+
+from polymap import ir
+from polymap.errors import MappingError
+from polymap.mapping.model import Mapping, nest_loops
+from polymap.passes.counting.fit import fit_problems
+from polymap.passes.search.cache import CacheKey, TuningCache
+from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping
+from polymap.passes.search.tune import TunedChoice
+from polymap.poly import build_model
+
+
+@dataclass(frozen=True)
+class Recall:
+    status: str  # "hit", "miss" or "off"
+    choice: KernelChoice | None = None
+    warnings: tuple[str, ...] = ()
+
+
+def remember(cache: TuningCache, key: CacheKey, tuned: TunedChoice, params: MappingT[str, int]) -> None:
+    """Store the tuned mapping of every nest (and the measurements, for later study)."""
+    measured = {t.nest: t.chosen for t in tuned.tuning if t.chosen is not None}
+    nests = []
+    for nc in tuned.choice.nests:
+        m = measured.get(nc.nest)
+        nests.append({"nest": nc.nest, "source": nc.chosen.source,
+                      "mapping": None if nc.chosen.mapping is None else nc.chosen.mapping.to_dict(),
+                      "measured_s": None if m is None else m.measurement.seconds})
+    entry = {"kernel": tuned.choice.kernel.name, "k": tuned.k, "params": dict(params), "nests": nests,
+             "tuning": [t.to_json() for t in tuned.tuning]}
+    cache.store(key, entry)
+
+
+def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: MappingT[str, int], *,
+           k: int = 0, verify: bool = True) -> Recall:
+    """The remembered choice for ``kernel`` at ``params``, checked (see the module docstring).
+
+    ``k``: an entry tuned over fewer candidates than asked for is a miss.
+    """
+    from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
+
+    loaded = cache.load(key)
+    if loaded.entry is None:
+        return Recall("miss", None, loaded.warnings)
+    entry = loaded.entry
+    where = f"cache entry {cache.path(key)}"
+    if not isinstance(entry.get("k"), int) or entry["k"] < k:
+        return Recall("miss", None, ())  # tuned over fewer candidates: tune again
+    renamed = distinct_loop_names(kernel)
+    model = build_model(renamed)
+    nests = []
+    try:
+        for item in entry.get("nests", []):
+            nests.append(_checked_nest(model, item, arch, params))
+    except (MappingError, KeyError, TypeError, ValueError) as exc:
+        return Recall("miss", None, (f"{where} ignored: {str(exc).splitlines()[0]}",))
+    wanted = {n for n in range(len(renamed.nests())) if nest_loops(renamed, n)}
+    if {nc.nest for nc in nests} != wanted:
+        return Recall("miss", None, (f"{where} ignored: it does not map the kernel's nests",))
+    choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())))
+    if verify:
+        from polymap.codegen.verify import verify as check_against_reference
+
+        result = check_against_reference(renamed, dict(params), targets=("c",), mapping=choice.mappings,
+                                         model=model, raise_on_failure=False)
+        if not result.passed:
+            return Recall("miss", None, (f"{where} ignored: its code differs from the reference",))
+    return Recall("hit", choice, ())
+
+
+def _checked_nest(model, item: dict, arch, params: MappingT[str, int]) -> NestChoice:
+    """One nest of an entry as a NestChoice, or ValueError saying what is wrong with it."""
+    from polymap.passes.legality.legality import check_mapping
+
+    nest, source = int(item["nest"]), str(item["source"])
+    label = f"cache ({source})"
+    if item["mapping"] is None:
+        counted = original_mapping(model.kernel, nest, arch)
+        cand = Candidate(label, None, counted, True)
+        return NestChoice(nest, cand, (cand,))
+    mapping: Mapping = Mapping.from_dict(item["mapping"], kernel=model.kernel, arch=arch)
+    if mapping.nest != nest:
+        raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
+    values = dict(params)
+    if not check_mapping(model, mapping, params=values).legal:
+        raise ValueError(f"the mapping of nest {nest} is illegal")
+    if fit_problems(model, mapping, arch, values):
+        raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
+    cand = Candidate(label, mapping, mapping, True)
+    return NestChoice(nest, cand, (cand,))

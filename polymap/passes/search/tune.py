@@ -1,0 +1,189 @@
+"""``--tune K``: the model ranks, the machine decides.
+
+The model's best ``K`` legal, fitting candidates of a nest are built and
+timed (:mod:`polymap.codegen.timing`, in a child process per candidate) and
+the fastest measured is kept. The other nests keep their mappings while one
+nest is tuned, nest after nest. Before -> after, for gemm::
+
+    model ranking                      measured
+      1 register tiles  1.6 ms           2 register tiles  3.1 ms
+      2 search #1       1.6 ms    ->     1 search #1       2.4 ms   <- chosen
+      3 original order  3.2 ms           3 original order  91 ms
+    Spearman 0.5, bias 1.9 (median measured / predicted: the model is optimistic)
+
+:func:`tune` takes any candidates (``polymap search --tune`` hands it its
+ranked mappings); :func:`tune_choice` tunes every nest of compile's
+:class:`~polymap.passes.search.choice.KernelChoice`. A candidate that fails
+to build, crashes or times out is dropped with the reason; when none could
+be measured the model's pick stays.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Mapping as MappingT, Sequence
+
+from polymap import ir
+from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, Timer, TimingJob
+from polymap.mapping.model import Mapping
+from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice
+from polymap.passes.search.fidelity import bias, spearman
+from polymap.poly import KernelModel
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """What ``--tune K`` measures and how long it may take."""
+
+    k: int = 4  # candidates per nest, the model's best first
+    policy: SamplingPolicy = SamplingPolicy()
+    candidate_seconds: float = 60.0  # per candidate, building included; then the child is killed
+    seed: int = 0  # of the random inputs
+
+
+@dataclass(frozen=True)
+class TuneCandidate:
+    """A mapping to measure (None: the nest's original schedule) and the model's seconds for it."""
+
+    source: str
+    mapping: Mapping | None
+    predicted_s: float | None
+
+
+@dataclass(frozen=True)
+class MeasuredCandidate:
+    candidate: TuneCandidate
+    rank_model: int  # 1: the model's best
+    measurement: Measurement
+    rank_measured: int | None  # 1: the fastest; None when it could not be measured
+    chosen: bool
+
+    def to_json(self) -> dict:
+        c, m = self.candidate, self.measurement
+        out = {"source": c.source, "mapping": None if c.mapping is None else c.mapping.to_dict(),
+               "predicted_s": c.predicted_s, "measured_s": m.seconds, "rank_model": self.rank_model,
+               "rank_measured": self.rank_measured, "chosen": self.chosen}
+        if c.mapping is None:
+            out["original_schedule"] = True
+        if m.error is not None:
+            out["dropped"] = m.error
+        return out
+
+
+@dataclass(frozen=True)
+class NestTuning:
+    """The measurements of one nest's candidates, in the model's order."""
+
+    nest: int
+    candidates: tuple[MeasuredCandidate, ...]
+    spearman: float | None  # model rank vs measured seconds, over the measured candidates
+    bias: float | None  # median measured / predicted
+
+    @property
+    def chosen(self) -> MeasuredCandidate | None:
+        return next((c for c in self.candidates if c.chosen), None)
+
+    def to_json(self) -> dict:
+        return {"nest": self.nest, "spearman": self.spearman, "bias": self.bias,
+                "candidates": [c.to_json() for c in self.candidates]}
+
+
+@dataclass(frozen=True)
+class TunedChoice:
+    """Compile's choice after measuring, and what was measured."""
+
+    choice: KernelChoice
+    tuning: tuple[NestTuning, ...]
+    k: int = 0
+
+
+def tune(candidates: Sequence[TuneCandidate], *, kernel: ir.Kernel, model: KernelModel, nest: int, arch,
+         params: MappingT[str, int], fixed: Sequence[Mapping] = (), options: TuneOptions = TuneOptions(),
+         timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> NestTuning:
+    """Time ``candidates`` (the model's ranking, best first) of nest ``nest``; the fastest is chosen.
+
+    ``fixed`` are the mappings of the other nests, kept while this one varies.
+    ``timer`` defaults to :class:`~polymap.codegen.timing.ProcessTimer`.
+    """
+    timer = timer if timer is not None else ProcessTimer()
+    others = tuple(m for m in fixed if m.nest != nest)
+    measured: list[tuple[TuneCandidate, Measurement]] = []
+    best: tuple[float, str] | None = None
+    for i, cand in enumerate(candidates):
+        mappings = tuple(sorted(others + ((cand.mapping,) if cand.mapping is not None else ()), key=lambda m: m.nest))
+        job = TimingJob(cand.source, kernel, emit_c(kernel, model, mappings, arch=arch, params=dict(params)),
+                        dict(params), options.policy, options.seed, options.candidate_seconds, cand.mapping)
+        m = timer(job)
+        measured.append((cand, m))
+        if m.seconds is not None and (best is None or m.seconds < best[0]):
+            best = (m.seconds, cand.source)
+        if progress:
+            now = f"{_ms(m.seconds)}" if m.seconds is not None else f"dropped: {m.error}"
+            so_far = f"; best so far {_ms(best[0])} ({best[1]})" if best else ""
+            progress(f"tuning nest {nest}: candidate {i + 1} of {len(candidates)} ({cand.source}): {now}{so_far}")
+    return rank_measurements(nest, measured)
+
+
+def rank_measurements(nest: int, measured: Sequence[tuple[TuneCandidate, Measurement]]) -> NestTuning:
+    """Ranks, Spearman's rho and the bias of measurements listed in the model's order."""
+    ok = [k for k, (_, m) in enumerate(measured) if m.seconds is not None]
+    by_time = sorted(ok, key=lambda k: (measured[k][1].seconds, k))
+    rank_of = {k: r + 1 for r, k in enumerate(by_time)}
+    rows = tuple(MeasuredCandidate(c, k + 1, m, rank_of.get(k), bool(by_time) and k == by_time[0])
+                 for k, (c, m) in enumerate(measured))
+    rho = spearman([k + 1 for k in ok], [measured[k][1].seconds for k in ok])
+    b = bias([measured[k][0].predicted_s for k in ok], [measured[k][1].seconds for k in ok])
+    return NestTuning(nest, rows, rho, b)
+
+
+def usable_candidates(nc: NestChoice) -> list[Candidate]:
+    """The nest's legal, fitting candidates in the model's order (cycles, then energy)."""
+    return [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
+
+
+def tune_choice(choice: KernelChoice, *, arch, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
+                timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> TunedChoice:
+    """Measure the best ``options.k`` candidates of every nest of ``choice``; keep the fastest of each."""
+    nests = list(choice.nests)
+    tunings = []
+    for pos, nc in enumerate(nests):
+        pool = usable_candidates(nc)[:options.k]
+        if len(pool) < 2:  # nothing to decide between
+            continue
+        fixed = tuple(n.chosen.mapping for n in nests if n.chosen.mapping is not None and n.nest != nc.nest)
+        cands = [TuneCandidate(c.source, c.mapping, None if c.report is None else c.report.seconds) for c in pool]
+        result = tune(cands, kernel=choice.kernel, model=choice.model, nest=nc.nest, arch=arch, params=params,
+                      fixed=fixed, options=options, timer=timer, progress=progress)
+        tunings.append(result)
+        if result.chosen is not None:
+            winner = pool[result.chosen.rank_model - 1]
+            nests[pos] = NestChoice(nc.nest, winner, (winner,) + tuple(c for c in nc.candidates if c is not winner))
+    return TunedChoice(dataclasses.replace(choice, nests=tuple(nests)), tuple(tunings), options.k)
+
+
+def _ms(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} us"
+
+
+def tuning_lines(t: NestTuning) -> list[str]:
+    """The human report of one nest's tuning: both ranks, predicted and measured seconds."""
+    rho = "-" if t.spearman is None else f"{t.spearman:.2f}"
+    if t.bias is None:
+        b = "-"
+    else:
+        b = f"{t.bias:.3g} ({'optimistic' if t.bias > 1 else 'pessimistic'}: median measured / predicted)"
+    lines = [f"nest {t.nest}: {len(t.candidates)} candidates measured; Spearman {rho}, bias {b}",
+             f"    {'model':>5} {'measured':>8}  {'predicted':>10} {'measured':>10}  source"]
+    for c in t.candidates:
+        mark = "*" if c.chosen else " "
+        pred = "-" if c.candidate.predicted_s is None else _ms(c.candidate.predicted_s)
+        meas = _ms(c.measurement.seconds) if c.measurement.seconds is not None else "-"
+        rank = "-" if c.rank_measured is None else str(c.rank_measured)
+        tail = f"  dropped: {c.measurement.error}" if c.measurement.error else ""
+        lines.append(f"  {mark} {c.rank_model:>5} {rank:>8}  {pred:>10} {meas:>10}  {c.candidate.source}{tail}")
+    return lines

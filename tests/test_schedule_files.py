@@ -1,0 +1,160 @@
+"""``nests``, ``schedule`` and ``wavefront`` in mapping files: reading, located errors, round trips."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from polymap.driver import parse
+from polymap.errors import MappingError
+from polymap.machine.arch import load_architecture
+from polymap.mapping.model import Mapping, load_mapping, mapping_loop_extents
+from polymap.mapping.schedule import ExpressionProblem, expression_isl
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+SEIDEL = """
+kernel seidel(T = 3, N = 8) {
+  inout A[N, N] : f64
+  for t in 0..T, i in 1..N-1, j in 1..N-1 {
+    relax: A[i, j] = (A[i-1, j] + A[i, j-1] + A[i, j] + A[i, j+1] + A[i+1, j]) / 5.0
+  }
+}
+"""
+
+TWO = """
+kernel two(N = 8) {
+  in  X[N] : f64
+  out Y[N] : f64
+  out Z[N] : f64
+  for i in 0..N { p: Y[i] = X[i] * 2.0 }
+  for i in 0..N { q: Z[i] = Y[i] + 1.0 }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return load_architecture("toy")
+
+
+def seidel():
+    return parse(SEIDEL, "seidel.loop").kernels[0]
+
+
+def load(tmp_path, text, kernel, arch) -> Mapping:
+    path = tmp_path / "m.yaml"
+    path.write_text(text)
+    return load_mapping(path, kernel=kernel, arch=arch)
+
+
+SKEW = """kernel: seidel
+schedule:
+  relax: {t: t, u: t + i, v: 2*t + i + j}
+levels:
+  - level: DRAM
+    order: [t, u, v]
+  - level: GLB
+    tile: {t: 2, u: 4, v: 4}
+    wavefront: [t, u]
+    order: [t, u, v]
+  - level: RF
+    tile: {t: 1, u: 1, v: 1}
+"""
+
+
+def test_schedule_read_and_round_trip(tmp_path, toy):
+    k = seidel()
+    m = load(tmp_path, SKEW, k, toy)
+    assert m.loops == ("t", "u", "v")
+    assert m.schedule[0].statement == "relax" and m.schedule[0].exprs == ("t", "t + i", "2*t + i + j")
+    assert m.levels[1].wavefront == ("t", "u")
+    data = m.to_dict()
+    assert data["schedule"] == {"relax": {"t": "t", "u": "t + i", "v": "2*t + i + j"}}
+    back = Mapping.from_dict(json.loads(json.dumps(data)), kernel=k, arch=toy)
+    assert back == m
+    again = Mapping.from_dict(yaml.safe_load(yaml.safe_dump(data)), kernel=k, arch=toy)
+    assert again == m
+
+
+def test_extents_of_new_loops(tmp_path, toy):
+    k = seidel()
+    m = load(tmp_path, SKEW, k, toy)
+    # t in 0..2, i, j in 1..6: u = t + i in 1..8, v = 2t + i + j in 2..16
+    assert mapping_loop_extents(k, m, {"T": 3, "N": 8}) == {"t": 3, "u": 8, "v": 15}
+
+
+def test_identity_entry_is_no_schedule(tmp_path, toy):
+    k = seidel()
+    plain = load(tmp_path, "levels: [{level: DRAM}, {level: GLB}, {level: RF}]\n", k, toy)
+    ident = load(tmp_path, "schedule: {relax: {t: t, i: i, j: j}}\n"
+                           "levels: [{level: DRAM}, {level: GLB}, {level: RF}]\n", k, toy)
+    assert ident == plain and not ident.schedule
+
+
+def test_fused_nests(tmp_path, toy):
+    k = parse(TWO, "two.loop").kernels[0]
+    m = load(tmp_path, "nests: [0, 1]\nlevels: [{level: DRAM}, {level: GLB}, {level: RF}]\n", k, toy)
+    assert m.mapped_nests == (0, 1) and m.loops == ("i",) and m.levels[0].keep == ("X", "Y", "Z")
+    assert Mapping.from_dict(m.to_dict(), kernel=k, arch=toy) == m
+
+
+@pytest.mark.parametrize("text, where, words", [
+    ("schedule: {relax: {t: t, u: t * i, v: j}}", (2, 29), "product of two variables"),
+    ("schedule: {relax: {t: t, u: t + k, v: j}}", (2, 33), "unknown name 'k'"),
+    ("schedule: {relax: {t: t, u: i / 2, v: j}}", (2, 29), "floor(e / c)"),
+    ("schedule: {relax: {t: t, u: t, v: i + j}}", (2, 12), "not injective"),
+    ("schedule: {nope: {t: t}}", (2, 12), "no statement 'nope'"),
+    ("schedule: {relax: {T: t, u: i, v: j}}", (2, 20), "cannot name a loop"),
+])
+def test_schedule_errors_are_located(tmp_path, toy, text, where, words):
+    body = f"kernel: seidel\n{text}\nlevels: [{{level: DRAM}}, {{level: GLB}}, {{level: RF}}]\n"
+    with pytest.raises(MappingError) as exc:
+        load(tmp_path, body, seidel(), toy)
+    rendered = exc.value.render()
+    assert words in rendered
+    assert f"m.yaml:{where[0]}:{where[1]}:" in rendered, rendered
+    assert "^" in rendered
+
+
+def test_injectivity_error_names_two_instances(tmp_path, toy):
+    body = "schedule: {relax: {t: t, u: t, v: i + j}}\nlevels: [{level: DRAM}, {level: GLB}, {level: RF}]\n"
+    with pytest.raises(MappingError, match=r"relax\(t=\d+, i=\d+, j=\d+\) and relax\(t=\d+, i=\d+, j=\d+\)"):
+        load(tmp_path, body, seidel(), toy)
+
+
+@pytest.mark.parametrize("wave, words", [
+    ("[t, w]", "unknown loop 'w'"),
+    ("[t, v]", "not at this level"),
+    ("[u, t]", "must come before"),
+    ("[t]", "names two loops"),
+])
+def test_wavefront_errors(tmp_path, toy, wave, words):
+    body = SKEW.replace("wavefront: [t, u]", f"wavefront: {wave}").replace("order: [t, u, v]\n  - level: RF",
+                                                                          "order: [t, u]\n  - level: RF")
+    with pytest.raises(MappingError, match=words.replace("(", r"\(")):
+        load(tmp_path, body, seidel(), toy)
+
+
+def test_nests_errors(tmp_path, toy):
+    k = parse(TWO, "two.loop").kernels[0]
+    for text, words in [("nests: [1, 0]", "consecutive"), ("nests: [0, 2]", "has 2 top-level"),
+                        ("nest: 0\nnests: [0, 1]", "not both")]:
+        with pytest.raises(MappingError, match=words):
+            load(tmp_path, f"{text}\nlevels: [{{level: DRAM}}, {{level: GLB}}, {{level: RF}}]\n", k, toy)
+
+
+@pytest.mark.parametrize("text, isl_text", [
+    ("2*t + i", "((2*t) + i)"), ("floor(i / 4)", "floor((i)/4)"), ("i % 3 - 1", "((i mod 3) - 1)"),
+    ("max(i, t) + N", "(max(i, t) + N)"), ("-t", "(-t)"),
+])
+def test_expressions(text, isl_text):
+    assert expression_isl(text, ("t", "i", "N")) == isl_text
+
+
+def test_expression_problem_column():
+    with pytest.raises(ExpressionProblem) as exc:
+        expression_isl("t + i * i", ("t", "i"))
+    assert exc.value.column == 4

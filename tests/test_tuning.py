@@ -1,0 +1,248 @@
+"""``--tune K``: ranks and statistics, the sampling policy, tuning with an injected timer, the child timer.
+
+No test depends on the machine's speed: every choice is made with a fake
+timer (seconds looked up by candidate); the real child timer is only
+checked for what it reports (samples, crashes, hangs), not for numbers.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from polymap import api
+from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, TimingJob, sample_until_stable
+from polymap.driver import load_program, param_values, parse
+from polymap.machine.arch import load_architecture
+from polymap.passes.search.choice import ChoiceOptions, choose
+from polymap.passes.search.fidelity import bias, log_error, ranks, spearman
+from polymap.passes.search.tune import TuneCandidate, TuneOptions, rank_measurements, tune, tune_choice
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SIZES = {"M": 16, "N": 16, "K": 16}
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    return load_program(EXAMPLES / "gemm.loop").kernels[0]
+
+
+@pytest.fixture(scope="module")
+def host():
+    return load_architecture("host")
+
+
+@pytest.fixture(scope="module")
+def gemm_choice(gemm, host):
+    return choose(gemm, host, param_values(gemm, SIZES), options=ChoiceOptions(search_top=4))
+
+
+class FakeTimer:
+    """Seconds by candidate source; records the jobs it was given."""
+
+    def __init__(self, seconds: dict, default: float = 1.0):
+        self.seconds, self.default, self.jobs = seconds, default, []
+
+    def __call__(self, job: TimingJob) -> Measurement:
+        self.jobs.append(job)
+        s = self.seconds.get(job.source, self.default)
+        if isinstance(s, str):
+            return Measurement(None, (), s)
+        return Measurement(s, (s, s, s))
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize("a, b", [
+    ([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]),
+    ([1, 2, 3, 4], [4, 3, 2, 1]),
+    ([1, 1, 2, 3, 3, 5], [0.1, 0.3, 0.2, 0.9, 0.5, 0.4]),
+    ([3.2, 1.0, 7.5, 7.5, 2.2], [10, 30, 20, 20, 5]),
+])
+def test_spearman_agrees_with_scipy(a, b):
+    assert spearman(a, b) == pytest.approx(stats.spearmanr(a, b).statistic)
+
+
+def test_ranks_share_ties_and_degenerate_spearman():
+    assert ranks([3, 1, 3]) == [2.5, 1.0, 2.5]
+    assert spearman([1], [2]) is None
+    assert spearman([1, 2, 3], [5, 5, 5]) is None
+
+
+def test_bias_and_log_error_are_medians():
+    predicted, measured = [1.0, 2.0, 4.0], [3.0, 2.0, 2.0]
+    assert bias(predicted, measured) == 1.0  # ratios 3, 1, 0.5
+    assert log_error(predicted, measured) == pytest.approx(statistics.median([abs(__import__("math").log(r))
+                                                                             for r in (3, 1, 0.5)]))
+    assert bias([None, 1.0], [2.0, None]) is None
+
+
+# --------------------------------------------------------------------------- sampling
+
+
+def _runs(values):
+    it = iter(values)
+    return lambda: next(it)
+
+
+def test_sampling_discards_warmup_and_stops_when_the_median_is_stable():
+    policy = SamplingPolicy(warmup=2, min_repeats=3, max_repeats=10, tolerance=0.01, max_seconds=1e9)
+    # warm-up 9, 9 (dropped); then 5, 1, 1: the median moves 5 -> 3 -> 1; 1 more keeps it at 1
+    samples = sample_until_stable(_runs([9, 9, 5, 1, 1, 1, 1, 1]), policy, clock=lambda: 0.0)
+    assert samples == (5, 1, 1, 1)
+
+
+def test_sampling_takes_at_least_three_and_at_most_max_repeats():
+    policy = SamplingPolicy(warmup=0, min_repeats=3, max_repeats=6, tolerance=0.0, max_seconds=1e9)
+    assert len(sample_until_stable(_runs([1] * 10), policy, clock=lambda: 0.0)) == 3
+    growing = sample_until_stable(_runs(range(1, 20)), policy, clock=lambda: 0.0)
+    assert growing == (1, 2, 3, 4, 5, 6)
+
+
+def test_sampling_stops_at_the_time_limit_after_the_minimum():
+    ticks = iter(range(100))
+    policy = SamplingPolicy(warmup=0, min_repeats=3, max_repeats=50, tolerance=0.0, max_seconds=4)
+    samples = sample_until_stable(_runs(range(1, 100)), policy, clock=lambda: next(ticks))
+    # the clock starts at 0 and is read once per sample from the third on: 1, 2, 3, 4, 5 > 4 at the 7th
+    assert len(samples) == 7
+
+
+# --------------------------------------------------------------------------- tuning with a fake timer
+
+
+def test_tune_keeps_the_fastest_and_reports_ranks(gemm, host):
+    model = api.model(gemm)
+    values = param_values(gemm, SIZES)
+    cands = [TuneCandidate("a", None, 1e-3), TuneCandidate("b", None, 2e-3),
+             TuneCandidate("c", None, 3e-3), TuneCandidate("d", None, 4e-3)]
+    timer = FakeTimer({"a": 5e-3, "b": 2e-3, "c": "crashed (SIGSEGV)", "d": 8e-3})
+    t = tune(cands, kernel=gemm, model=model, nest=0, arch=host, params=values, timer=timer)
+    assert [j.source for j in timer.jobs] == ["a", "b", "c", "d"]
+    assert [c.rank_model for c in t.candidates] == [1, 2, 3, 4]
+    assert [c.rank_measured for c in t.candidates] == [2, 1, None, 3]
+    assert t.chosen.candidate.source == "b"
+    assert t.spearman == pytest.approx(stats.spearmanr([1, 2, 4], [5e-3, 2e-3, 8e-3]).statistic)
+    assert t.bias == pytest.approx(statistics.median([5.0, 1.0, 2.0]))
+    doc = t.to_json()
+    assert set(doc) == {"nest", "spearman", "bias", "candidates"}
+    assert doc["candidates"][2]["dropped"] == "crashed (SIGSEGV)"
+    assert doc["candidates"][2]["measured_s"] is None and not doc["candidates"][2]["chosen"]
+    keys = {"source", "mapping", "predicted_s", "measured_s", "rank_model", "rank_measured", "chosen"}
+    assert all(keys <= set(c) for c in doc["candidates"])
+
+
+def test_nothing_measured_chooses_nothing():
+    t = rank_measurements(0, [(TuneCandidate("a", None, 1.0), Measurement(None, (), "timed out after 1 s"))])
+    assert t.chosen is None and t.spearman is None and t.bias is None
+
+
+def test_tune_choice_replaces_the_models_pick(gemm_choice, host, gemm):
+    nc = gemm_choice.nests[0]
+    usable = [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
+    assert len(usable) >= 3, [c.source for c in nc.candidates]
+    last = usable[2].source
+    timer = FakeTimer({last: 1e-6}, default=1.0)
+    tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES),
+                        options=TuneOptions(k=3), timer=timer)
+    assert len(timer.jobs) == 3
+    assert tuned.choice.nests[0].chosen.source == last
+    assert tuned.choice.nests[0].chosen.mapping == usable[2].mapping
+    assert tuned.tuning[0].chosen.rank_model == 3
+    # the job is the whole kernel with that candidate's mapping (its C source differs per candidate)
+    assert len({j.c_source for j in timer.jobs}) == 3
+
+
+class SecondFastest(FakeTimer):
+    """The second candidate asked about is the fastest."""
+
+    def __call__(self, job: TimingJob) -> Measurement:
+        self.jobs.append(job)
+        s = 1e-6 if len(self.jobs) == 2 else 1.0
+        return Measurement(s, (s, s, s))
+
+
+def test_tuned_choice_remembers_and_recalls(gemm, tmp_path):
+    timer = SecondFastest({})
+    first = api.tuned_choice(gemm, arch="host", params=SIZES, tune=2, cache_dir=tmp_path, timer=timer,
+                             verify_hit=False)
+    assert first.cache == "miss" and first.tuning
+    second = timer.jobs[1]
+    assert first.choice.nests[0].chosen.source == second.source
+    # another size in the same bucket (16): the remembered mapping, re-checked and verified
+    again = api.tuned_choice(gemm, arch="host", params={"M": 13, "N": 9, "K": 16}, tune=2,
+                             cache_dir=tmp_path, timer=FakeTimer({}), verify_hit=True)
+    assert again.cache == "hit" and not again.tuning, again.warnings
+    assert again.choice.nests[0].chosen.source == f"cache ({second.source})"
+    assert again.choice.nests[0].chosen.mapping == second.mapping
+    # asking for more candidates than were measured is a miss (compile tunes again)
+    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+    from polymap.passes.search.remember import recall
+
+    arch = load_architecture("host")
+    key = cache_key(gemm, architecture_fingerprint(arch), SIZES)
+    assert recall(TuningCache(tmp_path), key, gemm, arch, SIZES, k=2, verify=False).status == "hit"
+    assert recall(TuningCache(tmp_path), key, gemm, arch, SIZES, k=3, verify=False).status == "miss"
+
+
+# --------------------------------------------------------------------------- the child timer
+
+
+SMALL = parse("""
+kernel axpy(N = 64) {
+  in  x[N] : f32
+  inout y[N] : f32
+  for i in 0..N {
+    s: y[i] += 2.0 * x[i]
+  }
+}
+""").kernels[0]
+
+FAST = SamplingPolicy(warmup=1, min_repeats=3, max_repeats=5, max_seconds=0.5)
+
+
+def _job(body: str, *, limit: float = 30.0) -> TimingJob:
+    source = "#include <stdint.h>\nvoid axpy(float *restrict x, float *restrict y, long N) {" + body + "}\n"
+    return TimingJob("test", SMALL, source, {"N": 64}, FAST, 0, limit)
+
+
+def test_process_timer_times_generated_code():
+    from polymap.codegen.c.emitter import emit_c
+
+    job = TimingJob("original", SMALL, emit_c(SMALL, params={"N": 64}), {"N": 64}, FAST)
+    m = ProcessTimer()(job)
+    assert m.error is None and m.seconds is not None and m.seconds > 0
+    assert 3 <= len(m.samples) <= 5 and m.seconds == statistics.median(m.samples)
+
+
+def test_process_timer_drops_a_crash_and_a_hang():
+    crashed = ProcessTimer()(_job("*(volatile int *)0 = 1;"))
+    assert crashed.seconds is None and "crashed" in crashed.error and "SIG" in crashed.error
+    hung = ProcessTimer()(_job("for (volatile long k = 0; ; k++) ;", limit=3.0))
+    assert hung.seconds is None and hung.error == "timed out after 3 s"
+
+
+def test_compile_tune_json_has_the_shape_of_cli_md(tmp_path, capsys):
+    """A real tuned compile (the child timer, tiny sizes): the document's shape, not its numbers."""
+    import json
+
+    from polymap.cli import main
+
+    status = main(["compile", str(EXAMPLES / "gemm.loop"), "-D", "M=16", "-D", "N=16", "-D", "K=16",
+                   "--tune", "2", "--no-cache", "--json", "--target", "c", "-o", str(tmp_path)])
+    assert status == 0
+    doc = json.loads(capsys.readouterr().out)["kernels"][0]
+    assert doc["cache"] == "off"
+    (nest,) = doc["tuning"]
+    assert set(nest) == {"nest", "spearman", "bias", "candidates"}
+    assert len(nest["candidates"]) == 2
+    assert sorted(c["rank_model"] for c in nest["candidates"]) == [1, 2]
+    assert sum(c["chosen"] for c in nest["candidates"]) == 1
+    for c in nest["candidates"]:
+        assert c["measured_s"] > 0 and c["predicted_s"] > 0 and c["rank_measured"] in (1, 2)
+    chosen = next(c for c in nest["candidates"] if c["chosen"])
+    assert chosen["rank_measured"] == 1
+    assert doc["choice"]["nests"][0]["chosen"] == chosen["source"]
+    assert json.loads((tmp_path / "gemm.json").read_text())["tuning"] == doc["tuning"]
