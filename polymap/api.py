@@ -69,7 +69,7 @@ from polymap.yamlsource import read_yaml
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
            "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
-           "CostOptions", "SearchOptions", "CompileOptions", "ChoiceOptions", "Objective"]
+           "report", "CostOptions", "SearchOptions", "CompileOptions", "ChoiceOptions", "Objective"]
 
 Progress = Callable[[str], None]
 
@@ -567,3 +567,38 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
     return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+
+
+# --------------------------------------------------------------------------- the HTML report
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
+           fixed: MappingT[str, int] | None = None, statement: str | None = None,
+           title: str = "polymap report") -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``loops``
+    (other loops at ``fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else the default choice of every nest) with its
+    witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code.
+    """
+    from polymap.errors import InputError
+    from polymap.passes.search.default_mapping import choose_mappings
+    from polymap.reports.html.facts import ReportOptions, gather
+    from polymap.reports.html.page import render
+
+    if mapping is not None and len(kernels) != 1:
+        raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
+    arch_obj = architecture(arch)
+    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
+    facts = []
+    for k in kernels:
+        values = param_values(k, dict(params or {}))
+        if mapping is not None:
+            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+        else:
+            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
+    return render(facts, title=title)

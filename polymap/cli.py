@@ -22,7 +22,7 @@ from polymap import __version__
 from polymap.errors import PolymapError, Refusal
 from polymap.passes.search.choice import ChoiceOptions
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate", "report")
 
 DESCRIPTION = """\
 polymap models loop kernels written in the .loop language exactly (ISL): it
@@ -169,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, file=False)
     p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
     p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
+
+    p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
+    _common(p)
+    p.add_argument("--arch", default="host")
+    p.add_argument("--mapping")
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html")
+    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture")
+    p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
+                   help="value of a loop not drawn (repeatable)")
+    p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
 
     p = _sub(sub, "arch", "show an architecture (preset or file)",
              "Show an architecture's levels, capacities, energies and bandwidths, or list the presets.")

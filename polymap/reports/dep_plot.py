@@ -65,6 +65,19 @@ class SlicePicture:
     pairs: int  # dependence pairs inside the window (arrows drawn or not)
     limit: int
     notes: tuple[str, ...] = field(default=())
+    offsets: dict[str, float] = field(default_factory=dict)  # statement -> shift of its markers
+
+    def position(self, statement: str, values: Mapping[str, int]) -> tuple[float, float] | None:
+        """Where the instance ``statement(values)`` is drawn; None when it is outside the picture."""
+        x, y = self.loops
+        if statement not in self.offsets or x not in values or y not in values:
+            return None
+        if any(values.get(n, v) != v for n, v in self.fixed.items()):
+            return None
+        if not all(self.window[n][0] <= values[n] <= self.window[n][1] for n in (x, y)):
+            return None
+        shift = self.offsets[statement]
+        return (values[x] + shift, values[y] + shift)
 
     @property
     def legend(self) -> list[str]:
@@ -133,8 +146,13 @@ def _choose(model: KernelModel, statement: str | None, loops: tuple[str, str] | 
 
 def slice_picture(model: KernelModel, deps: list[Dependence], *, loops: tuple[str, str] | None = None,
                   fixed: Mapping[str, int] | None = None, statement: str | None = None,
-                  params: Mapping[str, int], window: int = 8, limit: int = 600) -> SlicePicture:
-    """What the picture of the slice shows (bad choices are an ``InputError``)."""
+                  params: Mapping[str, int], window: int = 8, limit: int = 600,
+                  start: Mapping[str, int] | None = None) -> SlicePicture:
+    """What the picture of the slice shows (bad choices are an ``InputError``).
+
+    ``start`` gives the first value drawn of a plotted loop (default: its
+    first value in the slice), to bring a chosen instance into the window.
+    """
     stmt, x, y = _choose(model, statement, loops)
     its = model.statement(stmt).loops
     given = dict(fixed or {})
@@ -151,12 +169,13 @@ def slice_picture(model: KernelModel, deps: list[Dependence], *, loops: tuple[st
     values = {**given, **_first_values(dom, its, (x, y, *given))}
     plane = _fix(dom, its, values)
     ranges = {x: _range(plane, its.index(x)), y: _range(plane, its.index(y))}
-    win = {n: (lo, min(hi, lo + window - 1)) for n, (lo, hi) in ranges.items()}
+    first = {n: max(lo, min((start or {}).get(n, lo), hi - window + 1)) for n, (lo, hi) in ranges.items()}
+    win = {n: (first[n], min(hi, first[n] + window - 1)) for n, (lo, hi) in ranges.items()}
     notes = []
     cut = [n for n in (x, y) if win[n] != ranges[n]]
     if cut:
         notes.append("window: " + ", ".join(f"{n} in {win[n][0]}..{win[n][1]} of {ranges[n][0]}..{ranges[n][1]}"
-                                            for n in (x, y)) + f" (the first {window} values of each; --window N)")
+                                            for n in (x, y)) + f" (at most {window} values of each; --window N)")
     # the statements drawn: the chosen one and every other with both plotted loops
     planes: dict[str, isl.Set] = {}
     for k, s in enumerate(model.statements):
@@ -197,7 +216,7 @@ def slice_picture(model: KernelModel, deps: list[Dependence], *, loops: tuple[st
     elif pairs > len(arrows):
         notes.append(f"drew {len(arrows):,} of {pairs:,} dependence arrows (the limit is {limit:,})")
     return SlicePicture(model.kernel.name, stmt, (x, y), {n: values[n] for n in its if n not in (x, y)},
-                        ranges, win, points, tuple(arrows), pairs, limit, tuple(notes))
+                        ranges, win, points, tuple(arrows), pairs, limit, tuple(notes), offset)
 
 
 def figure_format(out: str) -> str:
@@ -213,8 +232,12 @@ def figure_format(out: str) -> str:
     return suffix
 
 
-def draw(picture: SlicePicture, out, *, fmt: str = "png") -> list[str]:
-    """Draw ``picture`` to ``out`` (a path or a file object); returns the legend's labels."""
+def draw(picture: SlicePicture, out, *, fmt: str = "png",
+         highlight: tuple[tuple[str, tuple[float, float]], ...] = ()) -> list[str]:
+    """Draw ``picture`` to ``out`` (a path or a file object); returns the legend's labels.
+
+    ``highlight`` rings chosen points (a legality witness), each with its label.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -232,6 +255,9 @@ def draw(picture: SlicePicture, out, *, fmt: str = "png") -> list[str]:
                         arrowprops=dict(arrowstyle="->", color=colour, linestyle=style,
                                         lw=1.8 if a.carried else 0.9, alpha=0.85,
                                         connectionstyle=f"arc3,rad={rad}", shrinkA=3, shrinkB=3))
+        for k, (label, (hx, hy)) in enumerate(highlight):
+            ax.scatter([hx], [hy], s=260, facecolors="none", edgecolors="magenta", linewidths=2.5, zorder=4,
+                       label=label)
         for label in picture.legend:
             kind = label.split()[0]
             colour, style, _ = STYLE[kind]

@@ -32,7 +32,7 @@ from polymap import ir
 from polymap.islcheck import isl
 from polymap.mapping.schedule import mapping_statements
 from polymap.poly import KernelModel, build_model
-from polymap.codegen.c import regtile, signature
+from polymap.codegen.c import packing, regtile, signature
 from polymap.codegen.c.parallel import ParallelPlan, Planner, child_paths
 from polymap.codegen.ast_build import (
     KernelSchedule,
@@ -71,7 +71,7 @@ def as_mappings(mapping) -> tuple:
 
 
 def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None, *, arch=None,
-           register_tiles: bool = True, params=None, threads: int | None = None) -> str:
+           register_tiles: bool = True, params=None, threads: int | None = None, pack: bool = True) -> str:
     """The C file for ``kernel`` under ``mapping`` (None: the original loop order everywhere).
 
     ``mapping`` may also be a sequence of mappings of different nests. ``arch``
@@ -80,13 +80,14 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None, *,
     false turns off the unroll-and-jam of :mod:`polymap.codegen.c.regtile`.
     ``params`` (the sizes the code is for) lets small loops stay sequential
     (:mod:`polymap.codegen.c.parallel`); ``threads`` the threads assumed
-    there (default: the cores of this machine).
+    there (default: the cores of this machine). ``pack`` false turns off
+    the packed panels of :mod:`polymap.codegen.c.packing`.
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
     ks = kernel_schedule(model, mappings)
     root = build_ast(model, ks.union)
-    printer = _Printer(kernel, model, ks, mappings, register_tiles=register_tiles)
+    printer = _Printer(kernel, model, ks, mappings, register_tiles=register_tiles, pack=pack)
     printer.plan = Planner(printer.analysis, params=params, opaque=printer.is_register_tile,
                            spatial_ranks=printer.spatial_ranks, threads=threads).plan(root)
     body = printer.function(root)
@@ -99,12 +100,16 @@ class _Printer:
     """A line buffer with indentation, over one kernel's AST."""
 
     def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, mappings=(), *,
-                 register_tiles: bool = True):
+                 register_tiles: bool = True, pack: bool = True):
         self.kernel = kernel
         # the mapping of each mapped top-level item (register tiles read the innermost level's tile)
         self.mappings_by_rank = {ks.rank_of(mapping_statements(model, m)[0].name): m
                                  for m in mappings if mapping_statements(model, m)} if register_tiles else {}
         self.uses_vectors = False
+        # the packed references of each mapped top-level item, and those whose panel is live where printing
+        self.packs_by_rank = {ks.rank_of(model.nest_statements(m.nest)[0].name): packing.plan_packs(model, m)
+                              for m in mappings if model.nest_statements(m.nest)} if pack else {}
+        self.active_packs: dict = {}
         self.model = model
         self.ks = ks
         self.analysis = LoopAnalysis(ks)
@@ -230,7 +235,13 @@ class _Printer:
             self.emit(f"/* spatial loop {info.loop} carries a dependence: runs sequentially */")
         self.emit(f"for (long {it} = {init}; {cond}; {it} += {inc}) {{")
         (body, bp), = child_paths(n, path)
+        self.depth += 1
+        opened = packing.open_packs(self, body, packing.pack_points(self, n, info))
+        self.depth -= 1
         self.nested(body, bp, body_mode)
+        self.depth += 1
+        packing.close_packs(self, opened)
+        self.depth -= 1
         self.emit("}")
 
     def _unit_stride(self, info) -> bool:
@@ -277,6 +288,10 @@ class _Printer:
         if d.is_scalar:
             return name if d.role == "local" else f"{name}[0]"
         vp = vp or ValuePrinter(self.kernel, {}, self.ref)
+        pack = self.active_packs.get((r.tensor, tuple(getattr(x, "name", "") for x in r.indices)))
+        if pack is not None:
+            values = {x: vp.index(sub) for x, sub in zip(pack.loops, r.indices)}
+            return f"{packing.buffer_name(pack)}[{packing.packed_index(pack, values)}]"
         flat = vp.index(r.indices[0])
         for sub, ext in zip(r.indices[1:], d.shape[1:]):
             flat = f"{flat} * {vp.index(ext)} + {vp.index(sub)}"

@@ -195,8 +195,8 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
             out.append(None if t is None or t >= max(1, extents.get(x, 1)) else t)
         return tuple(out)
 
-    rf = tuple(1 if t is None else t for t in tile(mr, b.nr, 1))
-    rf = tuple(min(t, max(1, extents.get(x, 1))) for t, x in zip(rf, loops))
+    # not clipped to small loops: a partial register tile is one masked edge box
+    rf = tuple({i: mr, j: b.nr}.get(x, 1) for x in loops)
     ij = tuple(x for x in (i, j) if x is not None)
     keep = nest_tensors(kernel, nest)
     # one chunk of the parallel loop per core, a whole number of register tiles
