@@ -19,7 +19,7 @@ from polymap.api import (
     CompileOptions,
     CostOptions,
     Objective,
-    SearchOptions,
+    NestSearchOptions,
     architecture,
     check,
     choose_mappings,
@@ -41,6 +41,6 @@ from polymap.driver import load_program, param_values
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
            "transform", "compile", "choose_mappings", "run", "architecture", "mapping_of", "mappings_of",
-           "load_program", "param_values", "CostOptions", "SearchOptions", "CompileOptions", "ChoiceOptions",
+           "load_program", "param_values", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
            "Objective"]
 __version__ = "0.1.0"

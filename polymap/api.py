@@ -16,7 +16,7 @@ Research pipelines import these instead of shelling out::
 Each command of ``polymap`` parses its arguments, calls one function here
 and renders the result (:mod:`polymap.reports`), so the command line and
 Python give the same answers by construction. Tuning knobs are frozen
-option dataclasses (:class:`CostOptions`, :class:`SearchOptions`,
+option dataclasses (:class:`CostOptions`, :class:`NestSearchOptions`,
 :class:`CompileOptions`, :class:`~polymap.passes.search.choice.ChoiceOptions`)
 passed down by keyword; nothing below reads an environment variable.
 
@@ -60,6 +60,8 @@ from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
+from polymap.passes.search.numpy_choice import numpy_mappings
+from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.passes.search.search import search_mappings
 from polymap.poly import KernelModel, build_model
 from polymap.reference import execute
@@ -69,7 +71,8 @@ from polymap.yamlsource import read_yaml
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
            "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
-           "report", "CostOptions", "SearchOptions", "CompileOptions", "ChoiceOptions", "Objective"]
+           "report", "search_network", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
+           "Objective"]
 
 Progress = Callable[[str], None]
 
@@ -85,8 +88,9 @@ class CostOptions:
 
 
 @dataclass(frozen=True)
-class SearchOptions:
-    """How ``search`` ranks the mappings of one nest."""
+class NestSearchOptions:
+    """How :func:`search_ranked` ranks the mappings of one nest (the ``search`` command's network
+    search has :class:`~polymap.passes.search.mapsearch.SearchOptions`)."""
 
     objective: Objective = Objective.CYCLES
     """What the ranking minimises (cycles, energy or their product)."""
@@ -295,7 +299,7 @@ def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
 
 def search_ranked(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",
                   params: MappingT[str, int] | None = None,
-                  options: SearchOptions = SearchOptions()) -> list[tuple[Mapping, CostReport]]:
+                  options: NestSearchOptions = NestSearchOptions()) -> list[tuple[Mapping, CostReport]]:
     """The best legal, fitting mappings of one nest with their cost reports, best first by the objective."""
     return search_mappings(build_model(kernel), options.nest, architecture(arch), _values(kernel, params),
                            top=options.top, budget=options.evaluations, seconds=None,
@@ -303,9 +307,31 @@ def search_ranked(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host"
 
 
 def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", params: MappingT[str, int] | None = None,
-           options: SearchOptions = SearchOptions()) -> list[Mapping]:
+           options: NestSearchOptions = NestSearchOptions()) -> list[Mapping]:
     """The best legal, fitting mappings of one nest, best first (:func:`search_ranked` without the reports)."""
     return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
+
+
+def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
+                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Any = None):
+    """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
+
+    ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
+    (objective, top, evaluation budget); the work runs on ``workers`` local
+    processes (None: the cores) or on the Dask scheduler at ``scheduler``
+    (``tcp://HOST:PORT``), with the same answer. Returns a
+    :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
+    best mappings with their ISL-confirmed costs, the space and what was
+    pruned, lower bounds per level; totals).
+    """
+    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+    from polymap.passes.search.mapsearch import SearchOptions
+    from polymap.passes.search.network import search_kernels
+
+    executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
+    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
+                          options=options or SearchOptions(), executor=executor, progress=progress)
 
 
 # --------------------------------------------------------------------------- code
@@ -360,7 +386,10 @@ class CompiledKernel:
     verification: VerifyResult | None
     """The comparison with the reference execution (None without verification)."""
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """What the command line adds to ``NAME.json`` (the tuning cache's answer, the measurements)."""
+    """More of ``NAME.json``: the NumPy target's mappings, the register tiles, and what the command
+    line adds (the tuning cache's answer, the measurements)."""
+    numpy_mappings: tuple[Mapping, ...] = ()
+    """The NumPy target's mappings (its own choice, whole-array blocks, unless a mapping was given)."""
 
     @property
     def name(self) -> str:
@@ -409,9 +438,16 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
         progress("generating code...")
     costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
     c_source = emit_c(kernel, m, mappings, arch=arch_obj, params=values)
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(mappings))
+    # without a given mapping the NumPy target gets its own choice (whole-array blocks)
+    numpy_maps = tuple(mappings) if choice is None else tuple(numpy_mappings(m, arch_obj, values))
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
+    recorded: dict[str, Any] = {}
+    if choice is not None:
+        recorded["numpy_mappings"] = [mp.to_dict() for mp in numpy_maps]
+    recorded["register_tiles"] = register_tile_doc(m, mappings, arch_obj)
+    recorded.update(extra or {})
     result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
-                            c_source, numpy_source, tuple(options.targets), (), None, dict(extra or {}))
+                            c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps)
     if out_dir is not None:
         out = Path(out_dir)
         written = []
@@ -425,7 +461,8 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
     if options.verify:
         if progress:
             progress("verifying...")
-        checked = verify_against_reference(kernel, values, targets=tuple(options.targets), mapping=mappings, model=m)
+        checked = verify_against_reference(kernel, values, targets=tuple(options.targets), mapping=mappings, model=m,
+                                           target_mappings={"numpy": numpy_maps})
         result = dataclasses.replace(result, verification=checked)
     return result
 
@@ -442,7 +479,7 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
 
     ``target`` is ``"reference"`` (the original program, straight from the
     IR), ``"c"`` or ``"numpy"`` (generated code for ``mapping``, or for the
-    mappings ``compile`` chooses with the same ``choice`` options).
+    mappings ``compile`` chooses for that target with the same ``choice`` options).
     """
     values = _values(kernel, params)
     validate_inputs(kernel, arrays, values, allow_extra=True)
@@ -458,6 +495,8 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
     else:
         chosen = choose(kernel, arch_obj, values, options=choice)
         kernel, m, mappings = chosen.kernel, chosen.model, chosen.mappings
+        if target == "numpy":  # as compile: the NumPy target's own choice
+            mappings = tuple(numpy_mappings(m, arch_obj, values))
     return run_generated(kernel, arrays, values, target=target, mappings=mappings, model=m)
 
 

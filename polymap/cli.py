@@ -22,7 +22,7 @@ from polymap import __version__
 from polymap.errors import PolymapError, Refusal
 from polymap.passes.search.choice import ChoiceOptions
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "arch", "calibrate", "report")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report")
 
 DESCRIPTION = """\
 polymap models loop kernels written in the .loop language exactly (ISL): it
@@ -179,6 +179,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
                    help="value of a loop not drawn (repeatable)")
     p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
+
+    p = sub.add_parser("search", help="search the mapspace: the best legal, fitting mappings")
+    _common(p)
+    p.add_argument("--arch", required=True)
+    p.add_argument("--top", type=int, default=5, help="mappings to print per nest (default 5)")
+    p.add_argument("--objective", choices=("energy", "cycles", "edp"), default="energy")
+    p.add_argument("--evaluations", type=int, default=5_000_000, metavar="N",
+                   help="work budget: mappings evaluated per nest at most (default 5,000,000)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
+    p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
 
     p = _sub(sub, "arch", "show an architecture (preset or file)",
              "Show an architecture's levels, capacities, energies and bandwidths, or list the presets.")

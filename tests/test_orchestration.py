@@ -229,7 +229,7 @@ def test_search_ranks_by_the_objective_asked():
     kernel, params = _kernel("examples/gemm.loop")
     for objective in Objective:
         found = api.search_ranked(kernel, arch="toy", params=params,
-                                  options=api.SearchOptions(objective=objective, top=4, evaluations=60))
+                                  options=api.NestSearchOptions(objective=objective, top=4, evaluations=60))
         keys = [objective.key(r) for _, r in found]
         assert found and keys == sorted(keys)
 

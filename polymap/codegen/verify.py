@@ -134,13 +134,14 @@ def compare(tensor: str, got: np.ndarray, want: np.ndarray, length: int) -> Tens
 
 def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[str] = ("c",),
            mapping=None, seed: int = 0, model: KernelModel | None = None,
-           raise_on_failure: bool = True) -> VerifyResult:
+           raise_on_failure: bool = True, target_mappings: Mapping[str, Sequence] | None = None) -> VerifyResult:
     """Run each target on random inputs and compare with the reference.
 
     ``mapping``: None (original order), one mapping or a sequence of them.
     Raises :class:`~polymap.errors.VerificationFailure` (exit 1) naming the
     largest difference when a target disagrees (unless ``raise_on_failure``
-    is false).
+    is false). ``target_mappings`` gives a target its own mappings (the NumPy
+    target's choice differs from the C target's).
     """
     from polymap.reference import execute
     from polymap.codegen.c.emitter import as_mappings
@@ -153,7 +154,9 @@ def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[st
     lengths = reduction_lengths(kernel, params)
     checks = []
     for target in targets:
-        got = run_generated(kernel, inputs, params, target=target, mappings=mappings, model=model)
+        own = (target_mappings or {}).get(target)
+        got = run_generated(kernel, inputs, params, target=target, model=model,
+                            mappings=mappings if own is None else as_mappings(tuple(own)))
         checks.append(TargetCheck(target, tuple(
             compare(name, np.asarray(got[name]), want[name].astype(numpy_dtype(kernel.decl(name).dtype)),
                     lengths.get(name, 1))

@@ -23,7 +23,7 @@ from polymap.errors import InputError, VerificationFailure
 from polymap.passes.search.cache import TuningCache, arch_fingerprint, cache_key
 from polymap.passes.search.tune import tuning_lines
 from polymap.mapping.model import mapping_loop_extents, nest_tensors
-from polymap.reports.compile import compile_document, summary_lines, with_outcome
+from polymap.reports.compile import compile_document, level_text, summary_lines, with_outcome
 
 TARGETS = ("c", "numpy")
 
@@ -145,4 +145,15 @@ def summary(result: api.CompiledKernel, tuning: tuple = ()) -> list[str]:
                           result.choice, result.files, result.verification)
     for t in tuning:
         lines[1:1] = ["  tuned " + line if k == 0 else "  " + line for k, line in enumerate(tuning_lines(t))]
+    at = len(lines) - (1 if result.verification is not None else 0) - (1 if result.files else 0)
+    more = [f"  nest {e['nest']}: C register tile {e['tile']} {e['dtype']}: {e['why']}"
+            for e in result.extra.get("register_tiles", ())]
+    if result.choice is not None:
+        for m in result.numpy_mappings:
+            more.append(f"  nest {m.nest} mapping of the NumPy target (its own choice, whole-array blocks):")
+            more += [f"    {level_text(m, k, mapping_loop_extents(result.kernel, m, params), nest_tensors(result.kernel, m.nest))}"
+                     for k in range(len(m.levels))]
+        if not result.numpy_mappings:
+            more.append("  NumPy target: every nest in its original schedule")
+    lines[at:at] = more
     return lines

@@ -26,7 +26,7 @@ from polymap.yamlsource import YamlDocument, read_yaml
 
 #: the keys of a ``compile`` document (``NAME.json``); only ``mappings`` is read back
 DOCUMENT_KEYS = ("kernel", "params", "arch", "why", "mappings", "cost", "choice", "verification", "files",
-                 "cache", "tuning")
+                 "cache", "tuning", "numpy_mappings", "register_tiles")
 
 
 def is_document(data: Any) -> bool:

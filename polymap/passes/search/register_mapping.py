@@ -225,3 +225,22 @@ def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, 
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out
+
+
+def register_tile_doc(model: KernelModel, mappings, arch: Architecture) -> list[dict]:
+    """What compile's JSON says of each register-tiled nest: the tile, the vector unit it was shaped for, why."""
+    out = []
+    for m in mappings:
+        extents = loop_extents(model.kernel, m.nest, {x: 1 << 20 for x in model.kernel.param_names})
+        roles = find_roles(model, m.nest, extents)
+        if roles is None or len(m.levels) < 4:
+            continue
+        rf = dict(zip(m.loops, m.levels[-1].tile))
+        tile = f"{rf.get(roles.i, 1) if roles.i else 1}x{rf.get(roles.j)}"
+        shape = register_shape(arch.vector, roles.dtype)
+        out.append({"nest": m.nest, "tile": tile, "dtype": roles.dtype, "vectorised": roles.vector,
+                    "vector_unit": arch.vector.to_dict() if arch.vector is not None else None,
+                    "why": shape.why if roles.vector else "not unit stride along the row loop: scalar accumulators",
+                    "built": "the C chooses when built: 64-byte vectors and masked edges if __AVX512F__, "
+                             "32-byte and maskload/maskstore if __AVX2__, else 16-byte vectors"})
+    return out

@@ -1,0 +1,302 @@
+"""The mapspace search of ``polymap search``: build, prune, evaluate on workers, merge, confirm.
+
+Before -> after::
+
+    model, nest, arch, params, SearchOptions
+      -> Mapspace (mapspace.py): plans x patterns x orders x tiles, pruned exactly
+      -> legality once per order class (the time dims of the loops that carry dependences)
+      -> WorkItems (explore.py) on local processes or a Dask cluster, at most
+         ``max_evaluations`` mappings, in index order
+      -> the best ``top`` by (objective, the other two, index): the same on any workers
+      -> each confirmed by the ISL path (legality with its own tiles, counts equal)
+
+Nests outside the fast path's class (several statements, non-box domains)
+are searched over the small candidate set of :mod:`polymap.passes.search.space`
+with the ISL path alone, under the same budget.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from itertools import combinations, product
+from typing import Callable, Mapping as MappingT
+
+from polymap.islcheck import isl
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents
+from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import capacity_problems, fanout_problems
+from polymap.passes.counting.fastcount import Evaluator, Structure, fast_counts
+from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
+from polymap.passes.dependences.dependences import memory_based
+from polymap.passes.dependences.loop_classes import distance_set
+from polymap.passes.search.executors import Executor, LocalExecutor
+from polymap.passes.search.explore import ItemResult, Scored, WorkItem, evaluate_item, work_items
+from polymap.passes.search.mapspace import Group, Mapspace, SpatialPlan, build_mapspace, full_orders
+from polymap.passes.search.search import is_legal
+from polymap.passes.search.space import SearchSpace
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What ``polymap search`` was asked for."""
+
+    objective: str = "energy"  # "energy" | "cycles" | "edp"
+    top: int = 5
+    max_evaluations: int | None = 5_000_000  # mappings evaluated at most (None: the whole pruned space)
+    max_spatial: int = 2  # spatial loops per level that fans out
+    symmetric: bool = True  # prune mirror images under the nest's symmetries
+    chunk: int = 200_000  # evaluations per work item
+    csv_rows: bool = False  # keep every evaluated mapping's counts
+    isl_candidates: int = 12  # mappings the ISL-only search counts (nests outside the fast path)
+
+
+@dataclass(frozen=True)
+class Progress:
+    evaluated: int
+    total: int
+    pruned: int
+    best: float | None
+    rate: float  # evaluations per second
+
+
+@dataclass(frozen=True)
+class Found:
+    """One result: the mapping and its cost (ISL path), and whether the fast path agreed."""
+
+    mapping: Mapping
+    cost: CostReport
+    objective: float
+    confirmed: bool  # legal with its own tiles, and fast counts == ISL counts
+
+
+@dataclass
+class SearchResult:
+    """The best mappings of one nest and what the search went through."""
+
+    kernel: str
+    nest: int
+    objective: str
+    found: list[Found]
+    space: int = 0
+    pruned: dict = field(default_factory=dict)
+    evaluated: int = 0
+    seconds: float = 0.0
+    exhaustive: bool = True  # the whole pruned space was evaluated
+    path: str = "fast"  # "fast" or "isl"
+    notes: list[str] = field(default_factory=list)
+    table: list[ItemResult] = field(default_factory=list)
+    context: object = None  # (FastNest, Mapspace) for the CSV writer
+
+    @property
+    def best(self) -> Found | None:
+        return self.found[0] if self.found else None
+
+
+def objective_value(objective: str, energy: float, cycles: float) -> float:
+    return {"energy": energy, "cycles": cycles, "edp": energy * cycles}[objective]
+
+
+# --------------------------------------------------------------------------- legality
+
+
+def carrying_loops(model, nest: int, loops: tuple[str, ...]) -> frozenset[int]:
+    """Loops with a non-zero distance in some memory-based dependence of the nest."""
+    out: set[int] = set()
+    stmts = model.nest_statements(nest)
+    for dep in memory_based(model, stmts):
+        delta = distance_set(model, dep)
+        for k in range(delta.dim(isl.dim_type.set)):
+            if k in out or k >= len(loops):
+                continue
+            zero = isl.Set(f"{{ [{', '.join(f'd{j}' for j in range(delta.dim(isl.dim_type.set)))}] : d{k} = 0 }}")
+            if not delta.subtract(zero.align_params(delta.get_space())).is_empty():
+                out.add(k)
+    return frozenset(out)
+
+
+def _class_key(orders, plan: SpatialPlan, tiles_row, carrying: frozenset[int]) -> tuple:
+    """The time dims that decide legality: loops that carry a dependence, with trip count > 1, in time order."""
+    n = len(orders)
+    key = []
+    for k in range(n):
+        inner = tiles_row[k + 1] if k + 1 < n else [1] * len(tiles_row[k])
+        for x in orders[k]:
+            if x in carrying and tiles_row[k][x] // inner[x] > 1:
+                key.append((k, x, x in plan.loops[k]))
+    return tuple(key)
+
+
+# --------------------------------------------------------------------------- mappings
+
+
+def mapping_of(model, nest: FastNest, arch, plan: SpatialPlan, orders, tiles_row) -> Mapping:
+    loops = nest.loops
+    keep = tuple(t.name for t in nest.tensors)
+    levels = []
+    for k, lv in enumerate(arch.levels):
+        tile = tuple(None if k == 0 or int(tiles_row[k][x]) >= nest.extents[x] else int(tiles_row[k][x])
+                     for x in range(len(loops)))
+        levels.append(LevelMapping(lv.name, tile, tuple(loops[x] for x in orders[k]),
+                                   tuple(loops[x] for x in sorted(plan.loops[k])), keep))
+    return Mapping(model.kernel.name, nest.nest, loops, tuple(levels))
+
+
+def _spatial_plans(model, nest: FastNest, arch, options: SearchOptions, carrying, notes: list[str]):
+    n, m = len(arch.levels), len(nest.loops)
+    fan = [arch.inner_instances(k) // arch.levels[k].instances for k in range(n)]
+    per_level = []
+    for k in range(n):
+        if fan[k] <= 1:
+            per_level.append([frozenset()])
+            continue
+        ok = []
+        for x in range(m):
+            if nest.extents[x] <= 1:
+                continue
+            plan = SpatialPlan(tuple(frozenset([x]) if j == k else frozenset() for j in range(n)))
+            structure = Structure(tuple(tuple(range(m)) for _ in range(n)), plan.loops,
+                                  tuple(frozenset(t.name for t in nest.tensors) for _ in range(n)))
+            try:
+                Evaluator(nest, structure)
+            except NotSupported as exc:
+                notes.append(f"spatial {nest.loops[x]} at {arch.levels[k].name} not searched: {exc}")
+                continue
+            probe = mapping_of(model, nest, arch, plan, structure.orders,
+                               [[e if j == 0 else (e if j <= k else 1) for e in nest.extents] for j in range(n)])
+            if is_legal(model, probe):
+                ok.append(x)
+        subsets = [frozenset()] + [frozenset(c) for r in range(1, options.max_spatial + 1)
+                                   for c in combinations(ok, r)]
+        per_level.append(subsets)
+    return tuple(SpatialPlan(tuple(p)) for p in product(*per_level))
+
+
+def _legal_orders(model, space: Mapspace, group: Group, nest: FastNest, arch, carrying, cache: dict) -> list[int]:
+    plan = space.plans[group.plan]
+    first = group.tiles[0].tolist()
+    legal = []
+    for o in range(group.orders):
+        orders = full_orders(group, plan, len(nest.loops), o)
+        key = (plan, _class_key(orders, plan, first, carrying))
+        if key not in cache:
+            cache[key] = is_legal(model, mapping_of(model, nest, arch, plan, orders, first))
+        if cache[key]:
+            legal.append(o)
+    return legal
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: SearchOptions = SearchOptions(),
+                executor: Executor | None = None, progress: Callable[[Progress], None] | None = None) -> SearchResult:
+    """The best ``options.top`` legal, fitting mappings of ``nest`` on ``arch`` (module doc)."""
+    start = time.monotonic()
+    try:
+        fast = analyse_nest(model, nest, dict(params))
+    except NotSupported as exc:
+        return _search_isl(model, nest, arch, params, options, f"outside the fast path ({exc})", start)
+    notes: list[str] = []
+    carrying = carrying_loops(model, nest, fast.loops)
+    plans = _spatial_plans(model, fast, arch, options, carrying, notes)
+    space = build_mapspace(fast, arch, plans, symmetric=options.symmetric, fixed=carrying)
+    cache: dict = {}
+    groups, illegal = [], 0
+    for g in space.groups:
+        legal = _legal_orders(model, space, g, fast, arch, carrying, cache)
+        illegal += (g.orders - len(legal)) * len(g.tiles)
+        groups.extend(_split_orders(g, legal))
+    space.pruned["illegal"] = illegal
+    kept = max(options.top * 4, options.top + 8)
+    items = work_items(groups, space.plans, fast, arch, objective=options.objective, keep=kept,
+                       rows=options.csv_rows, chunk=options.chunk, budget=options.max_evaluations)
+    total = sum(it.size for it in items)
+    remaining = sum(g.size for g in groups)
+    executor = executor or LocalExecutor(1)
+    results: list[ItemResult] = []
+    best: list[Scored] = []
+    done = 0
+    pruned = sum(space.pruned.values())
+    for res in executor.map(evaluate_item, items):
+        results.append(res)
+        done += res.evaluated
+        best = sorted(best + list(res.best), key=lambda s: s.key)[:kept]
+        if progress is not None:
+            elapsed = max(time.monotonic() - start, 1e-9)
+            progress(Progress(done, total, pruned, best[0].key[0] if best else None, done / elapsed))
+    results.sort(key=lambda r: r.index)
+    found = _confirm(model, fast, arch, params, space, groups, best, options)
+    out = SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
+                       done, time.monotonic() - start, total >= remaining, "fast", notes,
+                       results if options.csv_rows else [], (fast, space, groups))
+    return out
+
+
+def _split_orders(group: Group, legal: list[int]) -> list[Group]:
+    """The group restricted to its legal orders: one group per run of consecutive legal orders."""
+    if len(legal) == group.orders:
+        return [group]
+    out, run = [], []
+    for o in legal:
+        if run and o != run[-1] + 1:
+            out.append(replace(group, lo=run[0], hi=run[-1] + 1))
+            run = []
+        run.append(o)
+    if run:
+        out.append(replace(group, lo=run[0], hi=run[-1] + 1))
+    return out
+
+
+def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best: list[Scored],
+             options: SearchOptions) -> list[Found]:
+    out: list[Found] = []
+    extents = loop_extents(model.kernel, fast.nest, dict(params))
+    for s in best:
+        if len(out) >= options.top:
+            break
+        g = groups[s.group]
+        plan = space.plans[g.plan]
+        row = g.tiles[s.row].tolist()
+        mp = mapping_of(model, fast, arch, plan, full_orders(g, plan, len(fast.loops), s.order), row)
+        if not is_legal(model, mp):
+            continue
+        counts = count_mapping(model, mp, arch, params=dict(params))
+        agree = counts == fast_counts(model, mp, arch, params=dict(params))
+        cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, extents))
+        out.append(Found(mp, cost, objective_value(options.objective, cost.energy_pj, cost.cycles), agree))
+    return out
+
+
+def _search_isl(model, nest, arch, params, options: SearchOptions, why: str, start: float) -> SearchResult:
+    space = SearchSpace.build(model, nest, arch, dict(params))
+    result = SearchResult(model.kernel.name, nest, options.objective, [], path="isl", notes=[why])
+    if space is None:
+        return result
+    candidates = []
+    for t in space.structures():
+        candidates += [t, space.with_tiles(t, _halved(t))]
+    limit = options.isl_candidates if options.max_evaluations is None else min(options.isl_candidates,
+                                                                              options.max_evaluations)
+    result.space = len(candidates)
+    found = []
+    for mp in candidates[:limit]:
+        result.evaluated += 1
+        if fanout_problems(mp, arch, space.extents) or capacity_problems(model, mp, arch, dict(params)):
+            continue
+        if not is_legal(model, mp):
+            continue
+        counts = count_mapping(model, mp, arch, params=dict(params))
+        cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, space.extents))
+        found.append(Found(mp, cost, objective_value(options.objective, cost.energy_pj, cost.cycles), True))
+    found.sort(key=lambda f: (f.objective, f.cost.energy_pj, f.cost.cycles))
+    result.found = found[:options.top]
+    result.exhaustive = limit >= len(candidates)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _halved(template: Mapping):
+    import numpy as np
+
+    return np.array([[0 if t is None else max(1, t // 2) for t in lm.tile] for lm in template.levels])

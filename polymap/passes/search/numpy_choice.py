@@ -1,0 +1,94 @@
+"""The NumPy target's own mapping: blocks so large that each innermost tile is one whole-array expression.
+
+The C target wants register tiles (14 x 32 walked millions of times); in
+generated NumPy every innermost tile costs a Python-level statement, so
+the NumPy target gets the opposite: every loop whole, in the original order,
+and the innermost level's box handed to the vectoriser
+(:mod:`polymap.codegen.numpy.vectorize`) as one ``@``/``einsum`` or
+whole-array expression. A block is split only to bound the temporaries::
+
+    gemm 1024^3 on host (C target: 14 x 32 register tiles)
+      NumPy: every level whole  ->  C[0:M, 0:N] += A[0:M, 0:K] @ B[0:K, 0:N]   (one call)
+
+A contraction (a product of references) materialises only its target's box;
+any other statement may broadcast over the whole box, so that box is kept at
+most :data:`MAX_ELEMENTS` elements by halving its longest loop. A blocking
+is kept only when legal (loops sharing a name would fuse; compile renames
+them apart first); otherwise the nest keeps its original schedule (no
+mapping), which is always right.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Mapping as MappingT
+
+from polymap import ir
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.poly import KernelModel
+
+#: the largest box (elements) one non-contraction statement may broadcast over
+MAX_ELEMENTS = 1 << 24
+#: the largest target box of a contraction
+MAX_TARGET_ELEMENTS = 1 << 26
+
+
+def _vars(e: ir.Expr) -> set[str]:
+    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
+
+
+def _is_product(e: ir.Expr) -> bool:
+    match e:
+        case ir.BinOp(op="*", lhs=a, rhs=b):
+            return _is_product(a) and _is_product(b)
+        case ir.Ref() | ir.Const():
+            return True
+    return False
+
+
+def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int]) -> dict[str, int | None]:
+    """Per loop, the block (None: whole) that bounds every statement's temporaries."""
+    loops = nest_loops(model.kernel, nest)
+    extents = loop_extents(model.kernel, nest, params, model=model)
+    tiles = {x: max(1, extents.get(x, 1)) for x in loops}
+    for s in model.nest_statements(nest):
+        stmt = s.stmt
+        if stmt.op in ("+=", "-=") and _is_product(stmt.value):
+            box, limit = [x for x in s.loops if any(x in _vars(i) for i in stmt.target.indices)], MAX_TARGET_ELEMENTS
+        else:
+            box, limit = list(s.loops), MAX_ELEMENTS
+        while box and prod(tiles[x] for x in box) > limit:
+            longest = max(box, key=lambda x: tiles[x])
+            if tiles[longest] == 1:
+                break
+            tiles[longest] = -(-tiles[longest] // 2)
+    return {x: None if tiles[x] >= extents.get(x, 1) else tiles[x] for x in loops}
+
+
+def numpy_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+    """The mapping of the module docstring, or None (original schedule) when a split block is illegal."""
+    from polymap.passes.legality.legality import check_mapping
+
+    kernel = model.kernel
+    loops = tuple(nest_loops(kernel, nest))
+    if not loops:
+        return None
+    blocks = numpy_blocks(model, nest, params)
+    keep = nest_tensors(kernel, nest)
+    whole = tuple(None for _ in loops)
+    inner = tuple(blocks[x] for x in loops)
+    levels = [LevelMapping(lv.name, whole, loops, (), keep) for lv in arch.levels[:-1]]
+    levels.append(LevelMapping(arch.levels[-1].name, inner, loops, (), keep))
+    mapping = Mapping(kernel.name, nest, loops, tuple(levels))
+    if not check_mapping(model, mapping, params=dict(params)).legal:
+        return None
+    return mapping
+
+
+def numpy_mappings(model: KernelModel, arch, params: MappingT[str, int]) -> tuple[Mapping, ...]:
+    """The NumPy target's mapping of every nest that has loops."""
+    out = []
+    for nest in range(len(model.kernel.nests())):
+        m = numpy_mapping(model, nest, arch, params)
+        if m is not None:
+            out.append(m)
+    return tuple(out)
