@@ -47,13 +47,16 @@ from polymap.codegen.runner import numpy_mapping_arg, run_generated
 from polymap.codegen.verify import VerifyResult, verify as verify_against_reference
 from polymap.driver import load_program, param_values, parse
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping
-from polymap.machine.arch import Architecture, load_architecture
+from polymap.machine.arch import Architecture
+from polymap.machine.presets import load_architecture
 from polymap.mapping.documents import mappings_from_data
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
+from polymap.passes.counting.variance import Variance, variance
 from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences
 from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
 from polymap.passes.frontend.rename import repeated_loop_names
@@ -71,7 +74,7 @@ from polymap.yamlsource import read_yaml
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
            "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
-           "report", "search_network", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
+           "report", "search_network", "import_timeloop", "export_timeloop", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
            "Objective"]
 
 Progress = Callable[[str], None]
@@ -85,6 +88,9 @@ class CostOptions:
     """Also give every count as a piecewise quasi-polynomial in the parameters."""
     symbolic_limit_seconds: float = 60.0
     """Wall-clock safety limit on the symbolic formulas (barvinok on deep tilings can take minutes)."""
+    convention: str = "exact"
+    """``"exact"`` (``mapping.md``) or ``"timeloop"`` (outputs start at zero, ``spatial_reduction``
+    levels receive combined partial sums: ``mapping.md``, conventions for comparing with other tools)."""
 
 
 @dataclass(frozen=True)
@@ -265,7 +271,13 @@ def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | s
 
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
             options: CostOptions) -> CostReport:
-    if options.symbolic:
+    if options.convention not in ("exact", "timeloop"):
+        raise InputError(f"--convention {options.convention}: expected exact or timeloop")
+    if options.convention == "timeloop":
+        if options.symbolic:
+            raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
+        counts = count_mapping_timeloop(m, mp, arch, params=values)
+    elif options.symbolic:
         counts = count_symbolic_within(m, mp, arch, params=values, seconds=options.symbolic_limit_seconds)
     else:
         counts = count_mapping(m, mp, arch, params=values)
@@ -289,6 +301,15 @@ def cost(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | P
     if len(reports) != 1:
         raise InputError(f"expected one mapping, got {len(reports)} (one per nest): use cost_nests()")
     return reports[0]
+
+
+def cycle_spread(kernel: ir.Kernel, mapping: Mapping, report: CostReport, *, arch: Architecture | str | Path,
+                 params: MappingT[str, int] | None = None) -> Variance:
+    """The pessimistic cycles of ``mapping`` next to the nominal ones of ``report``
+    (:mod:`polymap.passes.counting.variance`)."""
+    values = _values(kernel, params)
+    extents = mapping_loop_extents(kernel, mapping, values)
+    return variance(kernel, mapping, architecture(arch), report.cycle_terms, extents, values)
 
 
 def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
@@ -558,12 +579,14 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
 
 def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, options: Any = None, timer: Any = None, progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
+            progress: Any = None):
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
     ranks, Spearman's rho and the bias (``polymap search --tune`` calls this
-    with its ranked mappings and their predicted seconds).
+    with its ranked mappings and their predicted seconds). ``fixed`` are the
+    mappings of the kernel's other nests, kept while these are timed.
     """
     from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
@@ -576,7 +599,7 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
-                options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+                fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
 def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
@@ -641,3 +664,24 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
             mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
         facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
     return render(facts, title=title)
+
+
+# --------------------------------------------------------------------------- other tools' files
+
+
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+    """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
+
+    Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
+    name, notes on Timeloop levels that became two polymap levels).
+    """
+    from polymap.timeloop import import_timeloop as run_import
+
+    return run_import(problem, arch, mapping, out_dir)
+
+
+def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+    """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
+    from polymap.timeloop.export import export_mapping
+
+    return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

@@ -22,7 +22,11 @@ from polymap import __version__
 from polymap.errors import PolymapError, Refusal
 from polymap.passes.search.choice import ChoiceOptions
 
-COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report")
+COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report",
+            "import")
+
+#: Commands whose module name differs (``import`` is a Python keyword).
+_MODULES = {"import": "import_files"}
 
 DESCRIPTION = """\
 polymap models loop kernels written in the .loop language exactly (ISL): it
@@ -138,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--symbolic", action="store_true", help="also give each count as a formula in the parameters "
                    "(refused after $POLYMAP_SYMBOLIC_SECONDS, default 60 s)")
     p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline")
+    p.add_argument("--convention", choices=("exact", "timeloop"), default="exact",
+                   help="'timeloop': outputs start at zero, spatial_reduction levels combine partial sums")
+    p.add_argument("--export", nargs=2, metavar=("FORMAT", "OUT.yaml"),
+                   help="also write the mapping in another tool's format: --export timeloop OUT.yaml")
 
     p = _sub(sub, "transform", "the mapped loop nest in the .loop language",
              "Print the mapped (tiled, permuted) nest as .loop source that parses again and computes the same "
@@ -170,6 +178,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
     p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
 
+    p = sub.add_parser("import", help="read another tool's files (Timeloop) into polymap's")
+    p.add_argument("format", choices=("timeloop",), help="the tool whose files these are")
+    p.add_argument("problem", metavar="PROBLEM.yaml")
+    p.add_argument("arch", metavar="ARCH.yaml")
+    p.add_argument("mapping", nargs="?", metavar="MAPPING.yaml")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+
     p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
     _common(p)
     p.add_argument("--arch", default="host")
@@ -191,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
     g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
     p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
+    p.add_argument("--tune", type=int, default=0, metavar="K",
+                   help="build and time the best K mappings per nest on this machine; report both rankings")
 
     p = _sub(sub, "arch", "show an architecture (preset or file)",
              "Show an architecture's levels, capacities, energies and bandwidths, or list the presets.")
@@ -256,16 +274,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    module = importlib.import_module(f"polymap.commands.{args.command}")
+    module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
     try:
         return int(module.main(args) or 0)
     except PolymapError as exc:
         print(exc.render(), file=sys.stderr)
-        if args.json:
+        if getattr(args, "json", False):
             _print_json(_error_json(exc))
         return exc.exit_status
     except Refusal as exc:
-        if args.json and exc.payload:
+        if getattr(args, "json", False) and exc.payload:
             _print_json(exc.payload)
         else:
             print(exc.message, file=sys.stderr)

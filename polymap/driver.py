@@ -6,12 +6,16 @@ same thing.
 """
 from __future__ import annotations
 
-import weakref
+import sys
 from pathlib import Path
 
 from polymap import ir
 from polymap.cfront import read_c
-from polymap.errors import InputError
+from polymap.errors import InputError, SemanticError
+from polymap.grammar import parse_program
+from polymap.passes.frontend.bounds import bounds_diagnostics
+from polymap.passes.frontend.params import param_values  # noqa: F401 - part of the API
+from polymap.passes.frontend.semantics import checked
 
 
 def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
@@ -22,9 +26,6 @@ def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Pro
     :class:`~polymap.errors.PolymapError`; warnings are returned by
     :func:`warnings_of` (:func:`print_warnings` shows them on stderr).
     """
-    from polymap.grammar import parse_program
-    from polymap.passes.frontend.semantics import checked
-
     program = parse_program(text, filename)
     if not check:
         return program
@@ -33,29 +34,22 @@ def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Pro
     return program
 
 
-# Warnings found while checking a program, by program (frozen IR cannot carry them).
-_WARNINGS: "weakref.WeakKeyDictionary[ir.Program, dict[str, list]]" = weakref.WeakKeyDictionary()
-
-
 def _check_with_isl(program: ir.Program) -> None:
     """The ISL checks of ``dsl.md`` (bounds, uninitialised reads) on every kernel.
 
     Errors raise one :class:`~polymap.errors.SemanticError`; warnings are kept
     for :func:`warnings_of`.
     """
-    from polymap.errors import SemanticError
-    from polymap.passes.frontend.bounds import bounds_diagnostics
-
     found = {k.name: bounds_diagnostics(k) for k in program.kernels}
     errors = [d for ds in found.values() for d in ds if d.severity == "error"]
     if errors:
         raise SemanticError(errors)
-    _WARNINGS[program] = {name: [d for d in ds if d.severity != "error"] for name, ds in found.items()}
+    program.cache["warnings"] = {name: [d for d in ds if d.severity != "error"] for name, ds in found.items()}
 
 
 def warnings_of(program: ir.Program, kernel: str | None = None) -> list:
     """The warnings :func:`parse` found in ``program`` (or in its kernel ``kernel``), as Diagnostics."""
-    found = _WARNINGS.get(program, {})
+    found = program.cache.get("warnings", {})
     if kernel is not None:
         return list(found.get(kernel, []))
     return [d for ds in found.values() for d in ds]
@@ -63,10 +57,8 @@ def warnings_of(program: ir.Program, kernel: str | None = None) -> list:
 
 def print_warnings(program: ir.Program, kernels=None) -> None:
     """Render the warnings of ``program`` (restricted to ``kernels``, if given) on stderr."""
-    import sys
-
     names = None if kernels is None else {k.name for k in kernels}
-    for name, ds in _WARNINGS.get(program, {}).items():
+    for name, ds in program.cache.get("warnings", {}).items():
         if names is None or name in names:
             for d in ds:
                 print(d.render(), file=sys.stderr)
@@ -146,45 +138,3 @@ def check_defines(program: ir.Program, kernels, defines: dict[str, int]) -> None
                 raise InputError(f"-D {name}={defines[name]}: parameters are sizes and must be >= 1")
         if all(p.name in defines or p.default is not None for p in k.params):
             param_values(k, defines)
-
-
-def param_values(kernel: ir.Kernel, defines: dict[str, int] | None = None) -> dict[str, int]:
-    """Numbers for every parameter: ``-D`` values over defaults.
-
-    A parameter with neither is an error at the parameter's declaration;
-    a ``-D`` for a name the kernel lacks is ignored only when the file holds
-    several kernels (the caller decides; here it is simply not used). Values
-    must be >= 1 and satisfy the kernel's ``where`` clause.
-    """
-    from polymap.errors import Diagnostic
-
-    defines = defines or {}
-    values: dict[str, int] = {}
-    diags = []
-    for p in kernel.params:
-        if p.name in defines:
-            values[p.name] = defines[p.name]
-        elif p.default is not None:
-            values[p.name] = p.default
-        else:
-            diags.append(Diagnostic(
-                f"parameter '{p.name}' of kernel '{kernel.name}' has no default and no -D {p.name}=VALUE was given",
-                p.loc))
-    if diags:
-        raise InputError(diags)
-    for name, v in values.items():
-        if v < 1:
-            raise InputError(f"-D {name}={v}: parameters are sizes and must be >= 1")
-    _check_where(kernel, values)
-    return values
-
-
-def _check_where(kernel: ir.Kernel, values: dict[str, int]) -> None:
-    from polymap.errors import Diagnostic
-    from polymap.evaluate import eval_int_condition
-
-    for cond in kernel.where:
-        if not eval_int_condition(cond, values):
-            shown = ", ".join(f"{k}={v}" for k, v in values.items())
-            raise InputError([Diagnostic(
-                f"parameter values {shown} violate the kernel's 'where' clause", cond.loc)])

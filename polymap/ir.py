@@ -260,6 +260,9 @@ class Kernel:
     #: from C and every tensor and parameter is one of them (None otherwise):
     #: the C backend then writes its function with this signature.
     signature: tuple[Argument, ...] | None = None
+    cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What later stages compute once per kernel (loop extents...), keyed by what they ask;
+    ``dataclasses.replace`` gives the new kernel an empty one."""
 
     def decl(self, name: str) -> Decl | None:
         """The declaration of tensor ``name``, or None."""
@@ -284,6 +287,8 @@ class Program:
 
     kernels: tuple[Kernel, ...]
     source: SourceFile
+    cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What later stages attach to the program (the front end's warnings), keyed by name."""
 
     def kernel(self, name: str) -> Kernel | None:
         return next((k for k in self.kernels if k.name == name), None)
@@ -326,7 +331,7 @@ def walk_statements(kernel: Kernel) -> Iterator[StatementContext]:
         if isinstance(node, Loop):
             nest_of_top[k] = len(nest_of_top)
 
-    def walk(nodes, loops, conds, pos, nest):
+    def walk(nodes, loops, conds, pos, nest: int):
         for k, node in enumerate(nodes):
             here = pos + (k,)
             if not pos:

@@ -21,9 +21,9 @@ sure they are quasi-affine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
 
 from polymap import ir
 from polymap.errors import AnalysisError, Diagnostic
@@ -144,6 +144,9 @@ class KernelModel:
     context: isl.Set
     statements: tuple[StatementModel, ...]
     time_dims: int
+    cache: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+    """Analyses computed once per model (memory-based dependences, dataflow, legality of a
+    mapping, fast-count evaluators), keyed by the question: see :func:`cached`."""
 
     def statement(self, name: str) -> StatementModel:
         return next(s for s in self.statements if s.name == name)
@@ -321,3 +324,14 @@ def to_int(qp, values: Mapping[str, int] | None = None) -> int:
     if not val.is_int():
         raise AnalysisError(f"a count evaluated to the fraction {val}")
     return int(val.to_python())
+
+
+T = TypeVar("T")
+
+
+def cached(owner: KernelModel | ir.Kernel, key: tuple, compute: Callable[[], T]) -> T:
+    """``compute()`` once per ``owner`` and ``key``, kept in ``owner.cache`` (it lives and dies
+    with the model or kernel: no global table, nothing keyed by ``id``)."""
+    if key not in owner.cache:
+        owner.cache[key] = compute()
+    return owner.cache[key]

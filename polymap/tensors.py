@@ -8,6 +8,9 @@ valid input is::
 """
 from __future__ import annotations
 
+import tokenize
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Mapping
 
@@ -110,23 +113,25 @@ def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params:
         raise InputError(diags)
 
 
+# What NumPy's reader raises on a damaged archive or member (its format parser tokenizes the
+# header; zipfile and zlib read the members): each of them means the file, not polymap, is bad.
+_DAMAGED = (ValueError, EOFError, KeyError, SyntaxError, tokenize.TokenError, zipfile.BadZipFile, zlib.error, OSError)
+
+
 def load_npz(path: str | Path) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` file, by name (``InputError`` when unreadable)."""
     try:
         data = np.load(path, allow_pickle=False)
     except OSError as exc:
         raise InputError(f"{path}: cannot read arrays: {exc.strerror or exc}") from None
-    except Exception as exc:  # noqa: BLE001 - see below
+    except _DAMAGED as exc:
         raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise InputError(f"{path}: not an .npz archive (a single .npy array?)")
-    # A damaged member fails inside NumPy's format parser with whatever its
-    # tokenizer, zlib or zipfile raise (TokenError, SyntaxError, zlib.error,
-    # BadZipFile, ValueError...): all of them mean the file, not polymap, is bad.
     try:
         with data:
             return {name: data[name] for name in data.files}
-    except Exception as exc:  # noqa: BLE001
+    except _DAMAGED as exc:
         raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
 
 

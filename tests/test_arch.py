@@ -14,10 +14,9 @@ from polymap.machine.arch import (
     Compute,
     Level,
     architecture_from_dict,
-    load_architecture,
     parse_size,
-    presets,
 )
+from polymap.machine.presets import load_architecture, presets
 from polymap.cli import main
 from polymap.errors import MappingError
 from polymap.machine.hostinfo import CacheInfo, HostInfo, host_architecture, host_info

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import yaml
 
-from polymap.machine.arch import architecture_from_dict, load_architecture
+from polymap.machine.arch import architecture_from_dict
+from polymap.machine.presets import load_architecture
 from polymap.machine.calibrate import (
     FMA_CHAINS,
     Bandwidths,

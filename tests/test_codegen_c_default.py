@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from polymap import ir
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import c_signature, emit_c, loop_coefficient
 from polymap.codegen.verify import needs_well_conditioned, verify

@@ -134,7 +134,7 @@ def test_golden_gemm_module(golden):
 @pytest.mark.parametrize("name", ["2mm", "polybench/atax", "polybench/gemver", "conv2d", "seidel2d"])
 def test_default_mappings_of_every_nest(name):
     # several nests mapped at once, three levels, spatial loops: what `compile` feeds the emitter
-    from polymap.machine.arch import load_architecture
+    from polymap.machine.presets import load_architecture
     from polymap.passes.search.default_mapping import choose_mappings
 
     k = kernel_of(name)

@@ -5,6 +5,7 @@ import pytest
 
 from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
+from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems
@@ -69,7 +70,7 @@ def setup(src: str, levels: list[dict]):
     arch = arch_of(len(levels))
     for k, lv in enumerate(levels):
         lv["level"] = f"L{k}"
-    mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+    mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
     return kernel, build_model(kernel), mapping, arch
 
 

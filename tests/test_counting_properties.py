@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
+from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import Mapping, nest_loops, nest_tensors
 from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model, to_int
@@ -72,7 +73,7 @@ def test_counts_equal_simulation(case):
     name, params, levels = case
     kernel = KERNELS[name]
     arch = arch_of(len(levels))
-    mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+    mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
     counts = count_mapping(MODELS[kernel.name], mapping, arch, params=params)
     assert counts_as_dict(counts) == simulate(kernel, mapping, params)
 
@@ -84,7 +85,7 @@ def test_symbolic_counts_evaluate_to_the_numeric_ones(case):
     name, params, levels = case
     kernel = KERNELS[name]
     arch = arch_of(len(levels))
-    mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+    mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
     model = MODELS[kernel.name]
     numeric = count_mapping(model, mapping, arch, params=params)
     symbolic = count_mapping(model, mapping, arch, params=params, symbolic=True)

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
+from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import Structure, evaluator_for, fast_counts, tiles_of
@@ -83,7 +84,7 @@ def build(name: str, n: int, levels):
     kernel, model = kernel_model(name)
     arch = arch_of(n)
     try:
-        mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+        mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
     except Exception:  # an invalid draw (fan-out): not a case
         return None
     return kernel, model, arch, mapping
@@ -129,7 +130,7 @@ def test_batch_matches_one_by_one():
         lv = [dict(x) for x in base["levels"]]
         lv[1]["tile"] = {"c": 1, "p": int(rng.integers(1, 5)), "q": int(rng.integers(2, 4)), "s": int(rng.integers(1, 4))}
         lv[2]["tile"] = {"c": 1, "p": 1, "q": int(rng.integers(1, 3)), "r": int(rng.integers(1, 3)), "s": 1}
-        mappings.append(Mapping.from_dict({"levels": lv}, kernel=kernel, arch=arch))
+        mappings.append(mapping_from_dict({"levels": lv}, kernel=kernel, arch=arch))
     params = {p.name: p.default for p in kernel.params}
     ev = evaluator_for(model, mappings[0], params)
     batch = ev.evaluate(tiles_of(mappings, ev.nest))
@@ -160,7 +161,7 @@ def test_refused_mapping_is_none():
     """An idle instance at an edge tile (spatial over uneven tiles) is left to the ISL path."""
     kernel, model = kernel_model("gemm")
     arch = arch_of(3)
-    m = Mapping.from_dict({"levels": [{"level": "L0", "order": ["i", "j", "k"]},
+    m = mapping_from_dict({"levels": [{"level": "L0", "order": ["i", "j", "k"]},
                                       {"level": "L1", "tile": {"i": 4}, "order": ["i", "j", "k"], "spatial": ["i"]},
                                       {"level": "L2", "tile": {"i": 1}, "order": ["i", "j", "k"]}]},
                           kernel=kernel, arch=arch)

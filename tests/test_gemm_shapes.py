@@ -22,7 +22,8 @@ import pytest
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.expr import C_TYPES
 from polymap.driver import parse
-from polymap.machine.arch import VectorUnit, load_architecture
+from polymap.machine.arch import VectorUnit
+from polymap.machine.presets import load_architecture
 from polymap.machine.hostinfo import CPUINFO, cpu_flags
 from polymap.passes.search.choice import fit_keeps
 from polymap.passes.search.register_mapping import cache_blocking, register_mapping, register_shape

@@ -32,7 +32,7 @@ def strip(x):
     if isinstance(x, tuple):
         return tuple(strip(e) for e in x)
     if dataclasses.is_dataclass(x) and not isinstance(x, (ir.Loc, ir.SourceFile)):
-        changes = {f.name: strip(getattr(x, f.name)) for f in dataclasses.fields(x)
+        changes = {f.name: strip(getattr(x, f.name)) for f in dataclasses.fields(x) if f.init
                    if f.name not in ("loc", "step_loc", "source")}
         if any(f.name == "loc" for f in dataclasses.fields(x)):
             changes["loc"] = ir.NOWHERE

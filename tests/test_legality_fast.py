@@ -14,7 +14,7 @@ from polymap.passes.legality.reaching_writers import (
     violated_relations,
     writer_changes,
 )
-from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts, model_cache
+from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts
 from polymap.passes.schedule.tiling import mapped_schedule
 from polymap.poly import build_model
 from test_legality_properties import cases
@@ -80,18 +80,21 @@ def test_schedule_order_matches_lex_lt_union_map():
 
 
 def test_caches_are_per_model_and_freed():
+    """The analyses live in the model's own ``cache``: another model starts empty, and the
+    cached values go when the model goes (nothing global keyed by ``id``)."""
     import gc
-
-    from polymap.passes.schedule import schedule_order
+    import weakref
 
     body = ir.Assign("S", ir.Ref("s", ()), "+=", ir.Ref("A", (ir.Var("i"),)))
-    model = build_model(ir.Kernel("k", (), (), (), (_loop("i", [body]),)))
+    kernel = ir.Kernel("k", (), (), (), (_loop("i", [body]),))
+    model = build_model(kernel)
     check_mapping(model, _swap(("i",), ("i",)), params={})
-    assert model_cache(model)
-    key = id(model)
+    assert model.cache
+    assert not build_model(kernel).cache
+    gone = weakref.ref(model)
     del model
     gc.collect()
-    assert key not in schedule_order._CACHES
+    assert gone() is None
 
 
 def test_tiled_gemm_check_is_fast():

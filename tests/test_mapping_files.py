@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from polymap import ir
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.driver import parse
 from polymap.errors import MappingError
+from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import (
     Mapping,
-    load_mapping,
     loop_extents,
     nest_loops,
     nest_tensors,
@@ -139,12 +139,13 @@ def test_loop_extents_gemm(gemm):
 
 def test_loop_extents_cached_and_model_reused(gemm, lu, monkeypatch):
     """Once per (kernel, nest, params); a passed model is not rebuilt; a copy is returned."""
+    import polymap.mapping.model as mapping_model
     import polymap.poly as poly
 
     model = poly.build_model(lu)
     built = []
     real = poly.build_model
-    monkeypatch.setattr(poly, "build_model", lambda k: built.append(k) or real(k))
+    monkeypatch.setattr(mapping_model, "build_model", lambda k: built.append(k) or real(k))
     first = loop_extents(lu, 0, {"N": 6}, model=model)
     assert first == brute_extents(lu, {"N": 6}) and not built
     first["k"] = -1  # callers may mutate their copy
@@ -173,7 +174,7 @@ def test_spec_mapping_resolves(tmp_path, gemm, toy):
 def test_inheritance_and_defaults(gemm, toy):
     data = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"k": 8}, "order": ["k"], "keep": ["C", "A"]},
                        {"level": "RF", "tile": {"i": 4}}]}
-    m = Mapping.from_dict(data, kernel=gemm, arch=toy)
+    m = mapping_from_dict(data, kernel=gemm, arch=toy)
     assert m.levels[1].tile == (None, None, 8)
     assert m.levels[2].tile == (4, None, 8)  # k inherited from GLB, j still the whole loop
     assert m.levels[1].order == ("k", "i", "j")
@@ -187,16 +188,16 @@ def test_round_trip(tmp_path, gemm, toy, codec):
     m = load_text(tmp_path, SPEC_MAPPING.replace("keep: [A, B, C]", "keep: [C]"), gemm, toy)
     d = m.to_dict()
     again = yaml.safe_load(yaml.safe_dump(d)) if codec == "yaml" else json.loads(json.dumps(d))
-    assert Mapping.from_dict(again, kernel=gemm, arch=toy) == m
+    assert mapping_from_dict(again, kernel=gemm, arch=toy) == m
     assert again["levels"][1]["keep"] == ["C"]
 
 
 def test_program_with_several_kernels(tmp_path, toy):
     prog = parse(TWO, "two.loop")
-    m = Mapping.from_dict({"kernel": "first", "nest": 1, "levels": [{"level": "DRAM"}, {"level": "GLB"},
+    m = mapping_from_dict({"kernel": "first", "nest": 1, "levels": [{"level": "DRAM"}, {"level": "GLB"},
                                                                      {"level": "RF"}]}, kernel=prog, arch=toy)
     assert (m.kernel, m.nest, m.loops, m.levels[2].keep) == ("first", 1, ("j",), ("X", "Z"))
-    m2 = Mapping.from_dict({"kernel": "second", "levels": [{"level": n} for n in ("DRAM", "GLB", "RF")]},
+    m2 = mapping_from_dict({"kernel": "second", "levels": [{"level": n} for n in ("DRAM", "GLB", "RF")]},
                            kernel=prog.kernels, arch=toy)
     assert m2.kernel == "second"
 
@@ -256,7 +257,7 @@ def test_bad_yaml_and_unreadable(tmp_path, gemm, toy):
 def test_kernel_missing_when_several(toy):
     prog = parse(TWO, "two.loop")
     with pytest.raises(MappingError, match="several kernels") as info:
-        Mapping.from_dict({"levels": [{"level": "DRAM"}]}, kernel=prog, arch=toy, source_name="x.yaml")
+        mapping_from_dict({"levels": [{"level": "DRAM"}]}, kernel=prog, arch=toy, source_name="x.yaml")
     assert info.value.render().startswith("x.yaml: error:")
 
 
@@ -264,7 +265,7 @@ def test_keep_of_tensor_outside_nest(toy):
     k = parse(TWO, "two.loop").kernels[0]
     data = {"nest": 0, "levels": [{"level": "DRAM"}, {"level": "GLB", "keep": ["Z"]}, {"level": "RF"}]}
     with pytest.raises(MappingError, match="does not access"):
-        Mapping.from_dict(data, kernel=k, arch=toy)
+        mapping_from_dict(data, kernel=k, arch=toy)
 
 
 # --------------------------------------------------------------------------- numbers
@@ -282,7 +283,7 @@ def brute_trips(outer_tile: int, inner_tile: int, extent: int) -> int:
 def test_trip_counts_non_dividing(gemm, toy):
     data = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": 7, "j": 5, "k": 30}},
                        {"level": "RF", "tile": {"i": 3, "j": 5, "k": 4}}]}
-    m = Mapping.from_dict(data, kernel=gemm, arch=toy)
+    m = mapping_from_dict(data, kernel=gemm, arch=toy)
     ext = {"i": 20, "j": 13, "k": 9}
     full = {x: ext[x] for x in m.loops}
     glb = {"i": 7, "j": 5, "k": 30}
@@ -296,16 +297,16 @@ def test_trip_counts_non_dividing(gemm, toy):
 def test_fanout(gemm, toy):
     ext = {"i": 64, "j": 64, "k": 64}
     # mapping.md's example sends 16 j iterations to the single compute unit under each RF.
-    spec = Mapping.from_dict(yaml.safe_load(SPEC_MAPPING), kernel=gemm, arch=toy)
+    spec = mapping_from_dict(yaml.safe_load(SPEC_MAPPING), kernel=gemm, arch=toy)
     problems = fanout_problems(spec, toy, ext)
     assert len(problems) == 1 and (problems[0].level, problems[0].level_index) == ("RF", 2)
     assert (problems[0].footprint, problems[0].capacity, problems[0].loops) == (16, 1, (("j", 16),))
     # 16 j-tiles of one column each across the 16 RFs fit exactly; 17 would not.
     ok = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": 8, "j": 16, "k": 8}, "spatial": ["j"]},
                      {"level": "RF", "tile": {"j": 1}}]}
-    assert fanout_problems(Mapping.from_dict(ok, kernel=gemm, arch=toy), toy, ext) == ()
+    assert fanout_problems(mapping_from_dict(ok, kernel=gemm, arch=toy), toy, ext) == ()
     ok["levels"][1]["tile"]["j"] = 17
-    assert len(fanout_problems(Mapping.from_dict(ok, kernel=gemm, arch=toy), toy, ext)) == 1
+    assert len(fanout_problems(mapping_from_dict(ok, kernel=gemm, arch=toy), toy, ext)) == 1
 
 
 def test_fanout_two_loops_on_eyeriss(gemm):
@@ -314,7 +315,7 @@ def test_fanout_two_loops_on_eyeriss(gemm):
     for ti, tj, fits in ((12, 14, True), (13, 14, False), (12, 15, False), (168, 1, True)):
         data = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": ti, "j": tj}, "spatial": ["i", "j"]},
                            {"level": "RF", "tile": {"i": 1, "j": 1}}]}
-        m = Mapping.from_dict(data, kernel=gemm, arch=eyeriss)
+        m = mapping_from_dict(data, kernel=gemm, arch=eyeriss)
         ext_i = {**ext, "i": 200}
         assert (fanout_problems(m, eyeriss, ext_i) == ()) == fits
         assert prod(trip_counts(m, 1, ext_i)[x] for x in ("i", "j")) == min(ti, 200) * tj
@@ -350,8 +351,8 @@ _GEMM_TOY = (parse(GEMM, "gemm.loop").kernels[0], load_architecture("toy"))
 @given(data=gemm_mappings())
 def test_round_trip_property(data):
     kernel, toy = _GEMM_TOY
-    m = Mapping.from_dict(data, kernel=kernel, arch=toy)
-    assert Mapping.from_dict(yaml.safe_load(yaml.safe_dump(m.to_dict())), kernel=kernel, arch=toy) == m
+    m = mapping_from_dict(data, kernel=kernel, arch=toy)
+    assert mapping_from_dict(yaml.safe_load(yaml.safe_dump(m.to_dict())), kernel=kernel, arch=toy) == m
     for k, lm in enumerate(m.levels):
         assert sorted(lm.order) == ["i", "j", "k"]
         given_order = data["levels"][k].get("order", [])

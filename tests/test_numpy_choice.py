@@ -8,7 +8,7 @@ import pytest
 from polymap.codegen.numpy.emitter import emit_numpy
 from polymap.codegen.verify import verify
 from polymap.driver import load_program
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.passes.search.numpy_choice import MAX_ELEMENTS, numpy_blocks, numpy_mappings
 from polymap.poly import build_model
 

@@ -13,8 +13,8 @@ import pytest
 
 from polymap.cli import main
 from polymap.driver import load_program, parse
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import load_mapping
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping
 from polymap.passes.counting.cost_model import evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.dependences.dependences import dependences, group

@@ -18,8 +18,8 @@ import pytest
 from polymap import api
 from polymap.cli import main
 from polymap.driver import load_program
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import load_mapping
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping
 from polymap.reports.html.facts import gather
 
 EX = Path(__file__).parent.parent / "examples"

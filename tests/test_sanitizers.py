@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from polymap import ir
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.expr import C_TYPES, c_name
 from polymap.passes.search.choice import ChoiceOptions, choose

@@ -9,8 +9,9 @@ import yaml
 
 from polymap.driver import parse
 from polymap.errors import MappingError
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import Mapping, load_mapping, mapping_loop_extents
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping, mapping_from_dict
+from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.mapping.schedule import ExpressionProblem, expression_isl
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -73,9 +74,9 @@ def test_schedule_read_and_round_trip(tmp_path, toy):
     assert m.levels[1].wavefront == ("t", "u")
     data = m.to_dict()
     assert data["schedule"] == {"relax": {"t": "t", "u": "t + i", "v": "2*t + i + j"}}
-    back = Mapping.from_dict(json.loads(json.dumps(data)), kernel=k, arch=toy)
+    back = mapping_from_dict(json.loads(json.dumps(data)), kernel=k, arch=toy)
     assert back == m
-    again = Mapping.from_dict(yaml.safe_load(yaml.safe_dump(data)), kernel=k, arch=toy)
+    again = mapping_from_dict(yaml.safe_load(yaml.safe_dump(data)), kernel=k, arch=toy)
     assert again == m
 
 
@@ -98,7 +99,7 @@ def test_fused_nests(tmp_path, toy):
     k = parse(TWO, "two.loop").kernels[0]
     m = load(tmp_path, "nests: [0, 1]\nlevels: [{level: DRAM}, {level: GLB}, {level: RF}]\n", k, toy)
     assert m.mapped_nests == (0, 1) and m.loops == ("i",) and m.levels[0].keep == ("X", "Y", "Z")
-    assert Mapping.from_dict(m.to_dict(), kernel=k, arch=toy) == m
+    assert mapping_from_dict(m.to_dict(), kernel=k, arch=toy) == m
 
 
 @pytest.mark.parametrize("text, where, words", [

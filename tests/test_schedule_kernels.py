@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bruteforce import brute_legal, witness_is_real
+from polymap.mapping.files import mapping_from_dict
 from polymap.driver import parse
 from polymap.machine.arch import architecture_from_dict
 from polymap.mapping.model import Mapping
@@ -103,7 +104,7 @@ CASES = {
 def _case(name):
     path, params, nests, schedule, lv, legal = CASES[name]
     k = kernel(path)
-    m = Mapping.from_dict({"nests": nests, "schedule": schedule, "levels": lv}, kernel=k, arch=ARCH)
+    m = mapping_from_dict({"nests": nests, "schedule": schedule, "levels": lv}, kernel=k, arch=ARCH)
     return k, m, params, legal
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bruteforce import brute_legal, witness_is_real
+from polymap.mapping.files import mapping_from_dict
 from polymap.driver import parse
 from polymap.errors import MappingError
 from polymap.machine.arch import architecture_from_dict
@@ -100,7 +101,7 @@ def cases(draw, spatial: bool = False):
     schedule = draw(entries(kernel, nests))
     if schedule:
         data["schedule"] = schedule
-    probe = Mapping.from_dict({**data, "levels": [{"level": "L0"}]}, kernel=kernel, arch=arch_of(1))
+    probe = mapping_from_dict({**data, "levels": [{"level": "L0"}]}, kernel=kernel, arch=arch_of(1))
     loops = probe.loops
     n = draw(st.integers(1, 3))
     levels = [{"level": "L0", "order": list(draw(st.permutations(loops)))}]
@@ -132,7 +133,7 @@ def _stmt_loops(mapping, kernel):
 
 def _mapping(name, data):
     kernel = KERNELS[name]
-    return Mapping.from_dict(data, kernel=kernel, arch=arch_of(len(data["levels"])))
+    return mapping_from_dict(data, kernel=kernel, arch=arch_of(len(data["levels"])))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from polymap.mapping.files import mapping_from_dict
 from polymap.cli import main
 from polymap.driver import parse
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.mapping.model import Mapping
 
 GEMM = """
@@ -53,7 +54,7 @@ def test_json_is_a_list_of_mapping_and_cost(files, capsys):
     for rank, entry in enumerate(doc, 1):
         assert {"mapping", "cost", "rank", "confirmed"} <= set(entry)
         assert entry["rank"] == rank and entry["confirmed"]
-        Mapping.from_dict(entry["mapping"], kernel=kernel, arch=arch)  # a valid mapping file
+        mapping_from_dict(entry["mapping"], kernel=kernel, arch=arch)  # a valid mapping file
         assert {"energy_pj", "cycles", "levels"} <= set(entry["cost"])
     energies = [e["cost"]["energy_pj"] for e in doc]
     assert energies == sorted(energies)

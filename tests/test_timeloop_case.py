@@ -24,6 +24,7 @@ import pytest
 
 from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
+from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.counting import count_mapping
 from polymap.poly import build_model
@@ -48,7 +49,7 @@ ARCH = {"name": "timeloop-2level",
 def _count(src: str, levels: list[dict]):
     kernel = parse(src, "<timeloop>").kernels[0]
     arch = architecture_from_dict(ARCH, source_name="<timeloop>")
-    mapping = Mapping.from_dict({"levels": levels}, kernel=kernel, arch=arch)
+    mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
     params = {p.name: p.default for p in kernel.params}
     counts = count_mapping(build_model(kernel), mapping, arch, params=params)
     assert counts_as_dict(counts) == simulate(kernel, mapping, params)

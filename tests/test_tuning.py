@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
+from polymap.mapping.files import mapping_from_dict
 from polymap import api
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, TimingJob, sample_until_stable
 from polymap.driver import load_program, param_values, parse
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, log_error, ranks, spearman
 from polymap.passes.search.tune import TuneCandidate, TuneOptions, rank_measurements, tune, tune_choice
@@ -246,3 +247,58 @@ def test_compile_tune_json_has_the_shape_of_cli_md(tmp_path, capsys):
     assert chosen["rank_measured"] == 1
     assert doc["choice"]["nests"][0]["chosen"] == chosen["source"]
     assert json.loads((tmp_path / "gemm.json").read_text())["tuning"] == doc["tuning"]
+
+
+# --------------------------------------------------------------------------- more candidates than compile's
+
+
+def test_neighbours_change_one_decision_at_a_middle_level(gemm, host):
+    from polymap.mapping.model import loop_extents, resolved_tile
+    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.variants import neighbours
+
+    values = param_values(gemm, {"M": 256, "N": 256, "K": 256})
+    model = api.model(gemm)
+    from polymap.mapping.model import Mapping
+
+    made = register_mapping(model, 0, host, values)
+    # read back as a file reads (a tile left out inherits the enclosing level's), as neighbours are
+    base = mapping_from_dict(made.to_dict(), kernel=gemm, arch=host)
+    extents = loop_extents(gemm, 0, values)
+    found = list(neighbours(made, gemm, host, extents))
+    assert len(found) >= 4
+    assert len({repr(m.to_dict()) for _, m in found}) == len(found)
+    last = len(base.levels) - 1
+    for label, m in found:
+        changed = [k for k in range(len(base.levels)) if m.levels[k] != base.levels[k]
+                   or resolved_tile(m, k, extents) != resolved_tile(base, k, extents)]
+        # one decision at a middle level (inner levels that leave the loop out inherit it);
+        # the backing store and the register tile stay
+        assert changed and 0 < min(changed) and max(changed) < last, label
+        k = changed[0]
+        inner, own = resolved_tile(m, k + 1, extents), resolved_tile(m, k, extents)
+        assert all(own[x] % inner[x] == 0 or own[x] == extents[x] for x in m.loops), label
+
+
+def test_widen_adds_counted_legal_candidates_in_the_models_order(gemm_choice, host, gemm):
+    from polymap.passes.search.tune import usable_candidates, widen
+
+    nc = gemm_choice.nests[0]
+    before = len(usable_candidates(nc))
+    wide = widen(gemm_choice.model, nc, host, param_values(gemm, SIZES), k=before + 3, seconds=60)
+    usable = usable_candidates(wide)
+    assert len(usable) == before + 3
+    assert [c.key() for c in usable if c.report is not None] == sorted(c.key() for c in usable if c.report is not None)
+    assert all(c.legal and c.report is not None for c in usable if " / " in c.source)
+
+
+def test_measure_is_what_search_tune_calls(gemm, host, gemm_choice):
+    """``api.measure``: mappings in the model's order, sources and predictions passed through."""
+    mps = [c.mapping for c in gemm_choice.nests[0].candidates if c.mapping is not None][:3]
+    timer = FakeTimer({"search #1": 3.0, "search #2": 1.0, "search #3": 2.0})
+    t = api.measure(gemm, mps, arch=host, params=SIZES, predicted_s=[1.0, 1.5, 2.0],
+                    sources=["search #1", "search #2", "search #3"], timer=timer)
+    assert [c.rank_measured for c in t.candidates] == [3, 1, 2]
+    assert t.chosen.candidate.mapping == mps[1]
+    assert t.bias == pytest.approx(statistics.median([3.0, 1 / 1.5, 1.0]))
+    assert t.spearman == pytest.approx(-0.5)

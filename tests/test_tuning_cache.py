@@ -10,7 +10,7 @@ import pytest
 from polymap import api
 from polymap.cli import main
 from polymap.driver import parse
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.machine.hostinfo import CacheInfo
 from polymap.passes.search.cache import (
     TuningCache,

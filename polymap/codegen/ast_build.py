@@ -32,6 +32,7 @@ from typing import Iterator, Mapping, Sequence
 from polymap.islcheck import isl
 from polymap.mapping.schedule import mapped_nests
 from polymap.poly import KernelModel, isl_name, param_set
+from polymap.passes.schedule.tiling import mapped_schedule
 
 #: ISL names the iterator of time dimension k like this (``c0``, ``c1``...).
 ITERATOR_PREFIX = "c"
@@ -106,8 +107,6 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
     statements outside every loop keep their original schedule (its first
     dimension, the top rank, is kept; the rest follows it).
     """
-    from polymap.passes.schedule.tiling import mapped_schedule
-
     by_nest = {n: m for m in mappings for n in mapped_nests(m)}
     parts: list[tuple[str, int, isl.Map]] = []  # (statement, top rank, map without the top rank)
     dim_tables: dict[int, tuple[DimInfo, ...]] = {}

@@ -24,7 +24,7 @@ Three things the printers of :mod:`polymap.codegen.numpy.emitter` and
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping as MappingT
 
 from polymap import ir
 from polymap.errors import AnalysisError
@@ -37,6 +37,9 @@ from polymap.codegen.ast_build import (
     user_statement,
     walk,
 )
+from polymap.passes.dependences.loop_classes import kernel_loops
+from polymap.poly import KernelModel
+from polymap.mapping.model import Mapping
 
 # --------------------------------------------------------------------------- the point schedule
 
@@ -63,7 +66,7 @@ def point_schedule(ks: KernelSchedule, mappings=()) -> KernelSchedule:
     return dataclasses.replace(ks, union=out)
 
 
-def point_level(mapping, loop: str) -> int:
+def point_level(mapping: Mapping, loop: str) -> int:
     """The level whose loops walk single iterations of ``loop`` (its inner tile has extent 1)."""
     k = list(mapping.loops).index(loop)
     tiles = [lv.tile[k] for lv in mapping.levels]
@@ -96,7 +99,7 @@ _BOOL = {isl.ast_expr_op_type.and_: "and", isl.ast_expr_op_type.and_then: "and",
          isl.ast_expr_op_type.or_: "or", isl.ast_expr_op_type.or_else: "or"}
 
 
-def to_ir(e: isl.AstExpr, names: Mapping[str, str]) -> ir.Expr:
+def to_ir(e: isl.AstExpr, names: MappingT[str, str]) -> ir.Expr:
     """An ISL AST expression as IR (index semantics: ``/`` floors); ids renamed by ``names``."""
     t = e.get_type()
     if t == isl.ast_expr_type.int:
@@ -217,7 +220,7 @@ def plus(e: ir.Expr, k: int) -> ir.Expr:
     return simplify(ir.BinOp("+", e, ir.Const(k)))
 
 
-def for_bounds(node: isl.AstNode, names: Mapping[str, str]) -> tuple[tuple[ir.Expr, ...], tuple[ir.Expr, ...], int]:
+def for_bounds(node: isl.AstNode, names: MappingT[str, str]) -> tuple[tuple[ir.Expr, ...], tuple[ir.Expr, ...], int]:
     """``(lower parts (max), upper parts (min, exclusive), step)`` of an AST ``for``."""
     it = node.for_get_iterator().get_id().get_name()
     init = simplify(to_ir(node.for_get_init(), names))
@@ -245,12 +248,12 @@ def _upper(cond: ir.Expr, it: str) -> list[ir.Expr]:
     raise AnalysisError(f"cannot read an upper bound from the ISL loop condition {cond}")
 
 
-def rename(e: ir.Expr, names: Mapping[str, str]) -> ir.Expr:
+def rename(e: ir.Expr, names: MappingT[str, str]) -> ir.Expr:
     """``e`` with Var names replaced through ``names``."""
     return substitute(e, {k: ir.Var(v) for k, v in names.items()})
 
 
-def substitute(e: ir.Expr, env: Mapping[str, ir.Expr]) -> ir.Expr:
+def substitute(e: ir.Expr, env: MappingT[str, ir.Expr]) -> ir.Expr:
     """``e`` with variables replaced by expressions."""
     match e:
         case ir.Var(name=n):
@@ -282,7 +285,7 @@ def free_vars(e: ir.Expr) -> set[str]:
 # --------------------------------------------------------------------------- loops and names
 
 
-def direct_loop(node: isl.AstNode, model) -> str | None:
+def direct_loop(node: isl.AstNode, model: KernelModel) -> str | None:
     """The original iterator every statement under the AST ``for`` takes as exactly its iterator."""
     it = node.for_get_iterator().get_id().get_name()
     found: set[str] = set()
@@ -305,8 +308,6 @@ def kernel_names(kernel: ir.Kernel) -> set[str]:
     for ctx in kernel.statements():
         out.update(ctx.iterators)
         out.add(ctx.name)
-    from polymap.passes.dependences.loop_classes import kernel_loops
-
     out.update(lp.var for lp in kernel_loops(kernel))
     return out
 

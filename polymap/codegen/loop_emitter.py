@@ -22,6 +22,7 @@ unchanged.
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional, Sequence, Union
 
 from polymap import ir, pretty
 from polymap.islcheck import isl
@@ -47,9 +48,14 @@ from polymap.codegen.ast_ir import (
     tile_base,
     to_ir,
 )
+from polymap.mapping.model import Mapping
+
+#: What the emitters take as ``mapping``: None (the original order), one mapping, or
+#: mappings of different nests (None entries skipped).
+MappingsArg = Union[Mapping, Sequence[Optional[Mapping]], None]
 
 
-def as_mappings(mapping) -> tuple:
+def as_mappings(mapping: MappingsArg) -> tuple[Mapping, ...]:
     """None / one mapping / a sequence of mappings -> a tuple of mappings."""
     if mapping is None:
         return ()
@@ -58,7 +64,7 @@ def as_mappings(mapping) -> tuple:
     return (mapping,)
 
 
-def transformed_kernel(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None) -> ir.Kernel:
+def transformed_kernel(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None) -> ir.Kernel:
     """The kernel with its body replaced by the mapped loop nest (IR; see the module doc)."""
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
@@ -69,7 +75,7 @@ def transformed_kernel(kernel: ir.Kernel, model: KernelModel | None = None, mapp
     return dataclasses.replace(kernel, body=tuple(body))
 
 
-def emit_loop(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None) -> str:
+def emit_loop(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None) -> str:
     """``.loop`` source of the mapped kernel; it parses again and computes the same results."""
     return pretty.kernel(transformed_kernel(kernel, model, mapping))
 

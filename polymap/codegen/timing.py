@@ -29,6 +29,9 @@ from typing import Any, Callable, Mapping, Protocol
 
 from polymap import ir
 from polymap.errors import PolymapError
+from polymap.codegen.build import load_kernel
+from polymap.codegen.verify import needs_well_conditioned
+from polymap.tensors import allocate, random_inputs
 
 
 @dataclass(frozen=True)
@@ -95,15 +98,33 @@ def sample_until_stable(run: Callable[[], float], policy: SamplingPolicy, *,
     return tuple(samples)
 
 
+def timing_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: ``environ`` with OpenMP's idle threads sleeping unless told otherwise.
+
+    On a shared machine (more runnable threads than cores) spinning OpenMP
+    threads make the timings swing by 50x (gemm 512 on 2 shared cores: 1 ms
+    to 60 ms with the default policy, 0.8 to 20 ms with ``passive``).
+    """
+    return {**environ, "OMP_WAIT_POLICY": environ.get("OMP_WAIT_POLICY", "passive")}
+
+
+@dataclass(frozen=True)
 class ProcessTimer:
-    """Times each job in a fresh ``python -m polymap.codegen.timing`` child (see the module docstring)."""
+    """Times each job in a fresh ``python -m polymap.codegen.timing`` child (see the module docstring).
+
+    ``environment`` is the child's (None: this process's); the command line
+    fills it with :func:`timing_environment`.
+    """
+
+    environment: Mapping[str, str] | None = None
 
     def __call__(self, job: TimingJob) -> Measurement:
         data = pickle.dumps({"kernel": job.kernel, "c_source": job.c_source, "params": dict(job.params),
                              "policy": job.policy, "seed": job.seed})
         try:
             proc = subprocess.run([sys.executable, "-m", "polymap.codegen.timing"], input=data,
-                                  capture_output=True, timeout=job.limit_seconds)
+                                  capture_output=True, timeout=job.limit_seconds,
+                                  env=None if self.environment is None else dict(self.environment))
         except subprocess.TimeoutExpired:
             return Measurement(None, (), f"timed out after {job.limit_seconds:g} s")
         if proc.returncode < 0:
@@ -131,9 +152,6 @@ def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str,
     """Build, then sample the kernel on fresh copies of random inputs (the child's work)."""
     import numpy as np
 
-    from polymap.codegen.build import load_kernel
-    from polymap.codegen.verify import needs_well_conditioned
-    from polymap.tensors import allocate, random_inputs
 
     fn = load_kernel(c_source, kernel)
     pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod, sqrt
-from typing import Mapping, Sequence
+from typing import Mapping as MappingT, Sequence
 
 import numpy as np
 
@@ -24,6 +24,10 @@ from polymap import ir
 from polymap.errors import VerificationFailure
 from polymap.poly import KernelModel, build_model
 from polymap.tensors import numpy_dtype, random_inputs
+from polymap.codegen.loop_emitter import MappingsArg, as_mappings
+from polymap.codegen.runner import run_generated
+from polymap.mapping.model import Mapping, loop_extents
+from polymap.reference import execute
 
 SAFETY = 64
 
@@ -93,10 +97,8 @@ def needs_well_conditioned(kernel: ir.Kernel) -> bool:
     return False
 
 
-def reduction_lengths(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, int]:
+def reduction_lengths(kernel: ir.Kernel, params: MappingT[str, int]) -> dict[str, int]:
     """Per written tensor, the iterations that update one element (see the module docstring)."""
-    from polymap.mapping.model import loop_extents
-
     extents: dict[str, int] = {}
     for nest in range(len(kernel.nests())):
         for x, n in loop_extents(kernel, nest, params).items():
@@ -132,9 +134,10 @@ def compare(tensor: str, got: np.ndarray, want: np.ndarray, length: int) -> Tens
     return TensorCheck(tensor, max_abs, max_rel, tol, index, max_rel <= tol)
 
 
-def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[str] = ("c",),
-           mapping=None, seed: int = 0, model: KernelModel | None = None,
-           raise_on_failure: bool = True, target_mappings: Mapping[str, Sequence] | None = None) -> VerifyResult:
+def verify(kernel: ir.Kernel, params: MappingT[str, int], *, targets: Sequence[str] = ("c",),
+           mapping: MappingsArg = None, seed: int = 0, model: KernelModel | None = None,
+           raise_on_failure: bool = True,
+           target_mappings: MappingT[str, Sequence[Mapping]] | None = None) -> VerifyResult:
     """Run each target on random inputs and compare with the reference.
 
     ``mapping``: None (original order), one mapping or a sequence of them.
@@ -143,10 +146,6 @@ def verify(kernel: ir.Kernel, params: Mapping[str, int], *, targets: Sequence[st
     is false). ``target_mappings`` gives a target its own mappings (the NumPy
     target's choice differs from the C target's).
     """
-    from polymap.reference import execute
-    from polymap.codegen.c.emitter import as_mappings
-    from polymap.codegen.runner import run_generated
-
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
     inputs = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from polymap.machine.arch import Architecture, load_architecture, presets
+from polymap.machine.arch import Architecture
+from polymap.machine.presets import load_architecture, presets
 from polymap.errors import InputError
 
 _ABOUT = {

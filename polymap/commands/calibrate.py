@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import yaml
@@ -30,12 +31,16 @@ HEADER = """\
 
 def main(args) -> int:
     from polymap.api import calibrate
-    from polymap.passes.search.choice import progress_printer
+    from polymap.commands.common import progress_printer
 
     out = Path(args.output)
     if out.exists() and out.is_dir():
         raise InputError(f"-o {out}: is a directory; give the architecture file to write")
-    result = calibrate(arch=args.arch, progress=progress_printer())
+    from polymap.codegen.timing import ProcessTimer, timing_environment
+
+    # idle OpenMP threads sleep (this process's streaming and FMA loops too): see timing_environment
+    os.environ.update(timing_environment(os.environ))
+    result = calibrate(arch=args.arch, timer=ProcessTimer(dict(os.environ)), progress=progress_printer())
     arch = result.architecture
     factors = ", ".join(f"{n} {f:.3g}" for n, f in result.factors)
     try:

@@ -9,7 +9,8 @@ import argparse
 import sys
 from typing import Callable
 
-from polymap.machine.arch import Architecture, load_architecture, presets
+from polymap.machine.arch import Architecture
+from polymap.machine.presets import load_architecture, presets
 from polymap.mapping.documents import DOCUMENT_KEYS, is_document
 from polymap.mapping.files import MAPPING_KEYS
 from polymap.passes.counting.cost_model import Objective

@@ -96,8 +96,9 @@ def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str,
         raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
     # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
     # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
+    timer = ProcessTimer(timing_environment(os.environ))
     found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                             arch_fingerprint=fingerprint, verify_hit=False, progress=progress,
+                             arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
                              choice_options=options.choice)
     for w in found.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -111,7 +112,7 @@ def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str,
     print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
           "dropped from the cache, choosing again", file=sys.stderr)
     found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                             arch_fingerprint=fingerprint, progress=progress, choice_options=options.choice)
+                             arch_fingerprint=fingerprint, timer=timer, progress=progress, choice_options=options.choice)
     found = replace(found, cache="miss")
     return _compile_found(kernel, arch, params, options, out_dir, progress, found, args.tune), found.tuning
 

@@ -17,6 +17,8 @@ import os
 
 from polymap import api, ir
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
+from polymap.errors import InputError
+from polymap.timeloop.export import export_mapping
 from polymap.reports.cost import cost_nests_json, report_text
 from polymap.reports.roofline import plot_roofline
 
@@ -33,7 +35,7 @@ def options_of(args: argparse.Namespace) -> api.CostOptions:
             limit = max(float(text), 0.0)
         except ValueError:
             pass
-    return api.CostOptions(symbolic=args.symbolic, symbolic_limit_seconds=limit)
+    return api.CostOptions(symbolic=args.symbolic, symbolic_limit_seconds=limit, convention=args.convention)
 
 
 def _kernel(program: ir.Program, args: argparse.Namespace, arch: api.Architecture) -> ir.Kernel:
@@ -54,19 +56,42 @@ def main(args: argparse.Namespace) -> int:
     params = param_values(kernel, defines)
     mappings = api.mappings_of(kernel, args.mapping, arch)
     reports = api.cost_nests(kernel, mappings, arch=arch, params=params, options=options_of(args))
+    spreads = [api.cycle_spread(kernel, m, r, arch=arch, params=params) for m, r in zip(mappings, reports)]
+    if args.export:
+        _export(args.export, kernel, mappings, params)
     if args.plot:
         plot_roofline(reports[0], arch, args.plot)
     if args.json:
-        print(json.dumps(cost_nests_json(reports, arch), indent=2))
+        print(json.dumps(cost_nests_json(reports, arch, spreads), indent=2))
         return 0
     texts = []
-    for mapping, report in zip(mappings, reports):
+    for mapping, report, spread in zip(mappings, reports, spreads):
         notes = [] if api.is_legal(kernel, mapping) else [
             "this mapping is illegal (it reorders dependent instances; see `polymap check`); "
             "the counts describe it anyway"]
         if args.plot:
             notes.append(f"roofline written to {args.plot}")
+        if args.export:
+            notes.append(f"mapping written in Timeloop's format to {args.export[1]}")
+        if args.convention == "timeloop":
+            notes.append("counted with --convention timeloop: outputs start at zero; spatial_reduction levels "
+                         "receive combined partial sums")
         head = f"nest {mapping.nest}:\n" if len(reports) > 1 else ""
-        texts.append(head + report_text(report, arch, notes=notes))
+        texts.append(head + report_text(report, arch, notes=notes, variance=spread))
     print("\n\n".join(texts))
     return 0
+
+
+def _export(export: list[str], kernel: ir.Kernel, mappings: tuple[api.Mapping, ...],
+            params: dict[str, int]) -> None:
+    """``--export timeloop OUT.yaml``: the mapping in Timeloop's format."""
+    fmt, out = export
+    if fmt != "timeloop":
+        raise InputError(f"--export {fmt}: the formats are: timeloop")
+    if len(mappings) != 1:
+        raise InputError(f"--export {fmt}: a Timeloop mapping holds one nest; the file holds {len(mappings)}")
+    try:
+        with open(out, "w") as f:
+            f.write(export_mapping(kernel, mappings[0], params))
+    except OSError as exc:
+        raise InputError(f"--export {out}: cannot write: {exc.strerror or exc}") from None

@@ -33,6 +33,38 @@ def _progress_printer():
     return show
 
 
+def _tune(net, kernels, arch, k: int) -> dict:
+    """The best ``k`` mappings of every nest built and timed (the other nests at their best)."""
+    import os
+
+    from polymap.codegen.timing import ProcessTimer, timing_environment
+    from polymap.commands.common import progress_printer
+
+    timer = ProcessTimer(timing_environment(os.environ))
+    out = {}
+    for layer in net.layers:
+        found = layer.result.found[:k]
+        if len(found) < 2:
+            continue
+        kernel = next(kn for kn in kernels if kn.name == layer.kernel)
+        fixed = [other.result.best.mapping for other in net.layers
+                 if other.kernel == layer.kernel and other.nest != layer.nest and other.result.best is not None]
+        out[layer.kernel, layer.nest] = api.measure(
+            kernel, [f.mapping for f in found], arch=arch, params=layer.params,
+            predicted_s=[f.cost.seconds for f in found], sources=[f"search #{r}" for r in range(1, len(found) + 1)],
+            fixed=fixed, timer=timer, progress=progress_printer())
+    return out
+
+
+def _print_tunings(tunings: dict) -> None:
+    from polymap.passes.search.tune import tuning_lines
+
+    for (kernel, _), t in tunings.items():
+        lines = tuning_lines(t)
+        print(f"kernel {kernel} measured: " + lines[0])
+        print("\n".join(lines[1:]))
+
+
 def main(args) -> int:
     program = load_program(args.file)
     defines = parse_defines(args.defines)
@@ -42,7 +74,9 @@ def main(args) -> int:
         raise InputError("--top and --workers take a positive number")
     if args.evaluations is not None and args.evaluations < 1:
         raise InputError("--evaluations takes a positive number")
-    options = SearchOptions(objective=args.objective, top=args.top, max_evaluations=args.evaluations,
+    if args.tune < 0:
+        raise InputError("--tune takes a number of mappings (0 or more)")
+    options = SearchOptions(objective=args.objective, top=max(args.top, args.tune), max_evaluations=args.evaluations,
                             csv_rows=args.csv is not None)
     progress = _progress_printer()
     net = api.search_network(kernels, arch=args.arch, params=defines, options=options,
@@ -54,8 +88,14 @@ def main(args) -> int:
         with open(args.csv, "w", newline="") as out:
             rows = write_csv(net, arch, out)
         print(f"{rows:,} evaluated mappings written to {args.csv}", file=sys.stderr)
+    tunings = _tune(net, kernels, arch, args.tune) if args.tune else {}
     if args.json:
-        print(json.dumps(search_json(net, arch), indent=2))
+        doc = search_json(net, arch)
+        for entry in doc:  # the measurements go with the first entry of each nest, like "search"
+            if (entry["kernel"], entry["nest"]) in tunings and entry["rank"] == 1:
+                entry["tuning"] = tunings[entry["kernel"], entry["nest"]].to_json()
+        print(json.dumps(doc, indent=2))
     else:
         print(search_text(net, arch))
+        _print_tunings(tunings)
     return 0 if all(layer.result.found for layer in net.layers) else 1

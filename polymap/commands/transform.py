@@ -18,8 +18,8 @@ import json
 from polymap import api
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import MappingError
-from polymap.machine.arch import load_architecture
-from polymap.mapping.model import load_mapping
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping
 from polymap.yamlsource import read_yaml
 
 #: Architectures tried, in order, when ``--arch`` is not given.

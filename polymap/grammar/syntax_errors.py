@@ -91,10 +91,7 @@ def _acceptable(exc: UnexpectedToken) -> set[str]:
     ip = getattr(exc, "interactive_parser", None)
     if ip is None:
         return set(exc.expected)
-    try:
-        return set(ip.accepts()) or set(exc.expected)
-    except Exception:  # pragma: no cover - lark internals; fall back to the lookahead set
-        return set(exc.expected)
+    return set(ip.accepts()) or set(exc.expected)
 
 
 def _end_of_text(source: ir.SourceFile) -> ir.Loc:

@@ -14,6 +14,7 @@ from lark import Token, Transformer, v_args
 
 from polymap import ir
 from polymap.errors import Diagnostic, LoopSyntaxError
+from lark.tree import Meta
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +59,7 @@ class LoopTransformer(Transformer):
         super().__init__()
         self.source = source
 
-    def loc(self, meta) -> ir.Loc:
+    def loc(self, meta: Meta) -> ir.Loc:
         if getattr(meta, "empty", True):
             return ir.Loc(0, 0, 0, 0, self.source)
         return ir.Loc(meta.line, meta.column, meta.end_line, meta.end_column, self.source)
@@ -71,10 +72,10 @@ class LoopTransformer(Transformer):
 
     # ------------------------------------------------------------------ kernels
 
-    def start(self, meta, kernels):
+    def start(self, meta: Meta, kernels):
         return ir.Program(tuple(kernels), self.source)
 
-    def kernel(self, meta, children):
+    def kernel(self, meta: Meta, children: list):
         name, *rest = [c for c in children if c is not None]
         params = tuple(c for c in rest if isinstance(c, ir.Param))
         where = next((c.conditions for c in rest if isinstance(c, _Where)), ())
@@ -82,18 +83,18 @@ class LoopTransformer(Transformer):
         k = ir.Kernel(str(name), params, where, decls, body, self.loc(meta))
         return finish_kernel(k)
 
-    def param(self, meta, children):
+    def param(self, meta: Meta, children: list):
         name, _eq, default = children
         return ir.Param(str(name), default, self.loc(meta))
 
-    def signed_int(self, meta, children):
+    def signed_int(self, meta: Meta, children: list):
         *sign, digits = children
         return -int(digits) if sign else int(digits)
 
-    def where(self, meta, children):
+    def where(self, meta: Meta, children: list):
         return _Where(_operands(children[0], "and"))
 
-    def kernel_block(self, meta, items):
+    def kernel_block(self, meta: Meta, items):
         items = [i for i in items if i is not None]
         decls: list[ir.Decl] = []
         body: list[ir.Node] = []
@@ -108,10 +109,10 @@ class LoopTransformer(Transformer):
                 decls.append(item)
         return tuple(decls), tuple(body)
 
-    def role(self, meta, children):
+    def role(self, meta: Meta, children: list):
         return str(children[0])
 
-    def decl(self, meta, children):
+    def decl(self, meta: Meta, children: list):
         role, name, *rest = [c for c in children if c is not None]
         dtype = "f32"
         if rest and isinstance(rest[-1], Token):
@@ -120,19 +121,19 @@ class LoopTransformer(Transformer):
 
     # ------------------------------------------------------------------ statements
 
-    def block(self, meta, stmts):
+    def block(self, meta: Meta, stmts):
         return tuple(s for s in stmts if s is not None)
 
-    def assign(self, meta, children):
+    def assign(self, meta: Meta, children: list):
         label, target, op, value = children
         return ir.Assign(str(label) if label is not None else "", target, str(op), value,
                          self.loc(meta), explicit_label=label is not None)
 
-    def target(self, meta, children):
+    def target(self, meta: Meta, children: list):
         name, *idx = [c for c in children if c is not None]
         return ir.Ref(str(name), tuple(idx), self.loc(meta))
 
-    def range(self, meta, children):
+    def range(self, meta: Meta, children: list):
         var, lo, _dots, hi, step = children
         lower = lo.args if isinstance(lo, ir.Call) and lo.func == "max" else (lo,)
         upper = hi.args if isinstance(hi, ir.Call) and hi.func == "min" else (hi,)
@@ -142,10 +143,10 @@ class LoopTransformer(Transformer):
         # A non-constant step is stored as 0: semantics reports it at step_loc.
         return _Range(str(var), lower, upper, value if value is not None else 0, step.loc, self.loc(meta))
 
-    def step(self, meta, children):
+    def step(self, meta: Meta, children: list):
         return children[0]
 
-    def for_stmt(self, meta, children):
+    def for_stmt(self, meta: Meta, children: list):
         *ranges, body = children
         end = self.loc(meta)
         for r in reversed(ranges):
@@ -153,54 +154,54 @@ class LoopTransformer(Transformer):
             body = (ir.Loop(r.var, r.lower, r.upper, r.step, body, loc, step_loc=r.step_loc),)
         return body[0]
 
-    def if_stmt(self, meta, children):
+    def if_stmt(self, meta: Meta, children: list):
         cond, then, orelse = children
         return ir.If(cond, then, orelse if orelse is not None else (), self.loc(meta))
 
-    def else_if(self, meta, children):
+    def else_if(self, meta: Meta, children: list):
         return (children[0],)
 
     # ------------------------------------------------------------------ expressions
 
-    def or_(self, meta, children):
+    def or_(self, meta: Meta, children: list):
         a, b = children
         return ir.BoolOp("or", _operands(a, "or") + (b,), self.loc(meta))
 
-    def and_(self, meta, children):
+    def and_(self, meta: Meta, children: list):
         a, b = children
         return ir.BoolOp("and", _operands(a, "and") + (b,), self.loc(meta))
 
-    def not_(self, meta, children):
+    def not_(self, meta: Meta, children: list):
         return ir.Not(children[0], self.loc(meta))
 
-    def compare(self, meta, children):
+    def compare(self, meta: Meta, children: list):
         a, op, b = children
         return ir.Compare(str(op), a, b, self.loc(meta))
 
-    def binop(self, meta, children):
+    def binop(self, meta: Meta, children: list):
         a, op, b = children
         return ir.BinOp(str(op), a, b, self.loc(meta))
 
-    def neg(self, meta, children):
+    def neg(self, meta: Meta, children: list):
         return ir.Neg(children[1], self.loc(meta))
 
-    def pos(self, meta, children):
+    def pos(self, meta: Meta, children: list):
         return children[1]
 
-    def int(self, meta, children):
+    def int(self, meta: Meta, children: list):
         return ir.Const(int(children[0]), self.loc(meta))
 
-    def float(self, meta, children):
+    def float(self, meta: Meta, children: list):
         return ir.Const(float(children[0]), self.loc(meta))
 
-    def name(self, meta, children):
+    def name(self, meta: Meta, children: list):
         return ir.Var(str(children[0]), self.loc(meta))
 
-    def ref(self, meta, children):
+    def ref(self, meta: Meta, children: list):
         name, *idx = children
         return ir.Ref(str(name), tuple(idx), self.loc(meta))
 
-    def call(self, meta, children):
+    def call(self, meta: Meta, children: list):
         name, *args = [c for c in children if c is not None]
         args = tuple(args)
         if str(name) == "select" and len(args) == 3:

@@ -18,24 +18,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from polymap.errors import MappingError
-from polymap.yamlsource import YamlDocument, parse_yaml, read_yaml
+from polymap.yamlsource import YamlDocument
 
 _UNITS = {"B": 1, "kB": 10**3, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]+)\s*$")
 
 TOP_KEYS = ("name", "levels", "compute", "vector")
-LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth")
+LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth", "spatial_reduction")
 COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency")
 VECTOR_KEYS = ("isa", "bytes", "registers", "fma")
 #: vector instruction sets, least first, with their register width in bytes
 ISA_BYTES = {"scalar": 8, "sse": 16, "avx": 32, "avx2": 32, "avx512": 64}
-FILE_PRESETS = ("toy", "eyeriss")
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,9 @@ class Level:
     read_energy: float = 0.0  # pJ per element read out of this level
     write_energy: float = 0.0  # pJ per element written into it
     bandwidth: float | None = None  # elements per cycle across its inner boundary, all instances
+    #: An adder tree in the network below: under ``--convention timeloop`` partial sums of its
+    #: spatial children arrive combined (one update per element and step).
+    spatial_reduction: bool = False
 
     @property
     def bounded(self) -> bool:
@@ -140,6 +141,8 @@ class Architecture:
             d.update(instances=lv.instances, read_energy=lv.read_energy, write_energy=lv.write_energy)
             if lv.bandwidth is not None:
                 d["bandwidth"] = lv.bandwidth
+            if lv.spatial_reduction:
+                d["spatial_reduction"] = True
             levels.append(d)
         c = self.compute
         out = {"name": self.name, "levels": levels,
@@ -239,7 +242,10 @@ def _level(doc: YamlDocument, k: int, data: Any) -> Level:
         bandwidth = float(_number(doc, path + ("bandwidth",), data["bandwidth"], f"{what}: bandwidth"))
         if bandwidth <= 0:
             doc.fail(path + ("bandwidth",), f"{what}: bandwidth must be positive (leave it out for unbounded)")
-    return Level(name, elements, nbytes, instances, energies[0], energies[1], bandwidth)
+    reduction = data.get("spatial_reduction", False)
+    if not isinstance(reduction, bool):
+        doc.fail(path + ("spatial_reduction",), f"{what}: spatial_reduction is true or false")
+    return Level(name, elements, nbytes, instances, energies[0], energies[1], bandwidth, reduction)
 
 
 def _compute(doc: YamlDocument, data: Any) -> Compute:
@@ -301,23 +307,3 @@ def architecture_from_dict(data: Any, *, source_name: str, document: YamlDocumen
     vector = _vector(doc, data["vector"]) if data.get("vector") is not None else None
     return Architecture(str(name), levels, compute, vector)
 
-
-def presets() -> tuple[str, ...]:
-    """The names :func:`load_architecture` accepts instead of a file."""
-    return ("host",) + FILE_PRESETS
-
-
-def load_architecture(spec: str) -> Architecture:
-    """A preset (``host``, ``toy``, ``eyeriss``) or an architecture YAML file."""
-    if spec == "host":
-        from polymap.machine.hostinfo import host_architecture
-
-        return host_architecture()
-    if spec in FILE_PRESETS:
-        text = resources.files("polymap.machine.presets").joinpath(f"{spec}.yaml").read_text()
-        doc = parse_yaml(text, f"<preset {spec}>")
-    else:
-        if not Path(spec).exists() and "/" not in spec and not spec.endswith((".yaml", ".yml")):
-            raise MappingError(f"{spec}: neither an architecture preset ({', '.join(presets())}) nor a file")
-        doc = read_yaml(spec)
-    return architecture_from_dict(doc.data, source_name=doc.source.name, document=doc)

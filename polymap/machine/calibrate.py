@@ -25,6 +25,8 @@ from typing import Callable, Mapping as MappingT, Protocol, Sequence
 
 from polymap.machine.arch import Architecture, Compute, Level
 from polymap.machine.derating import fit_derating, predict
+from polymap.codegen.build import build_c
+from polymap.passes.search.fidelity import log_error, spearman
 
 STREAM_C = r"""
 #include <stddef.h>
@@ -101,7 +103,6 @@ class NativeProbe:
     def __init__(self, vector_bytes: int, *, runs: int = 3):
         import numpy as np
 
-        from polymap.codegen.build import build_c
 
         self.np = np
         self.lanes = vector_bytes // 4
@@ -215,8 +216,6 @@ class Calibration:
 def fit(samples: Sequence[Sample], measured_arch: Architecture, bw: Bandwidths, *,
         name: str = "host-calibrated") -> Calibration:
     """Fit one factor per term to ``samples`` and report the error before and after."""
-    from polymap.passes.search.fidelity import log_error, spearman
-
     names = term_names(measured_arch)
     f = measured_arch.compute.frequency
     rows = [[dict(s.terms).get(t, 0.0) / f for t in names] for s in samples]

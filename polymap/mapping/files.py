@@ -7,13 +7,14 @@ with the numbers: :mod:`polymap.passes.counting.fit` and the cost model.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable
 
 from polymap import ir
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.mapping.schedule_files import mapping_loops, read_nests, read_schedule, read_wavefront
-from polymap.yamlsource import YamlDocument
+from polymap.yamlsource import YamlDocument, read_yaml
 
 MAPPING_KEYS = ("kernel", "nest", "nests", "schedule", "levels")
 ENTRY_KEYS = ("level", "tile", "order", "spatial", "wavefront", "keep")
@@ -145,8 +146,13 @@ def _given(entry: dict, key: str, default: Any) -> Any:
 
 
 def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel], arch: Architecture,
-                      source_name: str, document: YamlDocument | None = None) -> Mapping:
-    """Validate mapping-file ``data`` against the kernel(s) and the architecture."""
+                      source_name: str = "<mapping>", document: YamlDocument | None = None) -> Mapping:
+    """Validate mapping-file ``data``; a problem is a :class:`~polymap.errors.MappingError` at its entry.
+
+    ``kernel`` is the kernel the mapping applies to, or every kernel of a
+    program (the file's ``kernel:`` then picks one). ``document`` (the YAML
+    the data was read from) gives errors line numbers.
+    """
     doc = document if document is not None else YamlDocument.of_data(data, source_name)
     if not isinstance(data, dict):
         doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}")
@@ -182,3 +188,10 @@ def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir
                                    _given(entry, "order", []), loops, chosen, nests, schedule)
         levels.append(LevelMapping(entry["level"], tile, order, spatial, keep, wavefront))
     return Mapping(chosen.name, nest, loops, tuple(levels), nests if len(nests) > 1 else (), schedule)
+
+
+def load_mapping(path: str | Path, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
+                 arch: Architecture) -> Mapping:
+    """Read and validate a mapping YAML file."""
+    doc = read_yaml(path)
+    return mapping_from_dict(doc.data, kernel=kernel, arch=arch, source_name=str(path), document=doc)

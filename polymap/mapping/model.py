@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, prod
-from pathlib import Path
 from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
 from polymap.machine.arch import Architecture
 from polymap.mapping.schedule import ScheduleEntry, mapping_extents
-from polymap.passes.schedule.schedule_order import cached as _cached
-from polymap.poly import build_model
+from polymap.poly import KernelModel, build_model, cached, fix_params
 
 
 @dataclass(frozen=True)
@@ -129,7 +127,8 @@ class Mapping:
         return tensor in self.levels[level_index].keep
 
     def to_dict(self) -> dict[str, Any]:
-        """The mapping-file data (YAML/JSON); :meth:`from_dict` reads it back to an equal mapping."""
+        """The mapping-file data (YAML/JSON); :func:`polymap.mapping.files.mapping_from_dict`
+        reads it back to an equal mapping."""
         levels = []
         for k, lm in enumerate(self.levels):
             entry: dict[str, Any] = {"level": lm.level}
@@ -152,28 +151,6 @@ class Mapping:
             out["schedule"] = {e.statement: dict(zip(e.loops, e.exprs)) for e in self.schedule}
         out["levels"] = levels
         return out
-
-    @classmethod
-    def from_dict(cls, data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
-                  arch: Architecture, source_name: str = "<mapping>", document=None) -> "Mapping":
-        """Validate mapping-file data; a problem is a :class:`~polymap.errors.MappingError` at its entry.
-
-        ``kernel`` is the kernel the mapping applies to, or every kernel of a
-        program (the file's ``kernel:`` then picks one). ``document`` (a
-        :class:`~polymap.yamlsource.YamlDocument`) gives errors line numbers.
-        """
-        from polymap.mapping.files import mapping_from_dict
-
-        return mapping_from_dict(data, kernel=kernel, arch=arch, source_name=source_name, document=document)
-
-
-def load_mapping(path: str | Path, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
-                 arch: Architecture) -> Mapping:
-    """Read and validate a mapping YAML file."""
-    from polymap.yamlsource import read_yaml
-
-    doc = read_yaml(path)
-    return Mapping.from_dict(doc.data, kernel=kernel, arch=arch, source_name=str(path), document=doc)
 
 
 # --------------------------------------------------------------------------- the nest
@@ -210,20 +187,20 @@ def nest_tensors(kernel: ir.Kernel, nest: int) -> tuple[str, ...]:
     return tuple(d.name for d in kernel.decls if d.name in used)
 
 
-def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], *, model=None) -> dict[str, int]:
+def loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], *,
+                 model: KernelModel | None = None) -> dict[str, int]:
     """Bounding-box extent (max - min + 1) of each loop over the nest's statement instances.
 
     A loop no statement instance runs (an empty range at these sizes) has extent 0.
     Computed once per kernel object, nest and parameter values; ``model`` (the
     kernel's :class:`~polymap.poly.KernelModel`) saves building it.
     """
-    from polymap.passes.schedule.schedule_order import cached
-
     key = ("loop_extents", nest, tuple(sorted(dict(params).items())))
     return dict(cached(kernel, key, lambda: _loop_extents(kernel, nest, params, model)))
 
 
-def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[str, int], *, model=None) -> dict[str, int]:
+def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[str, int], *,
+                         model: KernelModel | None = None) -> dict[str, int]:
     """:func:`loop_extents` of the loops of ``mapping``: for a schedule or fused nests, the
     extents of the new loops over the images of the statements' domains."""
     if not mapping.schedule and len(mapping.mapped_nests) == 1:
@@ -232,12 +209,11 @@ def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[s
         model = build_model(kernel)
     key = ("mapping_extents", mapping.mapped_nests, mapping.loops, mapping.schedule,
            tuple(sorted(dict(params).items())))
-    return dict(_cached(kernel, key, lambda: mapping_extents(model, mapping, params)))
+    return dict(cached(kernel, key, lambda: mapping_extents(model, mapping, params)))
 
 
-def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int], model) -> dict[str, int]:
-    from polymap.poly import build_model, fix_params
-
+def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int],
+                  model: KernelModel | None) -> dict[str, int]:
     if model is None or model.kernel is not kernel:
         model = build_model(kernel)
     low: dict[str, int] = {}

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Mapping as MappingT
+from typing import TYPE_CHECKING, Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, StatementModel, fix_params, isl_name
+
+if TYPE_CHECKING:  # for annotations only: mapping.model builds on this module
+    from polymap.mapping.model import Mapping
 
 
 @dataclass(frozen=True)
@@ -139,22 +142,22 @@ def _positive_constant(node: ast.AST, text: str, names: tuple[str, ...], lead: i
 # --------------------------------------------------------------------------- what passes ask
 
 
-def mapped_nests(mapping) -> tuple[int, ...]:
+def mapped_nests(mapping: Mapping) -> tuple[int, ...]:
     """The top-level nests ``mapping`` maps (``nests``, or its one ``nest``)."""
     return tuple(getattr(mapping, "nests", ()) or (mapping.nest,))
 
 
-def mapping_statements(model: KernelModel, mapping) -> tuple[StatementModel, ...]:
+def mapping_statements(model: KernelModel, mapping: Mapping) -> tuple[StatementModel, ...]:
     """The statements of every nest ``mapping`` maps, in textual order."""
     nests = set(mapped_nests(mapping))
     return tuple(s for s in model.statements if s.context.nest in nests)
 
 
-def entry_of(mapping, statement: str) -> ScheduleEntry | None:
+def entry_of(mapping: Mapping, statement: str) -> ScheduleEntry | None:
     return next((e for e in getattr(mapping, "schedule", ()) if e.statement == statement), None)
 
 
-def statement_coords(mapping, st: StatementModel) -> dict[str, str]:
+def statement_coords(mapping: Mapping, st: StatementModel) -> dict[str, str]:
     """``{loop: ISL text in the statement's iterators}`` for every loop of the mapping ``st`` has."""
     entry = entry_of(mapping, st.name)
     if entry is None:
@@ -162,12 +165,12 @@ def statement_coords(mapping, st: StatementModel) -> dict[str, str]:
     return dict(zip(entry.loops, entry.isl))
 
 
-def statement_loops(mapping, st: StatementModel) -> tuple[str, ...]:
+def statement_loops(mapping: Mapping, st: StatementModel) -> tuple[str, ...]:
     entry = entry_of(mapping, st.name)
     return st.loops if entry is None else entry.loops
 
 
-def coordinate_map(model: KernelModel, mapping, st: StatementModel, loops: tuple[str, ...] | None = None) -> isl.Map:
+def coordinate_map(model: KernelModel, mapping: Mapping, st: StatementModel, loops: tuple[str, ...] | None = None) -> isl.Map:
     """``S[iterators] -> [coordinates]`` on the statement's domain (``loops`` defaults to its own)."""
     return coords_map(model, st, statement_coords(mapping, st), loops)
 
@@ -181,7 +184,7 @@ def coords_map(model: KernelModel, st: StatementModel, coords: dict[str, str],
     return isl.Map(f"{prefix} -> {{ {tup} -> [{', '.join(coords[x] for x in loops)}] }}").intersect_domain(st.domain)
 
 
-def mapping_extents(model: KernelModel, mapping, params: MappingT[str, int]) -> dict[str, int]:
+def mapping_extents(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> dict[str, int]:
     """Bounding-box extent (max - min + 1) of each loop of ``mapping`` over its statement instances.
 
     For a new loop of a schedule it is the extent of the image of the domains.

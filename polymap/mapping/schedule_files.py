@@ -25,6 +25,7 @@ from polymap.mapping.model import nest_loops
 from polymap.mapping.schedule import ExpressionProblem, ScheduleEntry, coords_map, expression_isl
 from polymap.poly import build_model
 from polymap.yamlsource import YamlDocument
+from polymap.poly import KernelModel
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -111,7 +112,7 @@ def read_schedule(doc: YamlDocument, value: Any, kernel: ir.Kernel, nests: tuple
     return tuple(sorted(entries, key=lambda e: order.index(e.statement)))
 
 
-def _check_injective(doc: YamlDocument, path: tuple, model, entry: ScheduleEntry) -> None:
+def _check_injective(doc: YamlDocument, path: tuple, model: KernelModel, entry: ScheduleEntry) -> None:
     st = model.statement(entry.statement)
     cmap = coords_map(model, st, dict(zip(entry.loops, entry.isl)))
     if cmap.is_injective():

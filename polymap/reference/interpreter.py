@@ -59,6 +59,7 @@ from polymap.reference.index import (
 )
 from polymap.reference.values import COMBINE, CONVERT, cast, common, compile_value, value_op
 from polymap.tensors import allocate, numpy_dtype, validate_inputs
+from polymap.reference.vector import Region
 
 Run = Callable[[Env], None]
 
@@ -123,8 +124,6 @@ def _compile_loop(loop: ir.Loop, ctx: Context) -> Run:
             body(env)
     if not ctx.vectorize:
         return run
-    from polymap.reference.vector import Region
-
     region = Region(loop, ctx)
 
     def run_vector(env: Env) -> None:

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from polymap.reference.vector_values import LIMIT, Fallback
+from polymap.reference.vector_tree import IfNode, LoopNode
 
 
 @dataclass
 class StatementInstances:
     """The instances of one statement in a region, in original order."""
 
-    node: object  # reference_vector.StmtNode
+    node: object  # vector_tree.StmtNode
     venv: dict  # name -> (value, lo, hi), arrays of length n
     n: int
     comps: list  # schedule components: ("c", position) or ("v", iterator, lo, hi)
@@ -73,8 +74,6 @@ def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan |
 
 
 def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
-    from polymap.reference.vector import IfNode, LoopNode
-
     for pos, node in enumerate(nodes):
         here = comps + [("c", pos)]
         if isinstance(node, LoopNode):

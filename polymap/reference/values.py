@@ -1,8 +1,10 @@
 """Values of the reference execution: C's typing rules and the scalar right-hand sides.
 
-The rules (documented in :mod:`polymap.reference`) are stated once here and
-used by both the statement-by-statement closures below and the vectorised
-evaluation of :mod:`polymap.reference.vector_values`::
+The typing rules are the language's, stated once in
+:mod:`polymap.passes.frontend.types` (the code generators read them too);
+the evaluation is the reference's own, used by both the statement-by-statement
+closures below and the vectorised evaluation of
+:mod:`polymap.reference.vector_values`::
 
     A[i] * 2 + 0.5   (A: f32)   ->   Typed(fn, "f32"): both literals become float32
 """
@@ -16,16 +18,11 @@ import numpy as np
 
 from polymap import ir
 from polymap.errors import InputError, SemanticError
+from polymap.passes.frontend.types import COMBINE, INTEGER, common_type as common, pow_type, unary_float_type
 from polymap.reference.index import COMPARE, Context, Env, compile_subscripts, loc, loc_of
 
-#: Tensor types by C's conversion rank; "int" and "float" are the weak types of
-#: iterators/parameters/integer literals (Python int) and float literals (double).
-RANK = {"i32": 0, "i64": 1, "f32": 2, "f64": 3}
-INTEGER = ("int", "i32", "i64")
 CONVERT = {"float": np.float64, "f32": np.float32, "f64": np.float64, "i32": np.int32,
            "i64": np.int64}
-#: ``t OP= v`` is ``t = t OP v``.
-COMBINE = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "max=": "max", "min=": "min"}
 
 
 @dataclass(frozen=True)
@@ -34,29 +31,6 @@ class Typed:
 
     fn: Callable[[Env], object]
     type: str
-
-
-def common(a: str, b: str) -> str:
-    """The type C's usual arithmetic conversions give (weak operands adopt the strong one)."""
-    if a in RANK and b in RANK:
-        return a if RANK[a] >= RANK[b] else b
-    if a in RANK or b in RANK:
-        strong, weak = (a, b) if a in RANK else (b, a)
-        return strong if strong in ("f32", "f64") or weak == "int" else "f64"
-    return "float" if "float" in (a, b) else "int"
-
-
-def unary_float_type(t: str) -> str:
-    """``sqrt exp log``: f32 stays f32 (``sqrtf``); anything else is double, weak stays weak."""
-    return {"f32": "f32", "f64": "f64", "int": "float", "float": "float"}.get(t, "f64")
-
-
-def pow_type(a: str, b: str) -> str:
-    """C's ``pow`` takes and returns doubles unless an operand is a float32 tensor value."""
-    t = common(a, b)
-    if t in INTEGER:
-        return "float" if t == "int" else "f64"
-    return t
 
 
 def cast(t: Typed, to: str) -> Callable[[Env], object]:

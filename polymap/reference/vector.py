@@ -31,18 +31,9 @@ import numpy as np
 
 from polymap import ir
 from polymap.reference.plan import Plan, StatementInstances, plan_region
-from polymap.reference.vector_values import (
-    Fallback,
-    VTyped,
-    compile_vcondition,
-    compile_vextreme,
-    compile_vindex,
-    compile_vvalue,
-    store_values,
-    vcast,
-    vop,
-)
-from polymap.reference.values import COMBINE, common
+from polymap.reference.vector_tree import StmtNode, compile_tree
+from polymap.reference.vector_values import Fallback, store_values, vcast, vop
+from polymap.reference.values import common
 
 #: At most this many statement instances are held as arrays at once (~100 bytes each).
 MAX_INSTANCES = 1 << 20
@@ -50,62 +41,6 @@ MAX_INSTANCES = 1 << 20
 MIN_INSTANCES = 48
 #: A loop whose attempts failed this often, never succeeding, stops trying.
 GIVE_UP_AFTER = 8
-#: When true, an unexpected exception in the vector path propagates (tests).
-STRICT = False
-
-
-@dataclass(frozen=True)
-class StmtNode:
-    """A statement compiled for the vector path."""
-
-    stmt: ir.Assign
-    dtype: str
-    value: VTyped
-    refs: tuple[ir.Ref, ...]  # right-hand side references, in the order of ``value``'s loads
-    target_index: tuple  # vindex closures of the target's subscripts
-    ref_index: tuple[tuple, ...]  # the same for each of ``refs``
-    combine: str | None  # the operator of ``t OP= v`` (None for ``=``)
-
-
-@dataclass(frozen=True)
-class LoopNode:
-    var: str
-    lower: object
-    upper: object
-    step: int
-    body: tuple
-
-
-@dataclass(frozen=True)
-class IfNode:
-    cond: object
-    then: tuple
-    orelse: tuple
-
-
-def compile_tree(nodes: tuple[ir.Node, ...], dtypes: dict[str, str]) -> tuple:
-    """The vector form of a loop body (raises :class:`Fallback` when something cannot be)."""
-    out = []
-    for node in nodes:
-        match node:
-            case ir.Assign(target=target, op=op, value=value):
-                refs: list[ir.Ref] = []
-                typed = compile_vvalue(value, dtypes, refs)
-                out.append(StmtNode(node, dtypes[target.tensor], typed, tuple(refs),
-                                    tuple(compile_vindex(e) for e in target.indices),
-                                    tuple(tuple(compile_vindex(e) for e in r.indices) for r in refs),
-                                    None if op == "=" else COMBINE[op]))
-            case ir.Loop(var=var, lower=lo, upper=hi, step=step, body=body):
-                if step == 0:
-                    raise Fallback("step 0")
-                out.append(LoopNode(var, compile_vextreme(lo, "max"), compile_vextreme(hi, "min"),
-                                    step, compile_tree(body, dtypes)))
-            case ir.If(cond=cond, then=then, orelse=orelse):
-                out.append(IfNode(compile_vcondition(cond), compile_tree(then, dtypes),
-                                  compile_tree(orelse, dtypes)))
-            case _:
-                raise Fallback(f"not a statement: {node!r}")
-    return tuple(out)
 
 
 @dataclass
@@ -133,25 +68,23 @@ class Region:
             return False
         try:
             plan = plan_region(self.tree, env, self.ctx, MAX_INSTANCES, MIN_INSTANCES)
-        except Exception as exc:  # noqa: BLE001 - whatever goes wrong, the scalar path is exact
-            return self._failed(exc)
+        except Fallback:  # these indices cannot run whole: the scalar path runs them
+            return self._failed()
         if plan is None:
             return False
         undo: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         try:
             for s in plan.statements:
                 self._execute(s, undo)
-        except Exception as exc:  # noqa: BLE001
+        except Fallback:
             for flat, idx, old in reversed(undo):
                 flat[idx] = old
-            return self._failed(exc)
+            return self._failed()
         self.successes += 1
         env.update(plan.last_values)
         return True
 
-    def _failed(self, exc: Exception) -> bool:
-        if STRICT and not isinstance(exc, Fallback):
-            raise exc
+    def _failed(self) -> bool:
         self.failures += 1
         return False
 

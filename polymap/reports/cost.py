@@ -24,7 +24,7 @@ def _footprint(level, spec) -> tuple[int, str]:
     return level.footprint, "elements"
 
 
-def report_json(report: CostReport, arch: Architecture) -> dict:
+def report_json(report: CostReport, arch: Architecture, *, variance=None) -> dict:
     """The ``cli.md`` document for ``polymap cost``, plus bottleneck and energy breakdown."""
     c = report.counts
     levels = []
@@ -57,6 +57,9 @@ def report_json(report: CostReport, arch: Architecture) -> dict:
         "active_units": report.active_units,
         "seconds": report.seconds,
     })
+    if variance is not None:  # polymap.passes.counting.variance.Variance
+        out["cycles_pessimistic"] = variance.pessimistic_cycles
+        out["pessimistic"] = variance.to_json()
     return out
 
 
@@ -78,7 +81,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | None = None) -> str:
+def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | None = None, variance=None) -> str:
     """A readable report: counts per level and tensor (elements), energy, cycles, intensities."""
     c = report.counts
     params = ", ".join(f"{k}={v}" for k, v in c.params)
@@ -104,6 +107,11 @@ def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | No
                   f"{arch.compute.frequency / 1e9:g} GHz); bottleneck: {report.bottleneck}"]
     for name, cyc in report.cycle_terms:
         lines.append(f"  {name:<12} {_num(cyc)} cycles")
+    if variance is not None:
+        lines.append(f"pessimistic cycles: {_num(variance.pessimistic_cycles)} (derating x{variance.derating:.3g} "
+                     f"over the nominal; binds: {variance.binding})")
+        for b in variance.bounds:
+            lines.append(f"  {b.kind:<16} x{b.factor:.3g} on {b.term}: {b.detail}")
     lines.append(f"utilization: {100 * report.utilization:.1f}% ({report.active_units} of "
                  f"{arch.compute.instances} compute units active)")
     lines.append("arithmetic intensity (instances per element crossing the level's inner boundary):")
@@ -114,8 +122,11 @@ def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | No
     return "\n".join(lines)
 
 
-def cost_nests_json(reports: Sequence[CostReport], arch: Architecture) -> dict:
-    """``polymap cost --json``: one report's document, or ``{"kernel", "nests": [...]}`` for several."""
-    if len(reports) == 1:
-        return report_json(reports[0], arch)
-    return {"kernel": reports[0].counts.kernel, "nests": [report_json(r, arch) for r in reports]}
+def cost_nests_json(reports: Sequence[CostReport], arch: Architecture, spreads: Sequence | None = None) -> dict:
+    """``polymap cost --json``: one report's document, or ``{"kernel", "nests": [...]}`` for several
+    (``spreads``: each one's pessimistic cycles, :mod:`polymap.passes.counting.variance`)."""
+    spreads = list(spreads) if spreads is not None else [None] * len(reports)
+    docs = [report_json(r, arch, variance=s) for r, s in zip(reports, spreads)]
+    if len(docs) == 1:
+        return docs[0]
+    return {"kernel": reports[0].counts.kernel if reports else None, "nests": docs}

@@ -50,8 +50,11 @@ from polymap.codegen.c.expr import (
     ValuePrinter,
     ast_expr,
     c_name,
-    common_type,
 )
+from polymap.passes.frontend.types import combine_type
+from polymap.machine.arch import Architecture
+from polymap.codegen.loop_emitter import MappingsArg, as_mappings
+from typing import Mapping as MappingT
 
 _COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
@@ -61,17 +64,8 @@ def c_signature(kernel: ir.Kernel) -> str:
     return signature.c_signature(kernel, lambda e: ValuePrinter(kernel, {}, None).index(e))
 
 
-def as_mappings(mapping) -> tuple:
-    """``None`` / one mapping / several mappings -> a tuple of mappings."""
-    if mapping is None:
-        return ()
-    if isinstance(mapping, (list, tuple)):
-        return tuple(m for m in mapping if m is not None)
-    return (mapping,)
-
-
-def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None, *, arch=None,
-           register_tiles: bool = True, params=None, threads: int | None = None, pack: bool = True) -> str:
+def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None, *, arch: Architecture | None = None,
+           register_tiles: bool = True, params: MappingT[str, int] | None = None, threads: int | None = None, pack: bool = True) -> str:
     """The C file for ``kernel`` under ``mapping`` (None: the original loop order everywhere).
 
     ``mapping`` may also be a sequence of mappings of different nests. ``arch``
@@ -273,7 +267,7 @@ class _Printer:
         if stmt.op == "=":
             self.emit(f"{target} = {vp.convert(value, ttype)};  /* {name} */")
             return
-        t = common_type(ttype, value.type)
+        t = combine_type(ttype, value.type)
         v = vp.convert(value, t)
         if stmt.op in _COMPOUND:
             self.emit(f"{target} {stmt.op} {v};  /* {name} */")

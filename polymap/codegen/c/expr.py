@@ -1,9 +1,9 @@
 """C text for expressions: IR right-hand sides (typed as the reference does) and ISL AST expressions.
 
-Right-hand sides follow the value semantics documented in
-:mod:`polymap.reference` (C's usual arithmetic conversions with *weak*
-iterators and literals), made explicit with casts so that the C compiler
-computes in exactly the type the reference does::
+Right-hand sides are typed once by :func:`polymap.passes.frontend.types.typed`
+(the language's rule, which the reference reads too); this printer only reads
+those types and makes every conversion an explicit cast, so that the C
+compiler computes in exactly the type the reference does::
 
     C[i, j] += A[i, k] * 0.5      (f32)   ->   C[...] += (A[...] * 0.5f);
     x = i / 2 + B[i]              (f64)   ->   x = ((double)(i / 2) + B[...]);
@@ -17,10 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+import numpy as np
+
 from polymap import ir
 from polymap.errors import SemanticError
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import expr_args, iterator_dim
+from polymap.passes.frontend.types import INTEGER, Printed, TypedExpr, TypedPrinter
 
 #: C type of each dtype, and of the weak types ("int": iterators, parameters,
 #: integer literals as ``long``; "float": float literals as ``double``).
@@ -28,8 +31,6 @@ C_TYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "i64": "int64_t",
            "int": "long", "float": "double"}
 #: Suffix of the prelude's helpers per type (``polymap_max_f``...).
 _SUFFIX = {"f32": "f", "f64": "d", "i32": "i32", "i64": "i64", "int": "l", "float": "d"}
-_RANK = {"i32": 0, "i64": 1, "f32": 2, "f64": 3}
-_INTEGER = ("int", "i32", "i64")
 
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
@@ -72,24 +73,6 @@ def c_name(name: str) -> str:
     return name
 
 
-def common_type(a: str, b: str) -> str:
-    """The reference's type of ``a OP b`` (weak operands adopt the strong one)."""
-    if a in _RANK and b in _RANK:
-        return a if _RANK[a] >= _RANK[b] else b
-    if a in _RANK or b in _RANK:
-        strong, weak = (a, b) if a in _RANK else (b, a)
-        return strong if strong in ("f32", "f64") or weak == "int" else "f64"
-    return "float" if "float" in (a, b) else "int"
-
-
-@dataclass(frozen=True)
-class Typed:
-    """C text and its reference type."""
-
-    text: str
-    type: str
-
-
 def float_literal(value: float, to: str) -> str:
     """``0.5`` as a literal of type ``to`` (``0.5f`` for float when exactly representable)."""
     text = repr(float(value))
@@ -99,25 +82,24 @@ def float_literal(value: float, to: str) -> str:
     if "." not in text and "e" not in text:
         text += ".0"
     if to == "f32":
-        import numpy as np
-
         return f"{text}f" if float(np.float32(value)) == float(value) else f"((float){text})"
     if to in ("f64", "float"):
         return text
     return f"(({C_TYPES[to]}){text})"
 
 
-def cast(t: Typed, to: str) -> str:
+def cast(t: Printed, to: str) -> str:
     """``t`` converted to type ``to`` (literals retyped rather than cast)."""
     if t.type == to:
         return t.text
     return f"(({C_TYPES[to]}){t.text})"
 
 
-class ValuePrinter:
+class ValuePrinter(TypedPrinter):
     """Prints right-hand sides and references; ``iterators`` maps loop names to C text."""
 
-    def __init__(self, kernel: ir.Kernel, iterators: Mapping[str, str], ref_text: Callable[[ir.Ref], str]):
+    def __init__(self, kernel: ir.Kernel, iterators: Mapping[str, str],
+                 ref_text: Callable[[ir.Ref], str] | None):
         self.kernel = kernel
         self.iterators = iterators
         self.ref_text = ref_text
@@ -147,40 +129,52 @@ class ValuePrinter:
                 return out
         raise SemanticError("not an integer index expression", getattr(e, "loc", None))
 
-    # ---- values: the reference's typing
-    def value(self, e: ir.Expr) -> Typed:
-        match e:
-            case ir.Const(value=v) if isinstance(v, int):
-                return Typed(str(v) if v >= 0 else f"({v})", "int")
+    # ---- values: typed once by polymap.passes.frontend.types, printed here
+    def leaf(self, t: TypedExpr) -> str:
+        match t.expr:
+            case ir.Const(value=int() as v):
+                return str(v) if v >= 0 else f"({v})"
             case ir.Const(value=v):
-                return Typed(float_literal(v, "float"), "float")
+                return float_literal(v, "float")
             case ir.Var(name=n):
-                return Typed(self.iterators.get(n, c_name(n)), "int")
-            case ir.Ref(tensor=name):
-                return Typed(self.ref_text(e), self.dtypes[name])
-            case ir.Neg(operand=a):
-                ta = self.value(a)
-                return Typed(f"(-{ta.text})", ta.type)
-            case ir.BinOp(op=op, lhs=a, rhs=b):
-                return self.arith(op, self.value(a), self.value(b))
-            case ir.Compare(op=op, lhs=a, rhs=b):
-                ta, tb = self.value(a), self.value(b)
-                t = common_type(ta.type, tb.type)
-                return Typed(f"({self.convert(ta, t)} {op} {self.convert(tb, t)})", "int")
-            case ir.BoolOp(op=op, operands=args):
-                joiner = " && " if op == "and" else " || "
-                return Typed("(" + joiner.join(f"({self.value(x).text} != 0)" for x in args) + ")", "int")
-            case ir.Not(operand=a):
-                return Typed(f"(!({self.value(a).text}))", "int")
-            case ir.Select(cond=c, if_true=a, if_false=b):
-                tc, ta, tb = self.value(c), self.value(a), self.value(b)
-                t = common_type(ta.type, tb.type)
-                return Typed(f"(({tc.text}) ? {self.convert(ta, t)} : {self.convert(tb, t)})", t)
-            case ir.Call(func=func, args=args):
-                return self.call(func, tuple(self.value(x) for x in args), e)
-        raise SemanticError(f"cannot print {type(e).__name__} as C", getattr(e, "loc", None))
+                return self.iterators.get(n, c_name(n))
+        return self.ref_text(t.expr)
 
-    def convert(self, t: Typed, to: str) -> str:
+    def node(self, t: TypedExpr, xs: list[str]) -> str:
+        match t.op:
+            case "neg":
+                return f"(-{xs[0]})"
+            case "compare":
+                return f"({xs[0]} {t.expr.op} {xs[1]})"
+            case "and" | "or":
+                return "(" + (" && " if t.op == "and" else " || ").join(f"({x} != 0)" for x in xs) + ")"
+            case "not":
+                return f"(!({xs[0]}))"
+            case "select":
+                return f"(({xs[0]}) ? {xs[1]} : {xs[2]})"
+            case "abs" | "floor" | "sqrt" | "exp" | "log" | "pow":
+                return self.function(t.op, xs, t.type)
+        return self.operation(t.op, xs[0], xs[1], t.type)
+
+    def operation(self, op: str, x: str, y: str, t: str) -> str:
+        """``x OP y`` on two operands already in type ``t``."""
+        if op in ("max", "min"):
+            return f"polymap_{op}_{_SUFFIX[t]}({x}, {y})"
+        if op == "%" and t not in INTEGER:
+            return f"{'fmodf' if t == 'f32' else 'fmod'}({x}, {y})"
+        return f"({x} {op} {y})"
+
+    @staticmethod
+    def function(func: str, xs: list[str], t: str) -> str:
+        """A function of the language on operands already in type ``t``."""
+        f32 = t == "f32"
+        if func == "abs":
+            return f"{'fabsf' if f32 else 'fabs'}({xs[0]})" if t not in INTEGER else f"polymap_abs_{_SUFFIX[t]}({xs[0]})"
+        if func == "floor":
+            return xs[0] if t in INTEGER else f"{'floorf' if f32 else 'floor'}({xs[0]})"
+        return f"{func}{'f' if f32 else ''}({', '.join(xs)})"
+
+    def convert(self, t: Printed, to: str) -> str:
         """``t`` in type ``to``; a literal is rewritten in that type instead of cast."""
         if t.type == to:
             return t.text
@@ -192,47 +186,6 @@ class ValuePrinter:
         if t.type == "int" and to in ("f32", "f64") and t.text.isdigit():
             return float_literal(float(t.text), to)
         return cast(t, to)
-
-    def arith(self, op: str, a: Typed, b: Typed) -> Typed:
-        t = common_type(a.type, b.type)
-        x, y = self.convert(a, t), self.convert(b, t)
-        if op in ("max", "min"):
-            return Typed(f"polymap_{op}_{_SUFFIX[t]}({x}, {y})", t)
-        if op == "%" and t not in _INTEGER:
-            return Typed(f"{'fmodf' if t == 'f32' else 'fmod'}({x}, {y})", t)
-        return Typed(f"({x} {op} {y})", t)
-
-    def call(self, func: str, args: tuple[Typed, ...], e: ir.Call) -> Typed:
-        if func in ("min", "max"):
-            acc = args[0]
-            for b in args[1:]:
-                acc = self.arith(func, acc, b)
-            return acc
-        if func == "abs":
-            (a,) = args
-            if a.type in ("f32",):
-                return Typed(f"fabsf({a.text})", a.type)
-            if a.type in ("f64", "float"):
-                return Typed(f"fabs({a.text})", a.type)
-            return Typed(f"polymap_abs_{_SUFFIX[a.type]}({a.text})", a.type)
-        if func == "floor":
-            (a,) = args
-            if a.type in _INTEGER:
-                return a
-            return Typed(f"{'floorf' if a.type == 'f32' else 'floor'}({a.text})", a.type)
-        if func in ("sqrt", "exp", "log"):
-            (a,) = args
-            t = {"f32": "f32", "f64": "f64", "int": "float", "float": "float"}.get(a.type, "f64")
-            name = func + ("f" if t == "f32" else "")
-            return Typed(f"{name}({cast(a, t)})", t)
-        if func == "pow":
-            a, b = args
-            t = common_type(a.type, b.type)
-            if t in _INTEGER:
-                t = "float" if t == "int" else "f64"
-            name = "powf" if t == "f32" else "pow"
-            return Typed(f"{name}({self.convert(a, t)}, {self.convert(b, t)})", t)
-        raise SemanticError(f"'{func}' cannot take {len(args)} argument(s)", e.loc)
 
 
 # --------------------------------------------------------------------------- ISL AST expressions

@@ -23,6 +23,12 @@ the panel is live), at the innermost level that keeps them, when every
 reference is a tuple of distinct bare loop variables and the tile is a
 constant box at that level and below. Elements of the box outside the
 array (edge tiles) are stored as 0 and never read.
+
+One more rule makes a layout rather than a fill: a read that is strided
+along the register tile's row loop (syrk's ``A[j, k]`` under a tile over
+``i, j``) is packed at the level just above the registers even when the
+mapping does not keep its tensor there, so that the tile's rows load as
+vectors; its reads are then counted at the level the mapping says.
 """
 from __future__ import annotations
 
@@ -105,6 +111,19 @@ def plan_packs(model, mapping: Mapping) -> dict[tuple[str, tuple[str, ...]], Pac
             pack = _pack(mapping, tensor, loops, level)
             if pack is not None:
                 out[pack.key] = pack
+    # a read strided along the register tile's row loop is packed at the level above the registers,
+    # so that the row is contiguous (syrk's A[j, k] under a tile over i, j)
+    row = mapping.levels[-1].order[-1] if mapping.levels[-1].order else None
+    if row is not None and (mapping.tile(n - 1).get(row) or 1) > 1:
+        for tensor, views in refs.items():
+            if tensor in written or None in views:
+                continue
+            for loops in views:
+                if row not in loops or loops[-1] == row or (tensor, loops) in out:
+                    continue
+                pack = _pack(mapping, tensor, loops, n - 2)
+                if pack is not None and pack.unit_last(row):
+                    out[pack.key] = pack
     return out
 
 

@@ -39,7 +39,8 @@ from itertools import product
 from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
-from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, common_type
+from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr
+from polymap.passes.frontend.types import combine_type
 
 #: (preprocessor condition, vector bytes, edge boxes masked), tried in order when the file is built
 VARIANTS = (("defined(__AVX512F__)", 64, True), ("defined(__AVX2__)", 32, True), ("", 16, False))
@@ -95,6 +96,9 @@ class BoxLoop:
     count: int
     init: isl.AstExpr
     upper: str  # C text of the inclusive upper bound
+    rhs: isl.AstExpr | None = None  # the bound as ISL wrote it (printed per row when it depends on them)
+    strict: bool = False  # rhs is an exclusive bound
+    per_row: bool = False  # the bound depends on the outer box loops (a triangle's diagonal tiles)
 
 
 @dataclass(frozen=True)
@@ -191,17 +195,23 @@ def match(printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
         lhs, rhs = expr_args(cond)
         if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != it:
             return None
-        bound_ids = _ids(body.for_get_init()) | _ids(rhs)
-        if bound_ids & ({node.for_get_iterator().get_id().get_name()} | {b.iterator for b in box}):
-            return None  # not a rectangular box invariant in the reduction loop
+        outer_its = {b.iterator for b in box}
+        if (_ids(body.for_get_init()) | _ids(rhs)) & {node.for_get_iterator().get_id().get_name()}:
+            return None  # the box moves with the reduction loop
+        if _ids(body.for_get_init()) & outer_its:
+            return None  # rows starting at different columns
         upper = ast_expr(rhs, printer.names)
-        if cond.get_op_type() == isl.ast_expr_op_type.lt:
+        strict = cond.get_op_type() == isl.ast_expr_op_type.lt
+        if strict:
             upper = f"({upper}) - 1"
-        box.append(BoxLoop(it, bi.loop, int(count), body.for_get_init(), upper))
+        box.append(BoxLoop(it, bi.loop, int(count), body.for_get_init(), upper, rhs, strict,
+                           bool(_ids(rhs) & outer_its)))
         inner_ids.add(it)
         body = _single(body.for_get_body())
     if not box or body is None or body.get_type() != isl.ast_node_type.user:
         return None
+    if any(b.per_row for b in box[:-1]):
+        return None  # only the row loop (the innermost) may end per row
     name, args = user_statement(body)
     sm = printer.model.statement(name)
     stmt = sm.stmt
@@ -226,8 +236,10 @@ def match(printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
     inner = box[-1]
     lanes = 16 // _ITEMSIZE[decl.dtype]
     refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)] + [stmt.target]
+    packs = printer.packs_by_rank.get(info.rank, {})
     vector = inner.count % lanes == 0 and all(
-        _unit_last(r, inner.loop) for r in refs if inner.loop in set().union(*map(_vars, r.indices)))
+        _unit_last(r, inner.loop) or _packed_unit(packs, r, inner.loop)
+        for r in refs if inner.loop in set().union(*map(_vars, r.indices)))
     points = 1
     for b in box:
         points *= b.count
@@ -236,6 +248,27 @@ def match(printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
     if not vector and points > MAX_SCALAR_ACCUMULATORS:
         return None
     return RegisterTile(node, tuple(box), name, args, lanes if vector else 1)
+
+
+def _view(r: ir.Ref) -> tuple[str, tuple[str, ...]]:
+    return (r.tensor, tuple(getattr(x, "name", "") for x in r.indices))
+
+
+def _packed_unit(packs: dict, r: ir.Ref, loop: str) -> bool:
+    """Is ``r`` read from a packed panel whose last, unit-stride dimension is ``loop``?"""
+    pack = packs.get(_view(r))
+    return pack is not None and pack.unit_last(loop)
+
+
+def _vector_refs_ready(printer, tile: RegisterTile) -> bool:
+    """Every vector read is unit stride in memory here (a panel it needs is live)."""
+    stmt = printer.model.statement(tile.statement).stmt
+    inner = tile.box[-1].loop
+    for r in ir.subexpressions(stmt.value):
+        if isinstance(r, ir.Ref) and inner in set().union(*map(_vars, r.indices)) and not _unit_last(r, inner):
+            if not _packed_unit(printer.active_packs, r, inner):
+                return False
+    return True
 
 
 def variant_lanes(count: int, dtype: str, nbytes: int) -> int:
@@ -255,7 +288,9 @@ def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
     printer.depth += 1
     for b in box:
         printer.emit(f"const long {lo[b.iterator]} = {ast_expr(b.init, printer.names)};")
-    if tile.lanes == 1:
+    if tile.lanes > 1 and not _vector_refs_ready(printer, tile):
+        printer.for_loop(tile.reduction, path, mode, register_tiles=False)  # the panel is not live here
+    elif tile.lanes == 1:
         _variant(printer, tile, lo, 1, False, path, mode)
     else:
         dtype = printer.decls[printer.model.statement(tile.statement).stmt.target.tensor].dtype
@@ -269,20 +304,49 @@ def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
     printer.emit("}")
 
 
+def _rows(tile: RegisterTile) -> list[tuple[int, ...]]:
+    return list(product(*(range(b.count) for b in tile.box[:-1])))
+
+
+def row_upper(printer, tile: RegisterTile, lo: dict, row: tuple[int, ...]) -> str:
+    """The innermost box loop's inclusive upper bound in row ``row`` (offsets of the outer box loops)."""
+    inner = tile.box[-1]
+    if not inner.per_row:
+        return inner.upper
+    names = dict(printer.names)
+    names.update({b.iterator: f"({lo[b.iterator]} + {off})" for b, off in zip(tile.box[:-1], row)})
+    text = ast_expr(inner.rhs, names)
+    return f"({text}) - 1" if inner.strict else text
+
+
 def _variant(printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, path, mode: str) -> None:
     """The full-box fast path, then the edge boxes: masked when ``masked``, else the generic loops."""
     box = tile.box
+    inner = box[-1]
     count = {b.iterator: f"polymap_n_{b.iterator}" for b in box}
-    full = " && ".join(f"{b.upper} - {lo[b.iterator]} == {b.count - 1}" for b in box)
-    printer.emit(f"if ({full}) {{")
+    rows = _rows(tile)
+    full = [f"{b.upper} - {lo[b.iterator]} == {b.count - 1}" for b in box[:-1]]
+    uppers = [row_upper(printer, tile, lo, r) for r in rows] if inner.per_row else [inner.upper]
+    full += [f"{u} - {lo[inner.iterator]} == {inner.count - 1}" for u in uppers]
+    printer.emit(f"if ({' && '.join(full)}) {{")
     printer.depth += 1
     _accumulate(printer, tile, lo, lanes, None)
     printer.depth -= 1
     printer.emit("} else {")
     printer.depth += 1
     if masked:
-        for b in box:
+        for b in box[:-1]:
             printer.emit(f"const long {count[b.iterator]} = {b.upper} - {lo[b.iterator]} + 1;")
+        if inner.per_row:
+            widest = "0"
+            for r, u in zip(rows, uppers):
+                name = count[inner.iterator] + "_" + "_".join(map(str, r))
+                valid = " && ".join(f"{off} < {count[b.iterator]}" for b, off in zip(box[:-1], r) if off) or "1"
+                printer.emit(f"const long {name} = ({valid}) ? min({inner.count}, {u} - {lo[inner.iterator]} + 1) : 0;")
+                widest = f"max({widest}, {name})"
+            printer.emit(f"const long {count[inner.iterator]} = {widest};")
+        else:
+            printer.emit(f"const long {count[inner.iterator]} = {inner.upper} - {lo[inner.iterator]} + 1;")
         _accumulate(printer, tile, lo, lanes, count)
     else:
         printer.for_loop(tile.reduction, path, mode, register_tiles=False)
@@ -334,8 +398,9 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
                          f"{count[inner.iterator]} - {off});")
         for p in points:
             rows = " && ".join(f"{off} < {count[b.iterator]}" for b, off in zip(box[:-1], p[:-1]) if off) or "1"
+            n_row = count[inner.iterator] + ("_" + "_".join(map(str, p[:-1])) if inner.per_row else "")
             printer.emit(f"const {mtype} {tmask[p]} = polymap_mask_{dtype}x{lanes}("
-                         f"{rows} ? {count[inner.iterator]} - {p[-1]} : 0);")
+                         f"{rows} ? {n_row} - {p[-1]} : 0);")
     for p in points:
         printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
     red = tile.reduction
@@ -346,7 +411,7 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
     for p in points:
         vp = printer_at(p, tmask[p])
         value = vp.value(stmt.value)
-        v = vp.convert(value, common_type(dtype, value.type))
+        v = vp.convert(value, combine_type(dtype, value.type))
         printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
     printer.depth -= 1
     printer.emit("}")

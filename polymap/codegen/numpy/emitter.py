@@ -26,7 +26,7 @@ value semantics of :mod:`polymap.reference`.
 from __future__ import annotations
 
 import keyword
-from typing import Mapping
+from typing import Mapping as MappingT
 
 import numpy as np
 
@@ -53,12 +53,14 @@ from polymap.codegen.ast_ir import (
     tile_base,
     to_ir,
 )
-from polymap.codegen.loop_emitter import as_mappings
+from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from polymap.codegen.numpy.values import NP_TYPES, PRELUDE, py_condition, py_index
 from polymap.codegen.numpy.vectorize import Axis, StatementPrinter, axis_var, chain_is_legal
+from polymap.tensors import allocate, numpy_dtype, validate_inputs
+from polymap.machine.arch import Architecture
 
 
-def emit_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None, *, arch=None) -> str:
+def emit_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None, *, arch: Architecture | None = None) -> str:
     """The source of a Python module defining ``NAME(**arrays, **params)`` for ``kernel``.
 
     ``mapping`` is None (original order), one mapping or a sequence of
@@ -75,7 +77,7 @@ def emit_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None
     return head + PRELUDE + "\n\n" + printer.function(root)
 
 
-def load_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None):
+def load_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None):
     """Emit, execute and return the kernel function of the NumPy module."""
     source = emit_numpy(kernel, model, mapping)
     namespace: dict = {"__name__": f"polymap_numpy_{kernel.name}"}
@@ -83,15 +85,13 @@ def load_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping=None
     return namespace[kernel.name]
 
 
-def run_numpy(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mapping[str, int],
-              mapping=None, *, model: KernelModel | None = None) -> dict[str, np.ndarray]:
+def run_numpy(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], params: MappingT[str, int],
+              mapping: MappingsArg = None, *, model: KernelModel | None = None) -> dict[str, np.ndarray]:
     """Run the NumPy module on copies of ``arrays``; return every ``out``/``inout`` tensor.
 
     Same contract as :func:`polymap.reference.execute` (``out`` tensors start
     zero-filled).
     """
-    from polymap.tensors import allocate, numpy_dtype, validate_inputs
-
     validate_inputs(kernel, arrays, params, allow_extra=True)
     store = allocate(kernel, params)
     for d in kernel.decls:

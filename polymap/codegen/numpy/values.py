@@ -1,9 +1,9 @@
 """Python/NumPy text for expressions: integer index expressions and typed right-hand sides.
 
-Right-hand sides follow the value semantics of :mod:`polymap.reference`
-(C's conversions with weak iterators and literals), made explicit with
-NumPy scalar-type calls so that float32 stays float32 whether the operands
-are scalars or whole arrays::
+Right-hand sides are typed once by :func:`polymap.passes.frontend.types.typed`
+(the language's rule, which the reference reads too); this printer only reads
+those types and makes every conversion an explicit NumPy scalar-type call, so
+that float32 stays float32 whether the operands are scalars or whole arrays::
 
     C[i, j] += A[i, k] * 0.5     (f32)  ->  A[..] * _np.float32(0.5)
     x = i / 2 + B[i]             (f64)  ->  _np.float64(_cdiv(i, 2)) + B[..]
@@ -13,16 +13,14 @@ and ``%`` for positive divisors.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 from polymap import ir
 from polymap.errors import SemanticError
+from polymap.passes.frontend.types import INTEGER, Printed, TypedExpr, TypedPrinter
 
 NP_TYPES = {"f32": "_np.float32", "f64": "_np.float64", "i32": "_np.int32", "i64": "_np.int64",
             "float": "_np.float64", "int": "_np.int64"}
-_RANK = {"i32": 0, "i64": 1, "f32": 2, "f64": 3}
-INTEGER = ("int", "i32", "i64")
 
 #: Helpers every generated module defines (C's integer division, the reference's max/min).
 PRELUDE = '''\
@@ -50,16 +48,6 @@ def _pmax(x, y):
 def _pmin(x, y):
     return _np.where(y < x, y, x)
 '''
-
-
-def common_type(a: str, b: str) -> str:
-    """The reference's type of ``a OP b`` (weak operands adopt the strong one)."""
-    if a in _RANK and b in _RANK:
-        return a if _RANK[a] >= _RANK[b] else b
-    if a in _RANK or b in _RANK:
-        strong, weak = (a, b) if a in _RANK else (b, a)
-        return strong if strong in ("f32", "f64") or weak == "int" else "f64"
-    return "float" if "float" in (a, b) else "int"
 
 
 def py_index(e: ir.Expr, var: Callable[[str], str]) -> str:
@@ -96,93 +84,62 @@ def py_condition(e: ir.Expr, var: Callable[[str], str]) -> str:
     raise SemanticError("not an affine condition", getattr(e, "loc", None))
 
 
-@dataclass(frozen=True)
-class Typed:
-    """Python text and its reference type."""
+class ValuePrinter(TypedPrinter):
+    """Right-hand sides typed by :func:`polymap.passes.frontend.types.typed`; ``ref`` prints a
+    tensor reference, ``var`` an integer variable."""
 
-    text: str
-    type: str
-
-
-class ValuePrinter:
-    """Typed right-hand sides; ``ref`` prints a tensor reference, ``var`` an integer variable."""
-
-    def __init__(self, dtypes: dict[str, str], ref: Callable[[ir.Ref], str], var: Callable[[str], str]):
+    def __init__(self, dtypes: Mapping[str, str], ref: Callable[[ir.Ref], str], var: Callable[[str], str]):
         self.dtypes = dtypes
         self.ref = ref
         self.var = var
 
-    def convert(self, t: Typed, to: str) -> str:
+    def convert(self, t: Printed, to: str) -> str:
         if t.type == to or (t.type in INTEGER and to == "int"):
             return t.text
         return f"{NP_TYPES[to]}({t.text})"
 
-    def value(self, e: ir.Expr) -> Typed:
-        match e:
-            case ir.Const(value=v) if isinstance(v, int):
-                return Typed(str(v) if v >= 0 else f"({v})", "int")
+    def leaf(self, t: TypedExpr) -> str:
+        match t.expr:
+            case ir.Const(value=int() as v):
+                return str(v) if v >= 0 else f"({v})"
             case ir.Const(value=v):
-                return Typed(f"({float(v)!r})" if float(v) == float(v) and abs(float(v)) != float("inf")
-                             else f"float({str(float(v))!r})", "float")
+                v = float(v)
+                return f"({v!r})" if v == v and abs(v) != float("inf") else f"float({str(v)!r})"
             case ir.Var(name=n):
-                return Typed(self.var(n), "int")
-            case ir.Ref(tensor=name):
-                return Typed(self.ref(e), self.dtypes[name])
-            case ir.Neg(operand=a):
-                ta = self.value(a)
-                return Typed(f"(-{ta.text})", ta.type)
-            case ir.BinOp(op=op, lhs=a, rhs=b):
-                return self.arith(op, self.value(a), self.value(b))
-            case ir.Compare(op=op, lhs=a, rhs=b):
-                ta, tb = self.value(a), self.value(b)
-                t = common_type(ta.type, tb.type)
-                return Typed(f"_np.int64({self.convert(ta, t)} {op} {self.convert(tb, t)})", "int")
-            case ir.BoolOp(op=op, operands=args):
-                f = "_np.logical_and" if op == "and" else "_np.logical_or"
-                out = f"({self.value(args[0]).text} != 0)"
-                for x in args[1:]:
-                    out = f"{f}({out}, {self.value(x).text} != 0)"
-                return Typed(f"_np.int64({out})", "int")
-            case ir.Not(operand=a):
-                return Typed(f"_np.int64({self.value(a).text} == 0)", "int")
-            case ir.Select(cond=c, if_true=a, if_false=b):
-                tc, ta, tb = self.value(c), self.value(a), self.value(b)
-                t = common_type(ta.type, tb.type)
-                return Typed(f"_np.where({tc.text} != 0, {self.convert(ta, t)}, {self.convert(tb, t)})", t)
-            case ir.Call(func=func, args=args):
-                return self.call(func, tuple(self.value(x) for x in args), e)
-        raise SemanticError(f"cannot print {type(e).__name__} as NumPy", getattr(e, "loc", None))
+                return self.var(n)
+        return self.ref(t.expr)
 
-    def arith(self, op: str, a: Typed, b: Typed) -> Typed:
-        t = common_type(a.type, b.type)
-        x, y = self.convert(a, t), self.convert(b, t)
+    def node(self, t: TypedExpr, xs: list[str]) -> str:
+        match t.op:
+            case "neg":
+                return f"(-{xs[0]})"
+            case "compare":
+                return f"_np.int64({xs[0]} {t.expr.op} {xs[1]})"
+            case "and" | "or":
+                f = "_np.logical_and" if t.op == "and" else "_np.logical_or"
+                out = f"({xs[0]} != 0)"
+                for x in xs[1:]:
+                    out = f"{f}({out}, {x} != 0)"
+                return f"_np.int64({out})"
+            case "not":
+                return f"_np.int64({xs[0]} == 0)"
+            case "select":
+                return f"_np.where({xs[0]} != 0, {xs[1]}, {xs[2]})"
+            case "floor" if t.type in INTEGER:
+                return xs[0]
+            case "abs" | "floor" | "sqrt" | "exp" | "log":
+                return f"_np.{t.op}({xs[0]})"
+            case "pow":
+                return f"_np.power({xs[0]}, {xs[1]})"
+        return self.operation(t.op, xs[0], xs[1], t.type)
+
+    @staticmethod
+    def operation(op: str, x: str, y: str, t: str) -> str:
+        """``x OP y`` on two operands already in type ``t``."""
         if op in ("max", "min"):
-            return Typed(f"_p{op}({x}, {y})", t)
+            return f"_p{op}({x}, {y})"
         if op == "/" and t in INTEGER:
-            return Typed(f"_cdiv({x}, {y})", t)
+            return f"_cdiv({x}, {y})"
         if op == "%":
-            return Typed(f"_crem({x}, {y})" if t in INTEGER else f"_np.fmod({x}, {y})", t)
-        return Typed(f"({x} {op} {y})", t)
-
-    def call(self, func: str, args: tuple[Typed, ...], e: ir.Call) -> Typed:
-        if func in ("min", "max"):
-            acc = args[0]
-            for b in args[1:]:
-                acc = self.arith(func, acc, b)
-            return acc
-        if func == "abs" and len(args) == 1:
-            return Typed(f"_np.abs({args[0].text})", args[0].type)
-        if func == "floor" and len(args) == 1:
-            a = args[0]
-            return a if a.type in INTEGER else Typed(f"_np.floor({a.text})", a.type)
-        if func in ("sqrt", "exp", "log") and len(args) == 1:
-            a = args[0]
-            t = {"f32": "f32", "f64": "f64", "int": "float", "float": "float"}.get(a.type, "f64")
-            return Typed(f"_np.{func}({self.convert(a, t)})", t)
-        if func == "pow" and len(args) == 2:
-            a, b = args
-            t = common_type(a.type, b.type)
-            if t in INTEGER:
-                t = "float" if t == "int" else "f64"
-            return Typed(f"_np.power({self.convert(a, t)}, {self.convert(b, t)})", t)
-        raise SemanticError(f"'{func}' cannot take {len(args)} argument(s)", e.loc)
+            return f"_crem({x}, {y})" if t in INTEGER else f"_np.fmod({x}, {y})"
+        return f"({x} {op} {y})"

@@ -23,15 +23,9 @@ from dataclasses import dataclass
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.codegen.ast_ir import free_vars, linear
-from polymap.codegen.numpy.values import (
-    INTEGER,
-    NP_TYPES,
-    Typed,
-    ValuePrinter,
-    common_type,
-    py_index,
-)
+from polymap.codegen.ast_ir import free_vars, from_linear, linear
+from polymap.codegen.numpy.values import NP_TYPES, ValuePrinter, py_index
+from polymap.passes.frontend.types import COMBINE, INTEGER, Printed, combine_type
 
 AXIS = "\0axis"  # variable names standing for chain axes inside substituted IR
 
@@ -128,8 +122,6 @@ def analyse_ref(ref: ir.Ref, var) -> RefShape:
             return RefShape((), False)
         if len(axes) > 1 or (axes and (axes[0][1] <= 0 or _axis_of(axes[0][0]) in seen)):
             return RefShape((), False)
-        from polymap.codegen.ast_ir import from_linear
-
         rest = {k: c for k, c in terms.items() if not (isinstance(k, str) and _axis_of(k) is not None)}
         rest_text = py_index(from_linear(rest, const), var)
         if axes:
@@ -215,7 +207,7 @@ class StatementPrinter:
         if fast is not None:
             return [f"{lhs} {stmt.op} {fast}"]
         v = self.values.value(stmt.value)
-        t = common_type(dtype, v.type)
+        t = combine_type(dtype, v.type)
         value = self.values.convert(v, t)
         if self.axes:
             if red:
@@ -229,9 +221,9 @@ class StatementPrinter:
                 value = f"_np.transpose({value}, {tuple(order.index(k) for k in kept)})"
         if t == dtype and stmt.op in ("+=", "-=", "*=") or (stmt.op == "/=" and t == dtype and t not in INTEGER):
             return [f"{lhs} {stmt.op} {value}"]  # in place: the right-hand side is computed first
-        cur = self.values.convert(Typed(lhs, dtype), t)
+        cur = self.values.convert(Printed(lhs, dtype), t)
         combined = {"+=": f"{cur} + {value}", "-=": f"{cur} - {value}", "*=": f"{cur} * {value}",
-                    "/=": f"{self.values.arith('/', Typed(cur, t), Typed(value, t)).text}",
+                    "/=": f"{self.values.arith('/', Printed(cur, t), Printed(value, t)).text}",
                     "max=": f"_pmax({cur}, {value})", "min=": f"_pmin({cur}, {value})"}[stmt.op]
         return [f"{lhs} = {combined}"]
 
@@ -243,10 +235,9 @@ class StatementPrinter:
         if stmt.op == "=":
             return f"{lhs} = {v.text}"
         dtype = self.dtypes[stmt.target.tensor]
-        t = common_type(dtype, v.type)
-        cur, val = Typed(self.values.convert(Typed(lhs, dtype), t), t), Typed(self.values.convert(v, t), t)
-        op = {"+=": "+", "-=": "-", "*=": "*", "/=": "/", "max=": "max", "min=": "min"}[stmt.op]
-        return f"{lhs} = {self.values.arith(op, cur, val).text}"
+        t = combine_type(dtype, v.type)
+        cur, val = Printed(self.values.convert(Printed(lhs, dtype), t), t), Printed(self.values.convert(v, t), t)
+        return f"{lhs} = {self.values.arith(COMBINE[stmt.op], cur, val).text}"
 
     def contraction(self, stmt: ir.Assign, tshape: RefShape) -> str | None:
         """``einsum`` (or ``@``) text when the value is a product of same-typed sliced references."""

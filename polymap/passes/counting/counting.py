@@ -33,6 +33,10 @@ from polymap.islcheck import isl
 from polymap.poly import KernelModel, count, isl_name, to_int
 from polymap.passes.counting.footprint import DTYPE_BYTES, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
+from polymap.driver import param_values
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping
+from typing import Mapping as MappingT
 
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
@@ -101,7 +105,7 @@ def _formula_text(pw) -> str:
     return str(pw.coalesce()) if hasattr(pw, "coalesce") else str(pw)
 
 
-def _keepers(mapping, tensor: str) -> list[int]:
+def _keepers(mapping: Mapping, tensor: str) -> list[int]:
     """Levels keeping ``tensor``, outermost first (level 0 always)."""
     return [l for l, lm in enumerate(mapping.levels) if l == 0 or tensor in lm.keep]
 
@@ -143,7 +147,7 @@ def _per_instance(res: Residencies, instances: list, tensor: str, kind: str):
 class _Counter:
     """Counts as piecewise quasi-polynomials, then numbers at ``params``."""
 
-    def __init__(self, model: KernelModel, mapping, res: Residencies, params, symbolic: bool):
+    def __init__(self, model: KernelModel, mapping: Mapping, res: Residencies, params: MappingT[str, int], symbolic: bool):
         self.model, self.mapping, self.res = model, mapping, res
         self.params, self.symbolic = params, symbolic
         self.instances = [_card(tmap.domain()) for tmap in res.time_maps]  # per statement
@@ -240,15 +244,13 @@ class _Counter:
 # --------------------------------------------------------------------------- entry points
 
 
-def _default_params(model: KernelModel, params):
+def _default_params(model: KernelModel, params: MappingT[str, int]):
     if params is not None:
         return dict(params)
-    from polymap.driver import param_values
-
     return param_values(model.kernel)
 
 
-def count_mapping(model: KernelModel, mapping, arch, *, params: dict | None = None,
+def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
                   symbolic: bool = False) -> Counts:
     """The exact counts of ``mapping`` on ``arch`` (``mapping.md``).
 

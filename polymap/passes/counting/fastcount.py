@@ -33,12 +33,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Mapping as MappingT
 
 import numpy as np
 
+from polymap.mapping.model import Mapping
+from polymap.poly import KernelModel, cached
+from polymap.passes.frontend.params import param_values
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
+from polymap.machine.arch import Architecture
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class Structure:
     keep: tuple[frozenset[str], ...]
 
     @classmethod
-    def of(cls, mapping) -> "Structure":
+    def of(cls, mapping: Mapping) -> "Structure":
         idx = {x: k for k, x in enumerate(mapping.loops)}
         return cls(tuple(tuple(idx[x] for x in lm.order) for lm in mapping.levels),
                    tuple(frozenset(idx[x] for x in lm.spatial) for lm in mapping.levels),
@@ -84,7 +89,7 @@ class BatchCounts:
     footprint_bytes: list[np.ndarray | None]
     exact: np.ndarray
 
-    def as_counts(self, b: int, nest: FastNest, names: tuple[str, ...], mapping=None) -> Counts:
+    def as_counts(self, b: int, nest: FastNest, names: tuple[str, ...], mapping: Mapping | None = None) -> Counts:
         """Entry ``b`` as the :class:`Counts` of the ISL path."""
         levels = []
         for l, per in enumerate(self.counts):
@@ -258,28 +263,27 @@ def _tensor_pair_sums(t, pairs: dict, m: int):
 
 # --------------------------------------------------------------------------- entry points
 
-_EVALUATORS: dict = {}
+def evaluator_for(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> Evaluator:
+    """The evaluator of ``mapping``'s nest and structure, kept in ``model.cache``;
+    :class:`NotSupported` if none."""
+    structure = Structure.of(mapping)
 
-
-def evaluator_for(model, mapping, params) -> Evaluator:
-    """The (cached) evaluator of ``mapping``'s nest and structure; :class:`NotSupported` if none."""
-    key = (id(model), mapping.nest, tuple(sorted(dict(params).items())), Structure.of(mapping))
-    if key not in _EVALUATORS:
+    def build() -> Evaluator | NotSupported:
         try:
-            _EVALUATORS[key] = Evaluator(analyse_nest(model, mapping.nest, params), key[3])
+            return Evaluator(analyse_nest(model, mapping.nest, params), structure)
         except NotSupported as exc:
-            _EVALUATORS[key] = exc
-    found = _EVALUATORS[key]
+            return exc
+
+    key = ("fastcount evaluator", mapping.nest, tuple(sorted(dict(params).items())), structure)
+    found = cached(model, key, build)
     if isinstance(found, NotSupported):
         raise found
     return found
 
 
-def fast_counts(model, mapping, arch, *, params: dict | None = None) -> Counts | None:
+def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None) -> Counts | None:
     """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's class."""
     if params is None:
-        from polymap.driver import param_values
-
         params = param_values(model.kernel)
     try:
         ev = evaluator_for(model, mapping, params)

@@ -31,6 +31,7 @@ from polymap.islcheck import isl
 from polymap.poly import KernelModel, param_set
 from polymap.passes.counting.residency_order import successor
 from polymap.passes.schedule.tiling import MappedSchedule, TimeDim, mapped_schedule
+from polymap.mapping.model import Mapping
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str
                   writes if writes is not None else isl.Map.empty(space))
 
 
-def _event_space(model, ms, time_maps, tensor) -> isl.Space:
+def _event_space(model: KernelModel, ms, time_maps, tensor) -> isl.Space:
     for st, tmap in zip(ms.statements, time_maps):
         for acc in st.accesses:
             if acc.tensor == tensor:
@@ -181,7 +182,7 @@ def level_residency(res_events: tuple[Events, ...], time_maps, dims: tuple[TimeD
     return LevelResidency(level, depth, spatial, points.coalesce(), tuple(tensors))
 
 
-def residencies(model: KernelModel, mapping, *, params: MappingT[str, int] | None = None,
+def residencies(model: KernelModel, mapping: Mapping, *, params: MappingT[str, int] | None = None,
                 tensors: tuple[str, ...] | None = None) -> Residencies:
     """Residency relations of every level of ``mapping`` (parameters fixed when ``params`` is given).
 

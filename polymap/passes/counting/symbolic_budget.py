@@ -20,6 +20,9 @@ import os
 from polymap.errors import Refusal
 from polymap.poly import KernelModel
 from polymap.passes.counting.counting import Counts, count_mapping
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping
+from typing import Mapping as MappingT
 
 DEFAULT_SECONDS = 60.0
 ENV_VAR = "POLYMAP_SYMBOLIC_SECONDS"
@@ -33,7 +36,7 @@ def symbolic_budget() -> float:
         return DEFAULT_SECONDS
 
 
-def _child(conn, model, mapping, arch, params) -> None:
+def _child(conn, model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> None:
     try:
         counts = count_mapping(model, mapping, arch, params=params, symbolic=True)
         conn.send(dataclasses.replace(counts, mapping=None))
@@ -43,7 +46,7 @@ def _child(conn, model, mapping, arch, params) -> None:
         conn.close()
 
 
-def count_symbolic_within(model: KernelModel, mapping, arch, *, params: dict,
+def count_symbolic_within(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict,
                           seconds: float | None = None) -> Counts:
     """``count_mapping(..., symbolic=True)``, refused when it takes more than ``seconds``."""
     seconds = symbolic_budget() if seconds is None else seconds

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from polymap.islcheck import isl
-from polymap.poly import Access, KernelModel, StatementModel
+from polymap.poly import Access, KernelModel, StatementModel, cached
 
 KINDS = ("RAW", "WAR", "WAW")
 
@@ -185,8 +185,6 @@ def memory_based(model: KernelModel, statements: Iterable[StatementModel] | None
     """Every conflicting pair of accesses, source first under ``schedule_of`` (default: original)."""
     stmts = tuple(model.statements if statements is None else statements)
     if schedule_of is None:  # the original order: computed once per model and statement set
-        from polymap.passes.schedule.schedule_order import cached
-
         key = ("memory_based", tuple(s.name for s in stmts))
         return list(cached(model, key, lambda: tuple(_memory_based(stmts, lambda s: s.schedule))))
     return _memory_based(stmts, schedule_of)

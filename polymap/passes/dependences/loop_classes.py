@@ -19,7 +19,6 @@ Sketch for gemm::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Iterable
 
 from polymap import ir

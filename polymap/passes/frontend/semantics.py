@@ -16,10 +16,8 @@ from __future__ import annotations
 from polymap import ir
 from polymap.errors import Diagnostic, SemanticError
 from polymap.passes.frontend.quasi_affine import Scope, condition_problems, index_problems, text
+from polymap.passes.frontend.types import ARITY
 
-#: Arity of each right-hand-side function: (min, max), max None = unbounded.
-_ARITY = {"sqrt": (1, 1), "exp": (1, 1), "log": (1, 1), "abs": (1, 1), "floor": (1, 1),
-          "pow": (2, 2), "min": (2, None), "max": (2, None)}
 
 
 def check_program(program: ir.Program) -> list[Diagnostic]:
@@ -248,10 +246,10 @@ def _check_call(e: ir.Call, func: str, n: int) -> list[Diagnostic]:
     if func == "select":
         return [Diagnostic(f"select takes 3 arguments (condition, value if true, value if false), "
                            f"not {n}", e.loc)]
-    if func not in _ARITY:
-        known = ", ".join(sorted(_ARITY)) + " and select"
+    if func not in ARITY:
+        known = ", ".join(sorted(ARITY)) + " and select"
         return [Diagnostic(f"unknown function '{func}' (the functions are {known})", e.loc)]
-    lo, hi = _ARITY[func]
+    lo, hi = ARITY[func]
     if n < lo or (hi is not None and n > hi):
         want = f"{lo}" if lo == hi else f"at least {lo}"
         return [Diagnostic(f"{func} takes {want} argument{'s' if lo != 1 else ''}, not {n}", e.loc)]

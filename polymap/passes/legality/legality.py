@@ -36,21 +36,24 @@ each pair of statements are computed once (cached per model / per check).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import Mapping as MappingModel
 from polymap.passes.counting.fit import fit_problems
-from polymap.poly import KernelModel, StatementModel
+from polymap.poly import KernelModel, StatementModel, cached
 from polymap.passes.legality import witness as W
-from polymap.passes.dependences.dependences import maps_of
+from polymap.passes.dependences.dependences import maps_of, memory_based
 from polymap.passes.legality.reaching_writers import (
     keeps_writers,
     original_dataflow,
     writer_changes,
 )
 from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts
+from polymap.mapping.model import Mapping
+from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
+from polymap.passes.schedule.tiling import mapped_schedule
+from polymap.passes.schedule.tiling import MappedSchedule
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def _groups(model: KernelModel, rel: isl.UnionMap, near: tuple[int, int]) -> dic
     return out
 
 
-def _witnessed(model, rel, near, given, seen: set, kind: str, make) -> list[Violation]:
+def _witnessed(model: KernelModel, rel, near, given, seen: set, kind: str, make) -> list[Violation]:
     """One violation per group of ``rel`` not ``seen`` yet (for ``kind``), phrased by ``make``."""
     out = []
     for (s, t, tensor), maps in sorted(_groups(model, rel, near).items()):
@@ -156,7 +159,7 @@ def _write_before_writer(old, between: isl.UnionMap) -> isl.UnionMap:
     return between.intersect(old.flows.domain_map().apply_range(pairs))
 
 
-def compact_maps(mapped) -> dict[str, isl.Map]:
+def compact_maps(mapped: MappedSchedule) -> dict[str, isl.Map]:
     """The mapped schedule without the time dimensions that are 0 for every statement.
 
     A coordinate at level ``l`` is 0 when the next level's tile of its loop
@@ -175,7 +178,7 @@ def compact_maps(mapped) -> dict[str, isl.Map]:
     return out
 
 
-def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
+def schedule_violations(model: KernelModel, mapped: MappedSchedule, *, params: MappingT[str, int] | None = None
                         ) -> list[Violation]:
     """Every way the mapped schedule ``mapped`` (a :class:`MappedSchedule`) changes the results."""
     stmts, maps = mapped.statements, compact_maps(mapped)
@@ -187,7 +190,7 @@ def schedule_violations(model: KernelModel, mapped, *, params: Mapping[str, int]
     return _violations(model, stmts, order, params)
 
 
-def is_legal_schedule(model: KernelModel, mapped) -> bool:
+def is_legal_schedule(model: KernelModel, mapped: MappedSchedule) -> bool:
     """True iff the mapped schedule keeps every reaching and final writer (symbolically)."""
     maps = compact_maps(mapped)
     return keeps_conflicts(model, mapped.statements, maps) or keeps_writers(model, mapped.statements, maps)
@@ -196,7 +199,7 @@ def is_legal_schedule(model: KernelModel, mapped) -> bool:
 # --------------------------------------------------------------------------- spatial loops
 
 
-def _carried_at(mapped, dep, d: int) -> isl.Map:
+def _carried_at(mapped: MappedSchedule, dep, d: int) -> isl.Map:
     """The pairs of ``dep`` that agree on mapped dims ``< d`` and differ at ``d``."""
     n = len(mapped.dims)
     t = ", ".join(f"t{k}" for k in range(n))
@@ -207,11 +210,9 @@ def _carried_at(mapped, dep, d: int) -> isl.Map:
     return dep.relation.intersect(ma.apply_range(step).apply_range(mb.reverse()))
 
 
-def spatial_findings(model: KernelModel, mapped, *, params: Mapping[str, int] | None = None
+def spatial_findings(model: KernelModel, mapped: MappedSchedule, *, params: MappingT[str, int] | None = None
                      ) -> tuple[list[Violation], list[str]]:
     """Dependences carried by spatial loops: violations, and notes for combinable reductions."""
-    from polymap.passes.dependences.dependences import memory_based
-
     if not any(dim.spatial for dim in mapped.dims):
         return [], []
     deps = memory_based(model, mapped.statements)
@@ -238,7 +239,7 @@ def spatial_findings(model: KernelModel, mapped, *, params: Mapping[str, int] | 
     return violations, notes
 
 
-def _spatial_violation(model, dep, carried: isl.Map, loop: str, level: str, params) -> Violation:
+def _spatial_violation(model: KernelModel, dep, carried: isl.Map, loop: str, level: str, params: MappingT[str, int]) -> Violation:
     choice = W.choose(model, [carried], params, tagged=False)
     assert choice is not None, "a non-empty relation has a point"
     (a, b), values = choice.instances, dict(choice.params)
@@ -252,7 +253,7 @@ def _spatial_violation(model, dep, carried: isl.Map, loop: str, level: str, para
 # --------------------------------------------------------------------------- notes
 
 
-def _effective_order(mapping) -> list[str]:
+def _effective_order(mapping: Mapping) -> list[str]:
     """Loops in the order they first vary in the mapped schedule (outermost first)."""
     out: list[str] = []
     inner = [lv.tile for lv in mapping.levels[1:]] + [(1,) * len(mapping.loops)]
@@ -263,7 +264,7 @@ def _effective_order(mapping) -> list[str]:
     return out + [x for x in mapping.loops if x not in out]
 
 
-def reduction_outward_notes(model: KernelModel, mapping, classes, original: tuple[str, ...]) -> list[str]:
+def reduction_outward_notes(model: KernelModel, mapping: Mapping, classes, original: tuple[str, ...]) -> list[str]:
     """Say so when a reduction loop now runs outside a parallel loop that used to enclose it."""
     new = _effective_order(mapping)
     notes = []
@@ -284,13 +285,30 @@ def reduction_outward_notes(model: KernelModel, mapping, classes, original: tupl
 # --------------------------------------------------------------------------- check
 
 
-def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str, int] | None = None
+def is_legal(model: KernelModel, mapping: Mapping) -> bool:
+    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
+
+    The same answer as ``check_mapping(...).legal`` without an architecture,
+    without witnesses, notes or hints.
+    """
+    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
+
+
+def _decide(model: KernelModel, mapping: Mapping) -> bool:
+    mapped = mapped_schedule(model, mapping)
+    if not is_legal_schedule(model, mapped):
+        return False
+    if not any(lm.spatial for lm in mapping.levels):
+        return True
+    return not spatial_findings(model, mapped)[0]
+
+
+
+
+def check_mapping(model: KernelModel, mapping: Mapping, *, arch: Architecture | None = None, params: MappingT[str, int] | None = None
                   ) -> Verdict:
     """Legality of a whole mapping (or an ``order_mapping``): order, tiles, spatial loops, and,
     with ``arch``, fan-out and capacity."""
-    from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
-    from polymap.passes.schedule.tiling import mapped_schedule
-
     mapped = mapped_schedule(model, mapping)
     violations = schedule_violations(model, mapped, params=params)
     spatial, notes = spatial_findings(model, mapped, params=params)
@@ -310,8 +328,8 @@ def check_mapping(model: KernelModel, mapping, *, arch=None, params: Mapping[str
     return Verdict(not violations, tuple(violations), tuple(notes), tuple(hints))
 
 
-def _arch_violations(model: KernelModel, mapping: MappingModel, arch: Architecture,
-                     params: Mapping[str, int] | None) -> list[Violation]:
+def _arch_violations(model: KernelModel, mapping: Mapping, arch: Architecture,
+                     params: MappingT[str, int] | None) -> list[Violation]:
     """Fan-out and capacity problems (:mod:`polymap.passes.counting.fit`) as violations."""
     out = []
     for p in fit_problems(model, mapping, arch, dict(params or {})):

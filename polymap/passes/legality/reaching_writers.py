@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, StatementModel
+from polymap.poly import KernelModel, StatementModel, cached
 from polymap.passes.dependences.dependences import TaggedProgram, final_writers, flow, tag_program
-from polymap.passes.schedule.schedule_order import ScheduleOrder, cached
+from polymap.passes.schedule.schedule_order import ScheduleOrder
 
 
 @dataclass(frozen=True)

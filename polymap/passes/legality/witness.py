@@ -20,11 +20,10 @@ The phrases of the reasons live here too, so they read alike everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Mapping, Sequence
 
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, fix_params, isl_name
+from polymap.poly import KernelModel, cached, fix_params, isl_name
 from polymap.evaluate import eval_int
 
 
@@ -105,7 +104,6 @@ def _lexmin_coords(s: isl.Set) -> list[int]:
     return _coords(s.lexmin().sample_point(), s.dim(isl.dim_type.set))
 
 
-@lru_cache(maxsize=256)
 def _objective(n: int, pairs: tuple[tuple[int, int], ...]) -> isl.Set:
     """``[s, d.., x0..x(n-1)]`` with ``d_k >= |x_a - x_b|`` for each pair ``(a, b)``, ``s = sum d``."""
     xs = [f"x{m}" for m in range(n)]
@@ -115,10 +113,11 @@ def _objective(n: int, pairs: tuple[tuple[int, int], ...]) -> isl.Set:
     return isl.Set(f"{{ [{', '.join(['s'] + ds + xs)}] : {' and '.join(conds)} }}")
 
 
-def _with_objective(flat: isl.Set, pairs: list[tuple[int, int]]) -> isl.Set:
+def _with_objective(model: KernelModel, flat: isl.Set, pairs: list[tuple[int, int]]) -> isl.Set:
     """``flat`` (dims x) as ``[s, d.., x..]``: at the lexicographic minimum ``d_k = |x_a - x_b|``
     (each ``d`` is only bounded below), so ``s`` is the distance of the pair."""
-    obj = _objective(flat.dim(isl.dim_type.set), tuple(pairs))
+    n = flat.dim(isl.dim_type.set)
+    obj = cached(model, ("witness objective", n, tuple(pairs)), lambda: _objective(n, tuple(pairs)))
     lifted = flat.reset_tuple_id().insert_dims(isl.dim_type.set, 0, 1 + len(pairs))
     return lifted.intersect(obj.align_params(lifted.get_space()))
 
@@ -173,7 +172,7 @@ def choose(model: KernelModel, maps: Sequence[isl.Map], given: Mapping[str, int]
         starts = [sum(len(x) for x in names[:k]) for k in range(len(names))]
         a, b = near
         pairs = [(starts[a] + p, starts[b] + names[b].index(x)) for p, x in enumerate(names[a]) if x in names[b]]
-        coords = _lexmin_coords(_with_objective(fixed, pairs))
+        coords = _lexmin_coords(_with_objective(model, fixed, pairs))
         key = (coords[:1 + len(pairs)], coords[1 + len(pairs):])
         if best is None or key < best[0]:
             best = (key, lv, names, starts, coords[1 + len(pairs):])

@@ -1,4 +1,4 @@
-"""Which instances a schedule runs first, asked only for the pairs that matter; per-model caches.
+"""Which instances a schedule runs first, asked only for the pairs that matter.
 
 ``UnionMap.lex_lt_union_map`` orders every pair of spaces of a schedule. For
 a tagged program (one copy of a statement's schedule per reference) that is
@@ -10,39 +10,14 @@ statements, so :class:`ScheduleOrder` orders just those, once per pair::
     order.keep(R, flip=True) = { a -> b in R : time(b) <lex time(a) }
 
 Tagged instances ``[S[i] -> S_r0[]]`` are ordered by their statement ``S``.
-
-:func:`model_cache` is a dict that lives as long as one ``KernelModel``, so
-that analyses of a kernel (its memory-based dependences, the dataflow of its
-original schedule) are computed once however many mappings are checked.
 """
 from __future__ import annotations
 
-import weakref
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from polymap.islcheck import isl
-
-_CACHES: dict[int, dict] = {}
-
-
-def model_cache(model) -> dict:
-    """A dict bound to ``model``'s lifetime (a KernelModel, or an ir.Kernel), keyed by identity:
-    models hold ISL objects, and hashing a kernel walks its whole tree."""
-    key = id(model)
-    cache = _CACHES.get(key)
-    if cache is None:
-        cache = _CACHES[key] = {}
-        weakref.finalize(model, _CACHES.pop, key, None)
-    return cache
-
-
-def cached(model, key: tuple, compute: Callable[[], object]):
-    """``compute()`` once per ``model`` and ``key``."""
-    cache = model_cache(model)
-    if key not in cache:
-        cache[key] = compute()
-    return cache[key]
-
+from polymap.poly import cached
+from polymap.poly import KernelModel
 
 def _statement(space: isl.Space) -> str:
     """The statement of a (possibly tagged, i.e. wrapped) instance space."""
@@ -140,7 +115,7 @@ def _maps(umap: isl.UnionMap) -> list[isl.Map]:
 # --------------------------------------------------------------------------- memory-based fast path
 
 
-def conflict_pairs(model, statements: Iterable) -> tuple[tuple[str, str, isl.Map], ...]:
+def conflict_pairs(model: KernelModel, statements: Iterable) -> tuple[tuple[str, str, isl.Map], ...]:
     """Per ordered pair of statements, every conflicting pair of instances (same element, at least
     one write), source first in the original order: ``(source, sink, S[i] -> T[j])``.
 
@@ -170,7 +145,7 @@ def _conflict_pairs(stmts) -> tuple[tuple[str, str, isl.Map], ...]:
     return tuple(out)
 
 
-def keeps_conflicts(model, statements: Iterable, new_maps: Mapping[str, isl.Map]) -> bool:
+def keeps_conflicts(model: KernelModel, statements: Iterable, new_maps: Mapping[str, isl.Map]) -> bool:
     """True when the new schedule runs every conflicting pair in its original order.
 
     Sufficient for legality: then, per element, writes keep their order and

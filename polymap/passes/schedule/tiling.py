@@ -42,6 +42,7 @@ from polymap import ir
 from polymap.islcheck import isl
 from polymap.mapping.schedule import mapped_nests, mapping_statements, statement_coords
 from polymap.poly import KernelModel, StatementModel, isl_name
+from polymap.mapping.model import LevelMapping, Mapping
 
 PHASE_BEFORE, PHASE_HAS, PHASE_AFTER = 0, 1, 2
 
@@ -134,7 +135,7 @@ def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
     return out
 
 
-def mapped_schedule(model: KernelModel, mapping) -> MappedSchedule:
+def mapped_schedule(model: KernelModel, mapping: Mapping) -> MappedSchedule:
     """Build the mapped schedule of the nests ``mapping`` maps (see the module docstring)."""
     kernel = model.kernel
     statements = mapping_statements(model, mapping)
@@ -191,7 +192,5 @@ def statement_phase(statements: tuple[StatementModel, ...], coords_of: dict[str,
 def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]):
     """The mapping that runs ``nest`` in loop ``order`` (missing loops follow in nest order):
     one untiled level, which is what ``--order`` means."""
-    from polymap.mapping.model import LevelMapping, Mapping
-
     full = tuple(order) + tuple(x for x in loops if x not in order)
     return Mapping(kernel.name, nest, tuple(loops), (LevelMapping("order", (None,) * len(loops), full, (), ()),))

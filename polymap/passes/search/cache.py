@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, Mapping as MappingT
 
 from polymap import ir, pretty
+from polymap.machine.presets import FILE_PRESETS
+from polymap.machine.hostinfo import CPUINFO, host_info
 
 FORMAT = 1
 
@@ -68,11 +70,7 @@ def host_fingerprint(model_name: str, caches: tuple) -> str:
 
 def arch_fingerprint(spec: str) -> str:
     """The fingerprint of ``--arch SPEC``: host's processor and caches, or the file's content (hashed)."""
-    from polymap.machine.arch import FILE_PRESETS
-
     if spec == "host":
-        from polymap.machine.hostinfo import CPUINFO, host_info
-
         try:
             text = CPUINFO.read_text()
         except OSError:

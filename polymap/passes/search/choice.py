@@ -252,6 +252,15 @@ def _fit_text(p: FitProblem) -> str:
     return f"level {p.level} would hold {p.footprint} {p.unit} but has capacity {p.capacity}"
 
 
+def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch: Architecture,
+                       params: MappingT[str, int], *, fit: bool = True,
+                       seconds: float = ChoiceOptions().candidate_limit_seconds) -> Candidate:
+    """One more candidate checked and counted as compile's own are (in a child, within the safety limit)."""
+    undecided = Candidate(source, mapping, mapping, False, (f"stopped by the wall-clock safety limit of {seconds:g} s",))
+    return _in_child(_evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
+                     undecided)
+
+
 def _child(out: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     try:
         out.put(("ok", fn(*args, **kwargs)))

@@ -35,11 +35,17 @@ from polymap.mapping.model import (
 from polymap.passes.counting.fit import fanout_problems
 from polymap.poly import KernelModel
 from polymap.tensors import numpy_dtype
+from polymap.codegen.ast_build import kernel_schedule, LoopAnalysis
+from polymap.ir import subexpressions, Var
+from polymap.passes.legality.legality import is_legal_schedule
+from polymap.passes.schedule.tiling import mapped_schedule
+from polymap.passes.search.register_mapping import register_mapping
+from polymap.machine.arch import Architecture
 
 _SIZES = (512, 256, 128, 64, 32, 16, 8, 4, 2)
 
 
-def choose_mappings(model: KernelModel, arch, params: MappingT[str, int]) -> tuple[Mapping, ...]:
+def choose_mappings(model: KernelModel, arch: Architecture, params: MappingT[str, int]) -> tuple[Mapping, ...]:
     """:func:`choose_mapping` for every nest of the kernel (nests it declines are left out)."""
     out = []
     for nest in range(len(model.kernel.nests())):
@@ -49,7 +55,7 @@ def choose_mappings(model: KernelModel, arch, params: MappingT[str, int]) -> tup
     return tuple(out)
 
 
-def choose_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+def choose_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int]) -> Mapping | None:
     """A legal mapping of ``nest`` on ``arch`` at sizes ``params`` (see the module docstring)."""
     kernel = model.kernel
     loops = nest_loops(kernel, nest)
@@ -57,8 +63,6 @@ def choose_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, in
         return None
     extents = loop_extents(kernel, nest, params)
     keep = nest_tensors(kernel, nest)
-    from polymap.passes.search.register_mapping import register_mapping
-
     blocked = register_mapping(model, nest, arch, params)
     if blocked is not None and _legal(model, blocked):
         return blocked
@@ -72,12 +76,12 @@ def choose_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, in
     return untiled if _legal(model, untiled) else None
 
 
-def _untiled(kernel: str, nest: int, loops, arch, keep) -> Mapping:
+def _untiled(kernel: str, nest: int, loops, arch: Architecture, keep) -> Mapping:
     levels = tuple(LevelMapping(lv.name, (None,) * len(loops), tuple(loops), (), keep) for lv in arch.levels)
     return Mapping(kernel, nest, tuple(loops), levels)
 
 
-def _tiled(kernel: str, nest: int, loops, arch, keep, tiles, point_order) -> Mapping:
+def _tiled(kernel: str, nest: int, loops, arch: Architecture, keep, tiles, point_order) -> Mapping:
     n = len(arch.levels)
     levels = []
     for k, lv in enumerate(arch.levels):
@@ -86,7 +90,7 @@ def _tiled(kernel: str, nest: int, loops, arch, keep, tiles, point_order) -> Map
     return Mapping(kernel, nest, tuple(loops), tuple(levels))
 
 
-def _tiles(model: KernelModel, nest: int, loops, arch, extents) -> list[tuple]:
+def _tiles(model: KernelModel, nest: int, loops, arch: Architecture, extents: MappingT[str, int]) -> list[tuple]:
     """Per level, the tile: None at the backing store, square where there is a capacity, 1 innermost."""
     n = len(arch.levels)
     out: list[tuple] = []
@@ -113,10 +117,8 @@ def _capacity_bytes(level) -> int | None:
     return None
 
 
-def _footprint(model: KernelModel, nest: int, size: int, extents) -> int:
+def _footprint(model: KernelModel, nest: int, size: int, extents: MappingT[str, int]) -> int:
     """Bytes of the tensors one square tile of side ``size`` touches (bounding boxes)."""
-    from polymap.ir import Var, subexpressions
-
     boxes: dict[str, tuple[int, ...]] = {}
     for s in model.nest_statements(nest):
         for a in s.accesses:
@@ -132,8 +134,6 @@ def _footprint(model: KernelModel, nest: int, size: int, extents) -> int:
 
 def _point_order(model: KernelModel, nest: int, loops) -> tuple[str, ...]:
     """The original order with the written tensors' unit-stride loop moved innermost."""
-    from polymap.ir import Var
-
     for s in reversed(model.nest_statements(nest)):
         idx = s.stmt.target.indices
         if idx and isinstance(idx[-1], Var) and idx[-1].name in loops:
@@ -142,10 +142,8 @@ def _point_order(model: KernelModel, nest: int, loops) -> tuple[str, ...]:
     return tuple(loops)
 
 
-def _with_spatial(model: KernelModel, mapping: Mapping, arch, extents, tiles) -> Mapping:
+def _with_spatial(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int], tiles) -> Mapping:
     """Make the outermost parallel loop spatial across the first level with several instances."""
-    from polymap.codegen.ast_build import LoopAnalysis, kernel_schedule
-
     fan_level = next((k for k in range(len(arch.levels) - 1)
                       if arch.inner_instances(k) // arch.levels[k].instances > 1), None)
     if fan_level is None:
@@ -173,26 +171,18 @@ def _with_spatial(model: KernelModel, mapping: Mapping, arch, extents, tiles) ->
     return out
 
 
-def _legal(model: KernelModel, mapping) -> bool:
+def _legal(model: KernelModel, mapping: Mapping) -> bool:
     """Does ``mapping`` keep every dependence (the legality pass's exact, cached test)?"""
-    from polymap.passes.legality.legality import is_legal_schedule
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    try:
-        return is_legal_schedule(model, mapped_schedule(model, mapping))
-    except Exception:  # undecided: not a candidate
-        return False
+    return is_legal_schedule(model, mapped_schedule(model, mapping))
 
 
-def dependence_violation(model: KernelModel, mapping) -> isl.UnionMap | None:
+def dependence_violation(model: KernelModel, mapping: Mapping) -> isl.UnionMap | None:
     """Pairs of conflicting instances (same element, one writes) that ``mapping`` runs out of order.
 
     None when the mapping keeps every such pair in its original order. Only
     the nest's statements are compared: the rest of the kernel keeps its
     place around the nest, so pairs with one end outside it cannot flip.
     """
-    from polymap.passes.schedule.tiling import mapped_schedule
-
     stmts = model.nest_statements(mapping.nest)
     space = model.context.get_space()
 

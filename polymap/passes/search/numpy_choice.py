@@ -25,6 +25,7 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel
+from polymap.passes.legality.legality import check_mapping
 
 #: the largest box (elements) one non-contraction statement may broadcast over
 MAX_ELEMENTS = 1 << 24
@@ -66,8 +67,6 @@ def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int]) -> d
 
 def numpy_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
     """The mapping of the module docstring, or None (original schedule) when a split block is illegal."""
-    from polymap.passes.legality.legality import check_mapping
-
     kernel = model.kernel
     loops = tuple(nest_loops(kernel, nest))
     if not loops:

@@ -48,6 +48,7 @@ from polymap.mapping.model import (
 )
 from polymap.passes.counting.fit import fanout_problems
 from polymap.poly import KernelModel
+from polymap.codegen.c.regtile import _unit_last
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,13 @@ def _vars(e: ir.Expr) -> set[str]:
     return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
 
 
+def _bare_distinct(r: ir.Ref) -> bool:
+    names = [x.name for x in r.indices if isinstance(x, ir.Var)]
+    return len(names) == len(r.indices) and len(set(names)) == len(names)
+
+
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
     """The pattern's loops in ``nest``, or None when the nest has no such reduction."""
-    from polymap.codegen.c.regtile import _unit_last
-
     loops = nest_loops(model.kernel, nest)
     dtypes = {d.name: d.dtype for d in model.kernel.decls}
     for s in reversed(model.nest_statements(nest)):
@@ -150,7 +154,10 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
             continue
         k = max(free, key=lambda x: extents.get(x, 0))
         refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
-        vector = all(_unit_last(r, j) for r in refs if j in set().union(*map(_vars, r.indices)))
+        written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
+        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
+        vector = all(_unit_last(r, j) or (r.tensor not in written and _bare_distinct(r))
+                     for r in refs if j in set().union(*map(_vars, r.indices)))
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
         return Roles(i, j, k, dtypes[stmt.target.tensor], vector)
@@ -167,7 +174,7 @@ def register_mappings(model: KernelModel, nest: int, arch: Architecture,
             for label, b in host_blockings(arch, roles.dtype)]
 
 
-def register_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
+def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
                      blocking: Blocking | None = None) -> Mapping | None:
     """The mapping of the module docstring, or None (pattern absent, too few levels, does not fit)."""
     if len(arch.levels) < 4:

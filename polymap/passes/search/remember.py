@@ -6,7 +6,7 @@ turns an entry back into compile's
 :class:`~polymap.passes.search.choice.KernelChoice` after re-checking every
 mapping at the new sizes, as if a stranger had written it::
 
-    entry (from the file)      ->  Mapping.from_dict   (names, tiles, orders; MappingError: ignored)
+    entry (from the file)      ->  mapping_from_dict   (names, tiles, orders; MappingError: ignored)
                                    legal               (exact dependences at these sizes)
                                    fits                (fan-out and capacities at these sizes)
                                    verifies            (C code vs the reference, when asked)
@@ -22,12 +22,16 @@ from typing import Mapping as MappingT
 
 from polymap import ir
 from polymap.errors import MappingError
+from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import Mapping, nest_loops
 from polymap.passes.counting.fit import fit_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping
 from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
+from polymap.codegen.verify import verify as check_against_reference
+from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
+from polymap.passes.legality.legality import check_mapping
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,6 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: M
 
     ``k``: an entry tuned over fewer candidates than asked for is a miss.
     """
-    from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
-
     loaded = cache.load(key)
     if loaded.entry is None:
         return Recall("miss", None, loaded.warnings)
@@ -79,8 +81,6 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: M
         return Recall("miss", None, (f"{where} ignored: it does not map the kernel's nests",))
     choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())))
     if verify:
-        from polymap.codegen.verify import verify as check_against_reference
-
         result = check_against_reference(renamed, dict(params), targets=("c",), mapping=choice.mappings,
                                          model=model, raise_on_failure=False)
         if not result.passed:
@@ -90,15 +90,13 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: M
 
 def _checked_nest(model, item: dict, arch, params: MappingT[str, int]) -> NestChoice:
     """One nest of an entry as a NestChoice, or ValueError saying what is wrong with it."""
-    from polymap.passes.legality.legality import check_mapping
-
     nest, source = int(item["nest"]), str(item["source"])
     label = f"cache ({source})"
     if item["mapping"] is None:
         counted = original_mapping(model.kernel, nest, arch)
         cand = Candidate(label, None, counted, True)
         return NestChoice(nest, cand, (cand,))
-    mapping: Mapping = Mapping.from_dict(item["mapping"], kernel=model.kernel, arch=arch)
+    mapping: Mapping = mapping_from_dict(item["mapping"], kernel=model.kernel, arch=arch)
     if mapping.nest != nest:
         raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
     values = dict(params)

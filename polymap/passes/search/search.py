@@ -5,7 +5,7 @@ Candidates (``compile`` without ``--mapping``):
 - loop orders: every permutation of up to four loops, otherwise the
   original order and each loop moved innermost; one order for every level;
   an order is kept only when :func:`polymap.passes.legality.legality.check_mapping`
-  says it is legal (an error while deciding counts as illegal);
+  says it is legal;
 - tiles: at every level with a capacity, square tiles whose footprint is
   near a third of the capacity (the closed form), then a sweep of powers of
   two and divisors around that side, per loop;
@@ -41,9 +41,12 @@ from polymap.mapping.model import Mapping
 from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate, rank_key
 from polymap.passes.counting.counting import Counts, count_mapping
 from polymap.passes.counting.fit import exceeds, fanout_problems
-from polymap.passes.counting.fastcount import evaluator_for, tiles_of
+from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported
 from polymap.passes.search.space import SearchSpace, candidate_tiles
+from polymap.passes.legality.legality import is_legal
+from polymap.machine.arch import Architecture
+from polymap.poly import KernelModel
 
 
 def _fits(counts: Counts, arch: Architecture) -> bool:
@@ -51,41 +54,13 @@ def _fits(counts: Counts, arch: Architecture) -> bool:
                    for lv, spec in zip(counts.levels, arch.levels))
 
 
-def is_legal(model, mapping: Mapping) -> bool:
-    """Exact legality of ``mapping`` (schedule and spatial loops) as a yes/no answer, cached.
-
-    The same answer as ``check_mapping(...).legal`` without an architecture,
-    without witnesses, notes or hints. An error while deciding counts as illegal.
-    """
-    from polymap.passes.schedule.schedule_order import cached
-
-    return cached(model, ("legal", mapping), lambda: _decide(model, mapping))
-
-
-def _decide(model, mapping: Mapping) -> bool:
-    from polymap.passes.legality.legality import is_legal_schedule, spatial_findings
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    try:
-        mapped = mapped_schedule(model, mapping)
-        if not is_legal_schedule(model, mapped):
-            return False
-        if not any(lm.spatial for lm in mapping.levels):
-            return True
-        return not spatial_findings(model, mapped)[0]
-    except Exception:  # undecided: treat as illegal
-        return False
-
-
-def _legal(model, mapping: Mapping, params=None) -> bool:
+def _legal(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | None = None) -> bool:
     return is_legal(model, mapping)
 
 
-def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> CostReport | None:
+def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int], extents: MappingT[str, int], *, recount: bool = True) -> CostReport | None:
     counts, by = None, "isl"
     if not recount:
-        from polymap.passes.counting.fastcount import fast_counts
-
         counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
     if counts is None:
         counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
@@ -94,7 +69,7 @@ def _report(model, mapping, arch, params, extents, *, recount: bool = True) -> C
     return evaluate(counts, arch, active_units=active_compute_units(mapping, arch, extents))
 
 
-def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: int = 10,
+def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, top: int = 10,
                     budget: int = 4000, confirm: int = 3, seconds: float | None = 5.0,
                     recount: bool = False, objective: Objective = Objective.CYCLES
                     ) -> list[tuple[Mapping, CostReport]]:
@@ -130,7 +105,7 @@ def search_mappings(model, nest: int, arch, params: MappingT[str, int], *, top: 
     return out[:top]
 
 
-def _rank_fast(model, space: SearchSpace, budget: int, objective: Objective):
+def _rank_fast(model: KernelModel, space: SearchSpace, budget: int, objective: Objective):
     """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
     scored = []
     for template in space.structures():
@@ -147,7 +122,7 @@ def _rank_fast(model, space: SearchSpace, budget: int, objective: Objective):
     return (space.with_tiles(t, row) for _, _, _, t, row in scored)
 
 
-def best_mapping(model, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+def best_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int]) -> Mapping | None:
     """Drop-in for :func:`polymap.passes.search.default_mapping.choose_mapping`: the best legal fitting mapping, or None."""
     found = search_mappings(model, nest, arch, params, top=1)
     return found[0][0] if found else None

@@ -19,6 +19,11 @@ from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
 from polymap.passes.counting.fit import exceeds, fanout_available
+from polymap.passes.dependences.loop_classes import loop_classes
+from polymap.passes.legality.legality import is_legal
+from polymap.machine.arch import Architecture
+from polymap.poly import KernelModel
+from typing import Mapping as MappingT
 
 MAX_PERMUTED = 4  # all orders up to this many loops
 
@@ -37,22 +42,16 @@ class SearchSpace:
     orders: tuple[tuple[str, ...], ...]  # legal orders
 
     @classmethod
-    def build(cls, model, nest: int, arch, params, *, deadline: float | None = None) -> "SearchSpace | None":
+    def build(cls, model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, deadline: float | None = None) -> "SearchSpace | None":
         """The space of ``nest``; orders are tested for legality (original first) until ``deadline``
         (a ``time.monotonic()`` value; at least one order is always tested)."""
-        from polymap.passes.dependences.loop_classes import loop_classes
-        from polymap.passes.search.search import is_legal
-
         loops = nest_loops(model.kernel, nest)
         extents = loop_extents(model.kernel, nest, params, model=model)
         if not loops or not all(extents.values()):
             return None
         sides = _closed_form_sides(model, nest, arch, extents)
-        try:
-            classes = loop_classes(model)
-            parallel = [x for x in loops if x in classes and classes[x].parallel]
-        except Exception:  # undecided: no spatial loops
-            parallel = []
+        classes = loop_classes(model)
+        parallel = [x for x in loops if x in classes and classes[x].parallel]
         fan = next((k for k in range(len(arch.levels)) if _fanout(arch, k) > 1), None)
         spatial = tuple((fan, x) for x in parallel[:2]) if fan is not None else ()
         space = cls(model, nest, arch, dict(params), tuple(loops), extents,
@@ -136,7 +135,7 @@ class SearchSpace:
         return energy, cycles, ok
 
 
-def _fanout(arch, k: int) -> int:
+def _fanout(arch: Architecture, k: int) -> int:
     return fanout_available(arch, k)
 
 
@@ -162,7 +161,7 @@ def _orders(loops):
     return out
 
 
-def _capacity_elements(model, nest, level) -> int | None:
+def _capacity_elements(model: KernelModel, nest: int, level) -> int | None:
     if level.capacity_elements is not None:
         return level.capacity_elements
     if level.capacity_bytes is not None:
@@ -172,7 +171,7 @@ def _capacity_elements(model, nest, level) -> int | None:
     return None
 
 
-def square_footprint(model, nest: int, side: int, extents: dict) -> int:
+def square_footprint(model: KernelModel, nest: int, side: int, extents: dict) -> int:
     """Elements one square tile of ``side`` touches: per reference, the box of its subscripts' ranges."""
     boxes: dict[str, tuple[int, ...]] = {}
     for s in model.nest_statements(nest):
@@ -186,7 +185,7 @@ def square_footprint(model, nest: int, side: int, extents: dict) -> int:
     return sum(prod(b) for b in boxes.values())
 
 
-def _closed_form_sides(model, nest: int, arch, extents) -> tuple[int | None, ...]:
+def _closed_form_sides(model: KernelModel, nest: int, arch: Architecture, extents: MappingT[str, int]) -> tuple[int | None, ...]:
     sides: list[int | None] = [None]
     bound = max(extents.values())
     for lv in arch.levels[1:]:

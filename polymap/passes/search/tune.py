@@ -20,15 +20,17 @@ be measured the model's pick stays.
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Callable, Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, Timer, TimingJob
-from polymap.mapping.model import Mapping
-from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice
+from polymap.mapping.model import Mapping, loop_extents
+from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, evaluate_candidate
 from polymap.passes.search.fidelity import bias, spearman
+from polymap.passes.search.variants import neighbours
 from polymap.poly import KernelModel
 
 
@@ -40,6 +42,7 @@ class TuneOptions:
     policy: SamplingPolicy = SamplingPolicy()
     candidate_seconds: float = 60.0  # per candidate, building included; then the child is killed
     seed: int = 0  # of the random inputs
+    widen_seconds: float = 30.0  # for counting neighbours when compile's choice has fewer than k candidates
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,8 @@ class MeasuredCandidate:
                "rank_measured": self.rank_measured, "chosen": self.chosen}
         if c.mapping is None:
             out["original_schedule"] = True
+        if m.samples:
+            out["min_s"] = min(m.samples)
         if m.error is not None:
             out["dropped"] = m.error
         return out
@@ -148,6 +153,10 @@ def tune_choice(choice: KernelChoice, *, arch, params: MappingT[str, int], optio
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
+        if len(usable_candidates(nc)) < options.k:
+            nc = widen(choice.model, nc, arch, params, k=options.k, seconds=options.widen_seconds,
+                       progress=progress)
+            nests[pos] = nc
         pool = usable_candidates(nc)[:options.k]
         if len(pool) < 2:  # nothing to decide between
             continue
@@ -160,6 +169,33 @@ def tune_choice(choice: KernelChoice, *, arch, params: MappingT[str, int], optio
             winner = pool[result.chosen.rank_model - 1]
             nests[pos] = NestChoice(nc.nest, winner, (winner,) + tuple(c for c in nc.candidates if c is not winner))
     return TunedChoice(dataclasses.replace(choice, nests=tuple(nests)), tuple(tunings), options.k)
+
+
+def widen(model: KernelModel, nc: NestChoice, arch, params: MappingT[str, int], *, k: int, seconds: float,
+          progress: Callable[[str], None] | None = None) -> NestChoice:
+    """``nc`` with neighbours of its candidates (:mod:`polymap.passes.search.variants`), checked and
+    counted, until ``k`` are legal and fit or ``seconds`` have passed; ranked as compile ranks."""
+    deadline = time.monotonic() + seconds
+    extents = loop_extents(model.kernel, nc.nest, dict(params), model=model)
+    seen = {repr(c.mapping.to_dict()) for c in nc.candidates if c.mapping is not None}
+    found: list[Candidate] = []
+    for parent in [c for c in usable_candidates(nc) if c.mapping is not None]:
+        for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
+            if len(usable_candidates(nc)) + len(found) >= k or time.monotonic() > deadline:
+                break
+            if repr(m.to_dict()) in seen:
+                continue
+            seen.add(repr(m.to_dict()))
+            cand = evaluate_candidate(model, f"{parent.source} / {label}", m, arch, params,
+                                      seconds=max(1.0, deadline - time.monotonic()))
+            if cand.legal and cand.report is not None:
+                found.append(cand)
+                if progress:
+                    progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
+    everyone = list(nc.candidates) + found
+    usable = sorted(usable_candidates(NestChoice(nc.nest, nc.chosen, tuple(everyone))), key=Candidate.key)
+    rest = [c for c in everyone if c not in usable]
+    return NestChoice(nc.nest, nc.chosen, tuple(usable + rest))
 
 
 def _ms(seconds: float) -> str:

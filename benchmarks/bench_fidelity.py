@@ -1,0 +1,152 @@
+"""How well does the model rank what the machine measures? Before and after ``polymap calibrate``.
+
+    python benchmarks/bench_fidelity.py [--top 16] [--kernels gemm conv2d ...] [--json OUT.json]
+
+For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each: compile's
+candidates per nest, widened with neighbours (:mod:`polymap.passes.search.variants`)
+to the model's best ``--top``, each built and timed in a child process
+(:class:`polymap.codegen.timing.ProcessTimer`, median of at least 3 runs).
+Per nest it prints Spearman's rho between the model's ranking and the
+measured times, the bias (median measured / predicted; > 1: the model is
+optimistic) and the regret of the model's pick (its measured time over
+the best measured), on the ``host`` preset (before) and on the
+architecture ``polymap calibrate`` fits first (after: the same candidates
+re-ranked by the calibrated model, their counts unchanged). The regret of
+the tuned pick is 1 by construction. A benchmark, not a test: about 15-25
+minutes on a shared 2-core machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from polymap import api
+from polymap.codegen.timing import ProcessTimer, SamplingPolicy, timing_environment
+from polymap.driver import load_program, param_values
+from polymap.machine.presets import load_architecture
+from polymap.passes.counting.cost_model import evaluate
+from polymap.passes.search.choice import choose
+from polymap.passes.search.fidelity import bias, spearman
+from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, usable_candidates, widen
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = {
+    "gemm": ("examples/gemm.loop", [{"M": 256, "N": 256, "K": 256}, {"M": 512, "N": 512, "K": 512}]),
+    "conv2d": ("examples/conv2d.loop", [{"C": 16, "K": 16, "P": 14, "Q": 14},
+                                         {"C": 32, "K": 32, "P": 28, "Q": 28}]),
+    "jacobi-2d": ("examples/jacobi2d.loop", [{"T": 8, "N": 256}, {"T": 16, "N": 1024}]),
+    "2mm": ("examples/2mm.loop", [{"NI": 128, "NJ": 128, "NK": 128, "NL": 128},
+                                   {"NI": 256, "NJ": 256, "NK": 256, "NL": 256}]),
+    "syrk": ("examples/polybench/syrk.loop", [{"M": 200, "N": 240}, {"M": 500, "N": 600}]),
+}
+POLICY = SamplingPolicy(warmup=1, min_repeats=3, max_repeats=9, tolerance=0.03, max_seconds=1.5)
+
+
+def order_by(cands, arch) -> list[int]:
+    """Positions of ``cands`` ranked by the model on ``arch``: cycles, then energy (compile's key)."""
+    keys = []
+    for k, c in enumerate(cands):
+        r = evaluate(c.report.counts, arch, active_units=c.report.active_units)
+        keys.append((r.cycles, r.energy_pj, k))
+    return [k for *_, k in sorted(keys)]
+
+
+def seconds_on(c, arch) -> float:
+    return evaluate(c.report.counts, arch, active_units=c.report.active_units).seconds
+
+
+def stats(cands, measured: list[float | None], arch) -> dict:
+    """Spearman, bias and the regret of the model's pick on ``arch``, over the measured candidates."""
+    ok = [k for k, m in enumerate(measured) if m is not None]
+    order = [k for k in order_by(cands, arch) if k in ok]
+    rank = {k: r + 1 for r, k in enumerate(order)}
+    best = min(measured[k] for k in ok)
+    return {"spearman": spearman([rank[k] for k in ok], [measured[k] for k in ok]),
+            "bias": bias([seconds_on(cands[k], arch) for k in ok], [measured[k] for k in ok]),
+            "regret": measured[order[0]] / best, "pick": cands[order[0]].source}
+
+
+def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, timer) -> list[dict]:
+    kernel = load_program(ROOT / path).kernels[0]
+    values = param_values(kernel, sizes)
+    t0 = time.monotonic()
+    choice = choose(kernel, host, values, search_top=min(top, 8), search_seconds=12.0)
+    out = []
+    for nc in choice.nests:
+        nc = widen(choice.model, nc, host, values, k=top, seconds=60.0)
+        pool = [c for c in usable_candidates(nc) if c.report is not None][:top]
+        if len(pool) < 2:
+            out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
+                        "note": "fewer than two counted candidates"})
+            continue
+        fixed = tuple(n.chosen.mapping for n in choice.nests if n.nest != nc.nest and n.chosen.mapping)
+        t = tune([TuneCandidate(c.source, c.mapping, c.report.seconds) for c in pool], kernel=choice.kernel,
+                 model=choice.model, nest=nc.nest, arch=host, params=values, fixed=fixed,
+                 options=TuneOptions(k=top, policy=POLICY), timer=timer,
+                 progress=lambda s: print("   ", s, file=sys.stderr, flush=True))
+        measured = [c.measurement.seconds for c in t.candidates]
+        row = {"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
+               "measured": sum(m is not None for m in measured), "best_s": min(m for m in measured if m),
+               "before": stats(pool, measured, host), "after": stats(pool, measured, calibrated),
+               "dropped": [c.measurement.error for c in t.candidates if c.measurement.error],
+               "seconds": round(time.monotonic() - t0, 1),
+               "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
+                           "predicted_after_s": seconds_on(c, calibrated), "measured_s": m}
+                          for c, m in zip(pool, measured)]}
+        out.append(row)
+        print(_line(row), flush=True)
+    return out
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _line(r: dict) -> str:
+    size = ",".join(f"{k}={v}" for k, v in r["sizes"].items())
+    b, a = r["before"], r["after"]
+    return (f"{r['kernel']:9s} {size:28s} nest {r['nest']}  n={r['measured']:2d}/{r['candidates']:2d}  "
+            f"rho {_f(b['spearman']):>5s} -> {_f(a['spearman']):>5s}   bias {b['bias']:8.3g} -> {a['bias']:8.3g}   "
+            f"regret {b['regret']:6.2f} -> {a['regret']:6.2f}   best {r['best_s'] * 1e3:8.3f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--top", type=int, default=16)
+    ap.add_argument("--kernels", nargs="*", default=list(CASES))
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    os.environ.update(timing_environment(os.environ))  # idle OpenMP threads sleep: a shared machine
+    host = load_architecture("host")
+    t0 = time.monotonic()
+    cal = api.calibrate(arch=host, progress=lambda s: print("   ", s, file=sys.stderr, flush=True))
+    print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
+          + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
+          + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
+            f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels")
+    rows = []
+    timer = ProcessTimer()
+    for name in args.kernels:
+        path, sizes = CASES[name]
+        for s in sizes:
+            rows.extend(run_case(name, path, s, host, cal.architecture, args.top, timer))
+    rhos = [r["before"]["spearman"] for r in rows if "before" in r and r["before"]["spearman"] is not None]
+    rhos_after = [r["after"]["spearman"] for r in rows if "after" in r and r["after"]["spearman"] is not None]
+    if rhos:
+        print(f"median rho {statistics.median(rhos):.2f} -> {statistics.median(rhos_after):.2f}; "
+              f"total {time.monotonic() - t0:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps({"calibration": {"factors": dict(cal.factors),
+                                                         "error": [cal.error_before, cal.error_after],
+                                                         "spearman": [cal.spearman_before, cal.spearman_after]},
+                                         "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
