@@ -19,6 +19,7 @@ from typing import Mapping as MappingT
 from polymap import api, ir
 from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
+from polymap.codegen.timing import ProcessTimer, timing_environment
 from polymap.errors import InputError, VerificationFailure
 from polymap.passes.search.cache import TuningCache, arch_fingerprint, cache_key
 from polymap.passes.search.tune import tuning_lines
