@@ -46,8 +46,12 @@ from polymap.codegen.numpy.emitter import emit_numpy
 from polymap.codegen.runner import numpy_mapping_arg, run_generated
 from polymap.codegen.verify import VerifyResult, verify as verify_against_reference
 from polymap.driver import load_program, param_values, parse
-from polymap.errors import IllegalTransformation, InputError, InvalidMapping
+from polymap.codegen.timing import ProcessTimer
+from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping
 from polymap.machine.arch import Architecture
+from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+from polymap.machine.calibration_set import KERNELS, calibration_samples
+from polymap.machine.hostinfo import host_info
 from polymap.machine.presets import load_architecture
 from polymap.mapping.documents import mappings_from_data
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
@@ -62,14 +66,25 @@ from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
 from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
+from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
+from polymap.passes.search.default_mapping import choose_mappings as default_mappings
+from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+from polymap.passes.search.mapsearch import SearchOptions
+from polymap.passes.search.network import search_kernels
 from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
+from polymap.passes.search.remember import recall, remember
 from polymap.passes.search.search import search_mappings
+from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, tune_choice
 from polymap.poly import KernelModel, build_model
 from polymap.reference import execute
 from polymap.reports.compile import compile_document
+from polymap.reports.html.facts import ReportOptions, gather
+from polymap.reports.html.page import render
 from polymap.tensors import validate_inputs
+from polymap.timeloop import import_timeloop as run_import
+from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
 
 __all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
@@ -346,9 +361,6 @@ def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: 
     best mappings with their ISL-confirmed costs, the space and what was
     pruned, lower bounds per level; totals).
     """
-    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
-    from polymap.passes.search.mapsearch import SearchOptions
-    from polymap.passes.search.network import search_kernels
 
     executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
     return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
@@ -549,9 +561,6 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
     :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
     ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
     """
-    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
-    from polymap.passes.search.remember import recall, remember
-    from polymap.passes.search.tune import TuneOptions, tune_choice
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -588,7 +597,6 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     with its ranked mappings and their predicted seconds). ``fixed`` are the
     mappings of the kernel's other nests, kept while these are timed.
     """
-    from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -612,10 +620,6 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
     kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
     ``timer`` replace the native measurements.
     """
-    from polymap.codegen.timing import ProcessTimer
-    from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
-    from polymap.machine.calibration_set import KERNELS, calibration_samples
-    from polymap.machine.hostinfo import host_info
 
     before = architecture(arch)
     probe = probe if probe is not None else NativeProbe(host_info().vector_bytes)
@@ -625,7 +629,6 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
                                   names=tuple(kernels) if kernels is not None else tuple(KERNELS),
                                   progress=progress)
     if len(samples) < 2:
-        from polymap.errors import EnvironmentProblem
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
     return fit(samples, measured, bw, name=f"{before.name}-calibrated")
@@ -646,10 +649,6 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
     witness ringed, the mapping as nested tiles, traffic, energy, the
     roofline and the generated C code.
     """
-    from polymap.errors import InputError
-    from polymap.passes.search.default_mapping import choose_mappings
-    from polymap.reports.html.facts import ReportOptions, gather
-    from polymap.reports.html.page import render
 
     if mapping is not None and len(kernels) != 1:
         raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
@@ -661,7 +660,7 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
         if mapping is not None:
             mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
         else:
-            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+            mappings, source = tuple(default_mappings(build_model(k), arch_obj, values)), "the default choice"
         facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
     return render(facts, title=title)
 
@@ -675,13 +674,11 @@ def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path |
     Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
     name, notes on Timeloop levels that became two polymap levels).
     """
-    from polymap.timeloop import import_timeloop as run_import
 
     return run_import(problem, arch, mapping, out_dir)
 
 
 def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
     """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
-    from polymap.timeloop.export import export_mapping
 
     return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

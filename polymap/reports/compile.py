@@ -82,11 +82,13 @@ def level_text(mapping: Mapping, k: int, extents: MappingT[str, int], all_tensor
     """One level's decisions: tile, order, spatial loops that run more than once, binding."""
     lv = mapping.levels[k]
     tile = {x: t for x, t in zip(mapping.loops, lv.tile) if t is not None}
-    text = lv.level
+    text = lv.level.ljust(max(len(m.level) for m in mapping.levels))
     if k > 0:
         text += "  tile " + (",".join(f"{x}={t}" for x, t in tile.items()) if tile else "whole")
+    else:
+        text += "  (the whole nest)"
     trips = trip_counts(mapping, k, extents)
-    walked = [x for x in lv.order if trips.get(x, 0) > 1]
+    walked = [x for x in lv.order if trips.get(x, 0) > 1 and x not in lv.spatial]
     text += "  order " + (",".join(walked) if walked else "(one iteration)")
     spatial = [f"{x} ({trips[x]} instances)" for x in lv.spatial if trips.get(x, 0) > 1]
     if spatial:

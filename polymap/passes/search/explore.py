@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
 from polymap.passes.counting.fastcount import BatchCounts, Evaluator, Structure
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.passes.search.mapspace import Group, SpatialPlan, full_orders
@@ -72,23 +73,22 @@ def batch_cost(batch: BatchCounts, arch, T: np.ndarray, structure: Structure) ->
     The same formulas as :func:`polymap.passes.counting.cost_model.evaluate`, on arrays.
     """
     B = T.shape[0]
-    energy = np.full(B, batch.instances * arch.compute.energy, dtype=float)
+    energy = np.full(B, compute_energy(arch, batch.instances), dtype=float)
     terms = []
     for l, per in enumerate(batch.counts):
         spec = arch.levels[l]
         moved = np.zeros(B, dtype=np.int64)
         for c in per.values():
-            energy += (c["reads"] + c.get("writebacks", 0)) * spec.read_energy
-            energy += (c.get("fills", 0) + c["updates"]) * spec.write_energy
+            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
             moved = moved + c["reads"] + c["updates"]
-        if spec.bandwidth is not None:
-            terms.append(moved / spec.bandwidth)
+        term = level_cycles(spec, moved)
+        if term is not None:
+            terms.append(term)
     active = np.ones(B, dtype=np.int64)
     for k, sp in enumerate(structure.spatial):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    active = np.maximum(1, np.minimum(active, arch.compute.instances))
-    cycles = batch.instances / (active * arch.compute.ops_per_cycle)
+    cycles = compute_cycles(arch, batch.instances, active)
     for t in terms:
         cycles = np.maximum(cycles, t)
     return energy, cycles

@@ -42,6 +42,7 @@ import numpy as np
 
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.fastcount_nest import FastNest
+from polymap.passes.counting.fit import exceeds, fanout_available
 
 PrunedCounts = dict  # reason -> mappings removed
 
@@ -164,7 +165,7 @@ def _fits(nest: FastNest, arch, tiles: np.ndarray) -> np.ndarray:
         if not lv.bounded:
             continue
         elems, nbytes = footprints(nest, tiles[:, k])
-        ok &= (elems <= lv.capacity_elements) if lv.capacity_elements is not None else (nbytes <= lv.capacity_bytes)
+        ok &= ~np.asarray(exceeds(lv, elems, nbytes), dtype=bool)
     return ok
 
 
@@ -217,7 +218,7 @@ def build_mapspace(nest: FastNest, arch, plans: tuple[SpatialPlan, ...], *,
                    symmetric: bool = True, fixed: frozenset[int] = frozenset()) -> Mapspace:
     """Every tile config of every plan that fits, grouped by trip pattern (see the module doc)."""
     n, m = len(arch.levels), len(nest.loops)
-    fanouts = tuple(arch.inner_instances(k) // arch.levels[k].instances for k in range(n))
+    fanouts = tuple(fanout_available(arch, k) for k in range(n))
     per_loop = [chains(e, n - 1) for e in nest.extents]
     configs = prod(len(c) for c in per_loop)
     orders_all = factorial(m) ** n
