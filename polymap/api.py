@@ -483,6 +483,7 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
                             c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps)
     if out_dir is not None:
         out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
         written = []
         for suffix, text in ((".c", c_source), (".py", numpy_source)):
             (out / f"{kernel.name}{suffix}").write_text(text)
