@@ -225,13 +225,13 @@ def error_document(message: str, file: str | None = None, line: int | None = Non
 
 
 def _error_json(exc: PolymapError) -> dict[str, Any]:
-    d = exc.diagnostics[0]
-    loc = d.loc
+    message = "\n".join(x.message for x in exc.diagnostics)
+    loc = exc.diagnostics[0].loc
     if loc is None:
-        return error_document(exc.render())
+        return error_document(message)
     line = loc.line if loc.line > 0 else None
     column = loc.col if loc.line > 0 else None
-    return error_document("\n".join(x.message for x in exc.diagnostics), loc.filename, line, column)
+    return error_document(message, loc.filename, line, column)
 
 
 def _print_json(doc: dict[str, Any]) -> None:
