@@ -85,6 +85,7 @@ def test_show_deps_check_json_equal_the_api(path: str, capsys: pytest.CaptureFix
     assert got == json.loads(json.dumps(verdict_json(kernel.name, verdict)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_compile_cost_transform_run_json_equal_the_api(path: str, capsys: pytest.CaptureFixture,
                                                        tmp_path: Path, compiled: dict):
@@ -102,8 +103,10 @@ def test_compile_cost_transform_run_json_equal_the_api(path: str, capsys: pytest
         return  # renamed loops are written in the schedule form by another change; see the round trip
     name_json = d / f"{kernel.name}.json"
     if doc["mappings"]:  # else every nest keeps its original schedule: nothing to cost
-        want = cost_nests_json(api.cost_nests(kernel, name_json, arch="toy", params=params),
-                               api.architecture("toy"))
+        mappings = api.mappings_of(kernel, name_json, "toy")
+        reports = api.cost_nests(kernel, name_json, arch="toy", params=params)
+        spreads = [api.cycle_spread(kernel, m, r, arch="toy", params=params) for m, r in zip(mappings, reports)]
+        want = cost_nests_json(reports, api.architecture("toy"), spreads)
         assert _cli_json(capsys, "cost", file, "--arch", "toy", "--mapping", name_json,
                          *_defines(SMALL[path])) == json.loads(json.dumps(want))
     # transform and run over the first mapping, in its own file
@@ -133,6 +136,7 @@ def _counts(cost_doc: dict) -> dict:
             "energy_pj": cost_doc["energy_pj"], "cycles": cost_doc["cycles"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_name_json_round_trips_through_cost_check_and_compile(path: str, capsys: pytest.CaptureFixture,
                                                              tmp_path: Path, compiled: dict):
