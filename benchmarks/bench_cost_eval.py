@@ -16,7 +16,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.driver import load_program, parse
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.passes.counting.counting import count_mapping

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.driver import load_program
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.counting import count_mapping

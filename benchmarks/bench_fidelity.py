@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -29,8 +30,10 @@ from polymap import api
 from polymap.codegen.timing import ProcessTimer, SamplingPolicy, timing_environment
 from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
+from polymap.mapping.model import loop_extents
 from polymap.passes.counting.cost_model import evaluate
-from polymap.passes.search.choice import choose
+from polymap.passes.counting.variance import variance
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, usable_candidates, widen
 
@@ -56,6 +59,30 @@ def order_by(cands, arch) -> list[int]:
     return [k for *_, k in sorted(keys)]
 
 
+def features(kernel, c, arch, values) -> dict:
+    """What a learned ranking could see of a candidate: traffic per instance and level, cycle terms
+    relative to the largest, utilization, the pessimistic bounds, footprints over capacities."""
+    r = c.report
+    counts = r.counts
+    out = {"log_predicted": math.log(max(r.seconds, 1e-12)), "utilization": r.utilization,
+           "original": float(c.mapping is None)}
+    top = max(v for _, v in r.cycle_terms) or 1.0
+    for name, v in r.cycle_terms:
+        out[f"term_{name}"] = v / top
+    for lv, spec in zip(counts.levels, arch.levels):
+        out[f"traffic_{lv.name}"] = math.log1p((lv.reads + lv.updates) / max(counts.instances, 1))
+        if lv.footprint_bytes is not None and spec.capacity_bytes:
+            out[f"fill_{lv.name}"] = lv.footprint_bytes / spec.capacity_bytes
+    mapping = c.mapping if c.mapping is not None else c.counted
+    extents = loop_extents(kernel, mapping.nest, values)
+    v = variance(kernel, mapping, arch, r.cycle_terms, extents, values)
+    for b in v.bounds:
+        key = f"bound_{b.kind.replace(' ', '_')}"
+        out[key] = max(out.get(key, 1.0), b.factor)
+    out["derating"] = v.derating
+    return out
+
+
 def seconds_on(c, arch) -> float:
     return evaluate(c.report.counts, arch, active_units=c.report.active_units).seconds
 
@@ -75,7 +102,7 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
     kernel = load_program(ROOT / path).kernels[0]
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
-    choice = choose(kernel, host, values, search_top=min(top, 8), search_seconds=12.0)
+    choice = choose(kernel, host, values, options=ChoiceOptions(search_top=min(top, 8)))
     out = []
     for nc in choice.nests:
         nc = widen(choice.model, nc, host, values, k=top, seconds=60.0)
@@ -96,8 +123,11 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                "dropped": [c.measurement.error for c in t.candidates if c.measurement.error],
                "seconds": round(time.monotonic() - t0, 1),
                "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
-                           "predicted_after_s": seconds_on(c, calibrated), "measured_s": m}
-                          for c, m in zip(pool, measured)]}
+                           "predicted_after_s": seconds_on(c, calibrated), "measured_s": m,
+                           "min_s": min(t.measurement.samples) if t.measurement.samples else None,
+                           "mapping": None if c.mapping is None else c.mapping.to_dict(),
+                           "features": features(choice.kernel, c, host, values)}
+                          for c, m, t in zip(pool, measured, t.candidates)]}
         out.append(row)
         print(_line(row), flush=True)
     return out
@@ -119,32 +149,41 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
     ap.add_argument("--kernels", nargs="*", default=list(CASES))
+    ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1], help="which of the two sizes (0, 1)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--calibrated", type=Path, default=None,
+                    help="an architecture polymap calibrate wrote, instead of calibrating first")
     args = ap.parse_args(argv)
     os.environ.update(timing_environment(os.environ))  # idle OpenMP threads sleep: a shared machine
     host = load_architecture("host")
     t0 = time.monotonic()
-    cal = api.calibrate(arch=host, progress=lambda s: print("   ", s, file=sys.stderr, flush=True))
-    print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
-          + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
-          + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
-            f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels")
+    if args.calibrated is not None:
+        calibrated, summary = load_architecture(str(args.calibrated)), {"file": str(args.calibrated)}
+        print(f"calibrated architecture from {args.calibrated}")
+    else:
+        cal = api.calibrate(arch=host, progress=lambda s: print("   ", s, file=sys.stderr, flush=True))
+        calibrated = cal.architecture
+        summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
+                   "spearman": [cal.spearman_before, cal.spearman_after]}
+        print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
+              + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
+              + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
+                f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels")
     rows = []
     timer = ProcessTimer()
     for name in args.kernels:
         path, sizes = CASES[name]
-        for s in sizes:
-            rows.extend(run_case(name, path, s, host, cal.architecture, args.top, timer))
+        for s in [sizes[k] for k in args.sizes]:
+            rows.extend(run_case(name, path, s, host, calibrated, args.top, timer))
+            if args.json:  # after every case: a long run that stops early keeps what it measured
+                args.json.write_text(json.dumps({"calibration": summary, "rows": rows}, indent=1))
     rhos = [r["before"]["spearman"] for r in rows if "before" in r and r["before"]["spearman"] is not None]
     rhos_after = [r["after"]["spearman"] for r in rows if "after" in r and r["after"]["spearman"] is not None]
     if rhos:
         print(f"median rho {statistics.median(rhos):.2f} -> {statistics.median(rhos_after):.2f}; "
               f"total {time.monotonic() - t0:.0f} s")
     if args.json:
-        args.json.write_text(json.dumps({"calibration": {"factors": dict(cal.factors),
-                                                         "error": [cal.error_before, cal.error_after],
-                                                         "spearman": [cal.spearman_before, cal.spearman_after]},
-                                         "rows": rows}, indent=1))
+        args.json.write_text(json.dumps({"calibration": summary, "rows": rows}, indent=1))
     return 0
 
 

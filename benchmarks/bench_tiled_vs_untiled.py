@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polymap.machine.arch import load_architecture
+from polymap.machine.presets import load_architecture
 from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.verify import needs_well_conditioned

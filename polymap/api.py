@@ -44,16 +44,20 @@ from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.loop_emitter import emit_loop
 from polymap.codegen.numpy.emitter import emit_numpy
 from polymap.codegen.runner import numpy_mapping_arg, run_generated
-from polymap.codegen.verify import VerifyResult, verify as verify_against_reference
+from polymap.codegen.c.names import DEFAULT_COMMAND
+from polymap.codegen.verify_sizes import SizedVerification, verify_written
 from polymap.driver import load_program, param_values, parse
 from polymap.codegen.timing import ProcessTimer
-from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping
+from polymap.budget import Budget
+from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
+from polymap.limits import Limits
 from polymap.machine.arch import Architecture
 from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
 from polymap.machine.hostinfo import host_info
 from polymap.machine.presets import load_architecture
 from polymap.mapping.documents import mappings_from_data
+from polymap.mapping.renamed import in_original_terms
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
 from polymap.passes.counting.convention import count_mapping_timeloop
@@ -101,8 +105,6 @@ class CostOptions:
 
     symbolic: bool = False
     """Also give every count as a piecewise quasi-polynomial in the parameters."""
-    symbolic_limit_seconds: float = 60.0
-    """Wall-clock safety limit on the symbolic formulas (barvinok on deep tilings can take minutes)."""
     convention: str = "exact"
     """``"exact"`` (``mapping.md``) or ``"timeloop"`` (outputs start at zero, ``spatial_reduction``
     levels receive combined partial sums: ``mapping.md``, conventions for comparing with other tools)."""
@@ -133,11 +135,19 @@ class CompileOptions:
     """Run every target on random inputs and compare with the reference execution."""
     choice: ChoiceOptions = ChoiceOptions()
     """How a mapping is chosen for a nest when none is given."""
+    verify_full: bool = False
+    """Also verify at the sizes compiled for (verification always runs at reduced sizes that
+    exercise every tile edge)."""
+    reassociate: bool = False
+    """Let floating-point reductions add in another order and contract multiply-adds (FMA)."""
 
 
-def load(path: str | Path) -> ir.Program:
-    """Read, parse and check a ``.loop`` file (raises ``PolymapError`` with located diagnostics)."""
-    return load_program(path)
+def load(path: str | Path, *, cpp: str = "") -> ir.Program:
+    """Read, parse and check a ``.loop`` file, or a C file's scops (raises ``PolymapError`` with located diagnostics).
+
+    ``cpp`` holds extra preprocessor flags for a C file (``"-I DIR -DN=64"``).
+    """
+    return load_program(path, cpp=cpp)
 
 
 def model(kernel: ir.Kernel) -> KernelModel:
@@ -154,7 +164,7 @@ MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
 
 
 def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: MappingArg,
-                arch: Architecture | str | Path = "host") -> tuple[Mapping, ...]:
+                arch: Architecture | str | Path = "host", *, limits: Limits | None = None) -> tuple[Mapping, ...]:
     """Validated mappings (one per nest) from any form ``mapping`` may take (see the module docstring)."""
     if isinstance(mapping, Mapping):
         return (mapping,)
@@ -162,7 +172,7 @@ def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: M
         return tuple(mapping)
     if isinstance(mapping, dict):
         return mappings_from_data(mapping, kernel=kernel, arch=architecture(arch), source_name="<mapping>")
-    doc = read_yaml(mapping)
+    doc = read_yaml(mapping, limits=limits)
     return mappings_from_data(doc.data, kernel=kernel, arch=architecture(arch), source_name=str(mapping),
                               document=doc)
 
@@ -266,8 +276,8 @@ def _refuse_unfit(kernel: ir.Kernel, problems: Sequence[FitProblem]) -> None:
 
 
 def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
-               params: MappingT[str, int] | None = None,
-               options: CostOptions = CostOptions()) -> tuple[CostReport, ...]:
+               params: MappingT[str, int] | None = None, options: CostOptions = CostOptions(),
+               budget: Budget | None = None) -> tuple[CostReport, ...]:
     """The cost report of every mapping ``mapping`` holds (one per nest), in its order.
 
     Raises :class:`~polymap.errors.InvalidMapping` when a mapping does not fit
@@ -280,12 +290,12 @@ def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | s
     reports = []
     for mp in found:
         _refuse_unfit(kernel, fit_problems(m, mp, arch_obj, values))
-        reports.append(_report(m, mp, arch_obj, values, options))
+        reports.append(_report(m, mp, arch_obj, values, options, budget))
     return tuple(reports)
 
 
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
-            options: CostOptions) -> CostReport:
+            options: CostOptions, budget: Budget | None = None) -> CostReport:
     if options.convention not in ("exact", "timeloop"):
         raise InputError(f"--convention {options.convention}: expected exact or timeloop")
     if options.convention == "timeloop":
@@ -293,7 +303,7 @@ def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, i
             raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
         counts = count_mapping_timeloop(m, mp, arch, params=values)
     elif options.symbolic:
-        counts = count_symbolic_within(m, mp, arch, params=values, seconds=options.symbolic_limit_seconds)
+        counts = count_symbolic_within(m, mp, arch, params=values, budget=budget)
     else:
         counts = count_mapping(m, mp, arch, params=values)
     units = active_compute_units(mp, arch, loop_extents_of(m, mp, values))
@@ -306,13 +316,16 @@ def loop_extents_of(m: KernelModel, mapping: Mapping, values: MappingT[str, int]
 
 
 def cost(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
-         params: MappingT[str, int] | None = None, options: CostOptions = CostOptions()) -> CostReport:
+         params: MappingT[str, int] | None = None, options: CostOptions = CostOptions(),
+         budget: Budget | None = None) -> CostReport:
     """Exact traffic, energy, cycles and intensity of one mapping (``mapping.md``).
 
+    ``convention="timeloop"`` counts as Timeloop does (outputs start at zero,
+    ``spatial_reduction`` levels receive combined partial sums).
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    reports = cost_nests(kernel, mapping, arch=arch, params=params, options=options)
+    reports = cost_nests(kernel, mapping, arch=arch, params=params, options=options, budget=budget)
     if len(reports) != 1:
         raise InputError(f"expected one mapping, got {len(reports)} (one per nest): use cost_nests()")
     return reports[0]
@@ -416,13 +429,16 @@ class CompiledKernel:
     numpy_source: str
     targets: tuple[str, ...]
     files: tuple[str, ...]
-    verification: VerifyResult | None
+    verification: SizedVerification | None
     """The comparison with the reference execution (None without verification)."""
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     """More of ``NAME.json``: the NumPy target's mappings, the register tiles, and what the command
     line adds (the tuning cache's answer, the measurements)."""
     numpy_mappings: tuple[Mapping, ...] = ()
     """The NumPy target's mappings (its own choice, whole-array blocks, unless a mapping was given)."""
+    written_mappings: tuple[Mapping, ...] = ()
+    """``mappings`` said of the kernel as written (loops renamed apart become ``schedule`` entries):
+    what ``NAME.json`` records."""
 
     @property
     def name(self) -> str:
@@ -440,7 +456,8 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
             mapping: MappingArg | None = None, params: MappingT[str, int] | None = None,
             out_dir: str | Path | None = None, options: CompileOptions = CompileOptions(),
             progress: Progress | None = None, choice: KernelChoice | None = None, why: str | None = None,
-            extra: MappingT[str, Any] | None = None) -> CompiledKernel:
+            extra: MappingT[str, Any] | None = None, command: str = DEFAULT_COMMAND,
+            budget: Budget | None = None) -> CompiledKernel:
     """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
 
     Without ``mapping`` every nest gets the mapping of
@@ -453,6 +470,7 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
     """
     arch_obj = architecture(arch)
     values = _values(kernel, params)
+    original = kernel
     if mapping is not None:
         m = build_model(kernel)
         mappings = mappings_of(kernel, mapping, arch_obj)
@@ -463,42 +481,69 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
         choice = None
     else:
         if choice is None:
-            choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress)
+            choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress, budget=budget)
         kernel, m, mappings = choice.kernel, choice.model, choice.mappings
         why = why or (f"the best legal, fitting candidate of each nest by exact counts "
                       f"({_objective_words(options.choice.objective)})")
     if progress:
         progress("generating code...")
     costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
-    c_source = emit_c(kernel, m, mappings, arch=arch_obj, params=values)
+    c_source = emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
+                      reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)
     numpy_maps = tuple(mappings) if choice is None else tuple(numpy_mappings(m, arch_obj, values))
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps), reassociate=options.reassociate)
     recorded: dict[str, Any] = {}
-    if choice is not None:
-        recorded["numpy_mappings"] = [mp.to_dict() for mp in numpy_maps]
+    if choice is not None:  # mappings said of the kernel as written (renamed loops become schedule entries)
+        recorded["numpy_mappings"] = [in_original_terms(original, kernel, mp).to_dict() for mp in numpy_maps]
     recorded["register_tiles"] = register_tile_doc(m, mappings, arch_obj)
     recorded.update(extra or {})
     result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
-                            c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps)
-    if out_dir is not None:
-        out = Path(out_dir)
+                            c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps,
+                            tuple(in_original_terms(original, kernel, mp) for mp in mappings))
+    verification = None
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+    if options.verify:
+        # the very text written, at sizes that exercise every tile edge, before it is written as good
+        if progress:
+            progress("verifying...")
+        sources = {"c": c_source, "numpy": numpy_source}
+        try:
+            verification = verify_written(kernel, values, {t: sources[t] for t in options.targets}, model=m,
+                                          mappings=tuple(mappings) + tuple(numpy_maps), full=options.verify_full,
+                                          budget=budget)
+        except VerificationFailure as exc:
+            if out is None:
+                raise
+            kept = _write_unverified(out, kernel.name, c_source, numpy_source)
+            raise VerificationFailure(f"{exc.message}\n  not written as {kernel.name}.c: the code that failed is "
+                                      f"in {', '.join(kept)}", exc.payload) from None
+        result = dataclasses.replace(result, verification=verification)
+    if out is not None:
         written = []
         for suffix, text in ((".c", c_source), (".py", numpy_source)):
             (out / f"{kernel.name}{suffix}").write_text(text)
             written.append(str(out / f"{kernel.name}{suffix}"))
-        doc = compile_document(kernel.name, values, arch_obj, why, mappings, costs, choice, result.extra)
+        doc = compile_document(kernel.name, values, arch_obj, why, result.written_mappings, costs, choice,
+                               result.extra)
+        if verification is not None:
+            doc["verification"] = verification.to_dict()
         (out / f"{kernel.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
         written.append(str(out / f"{kernel.name}.json"))
         result = dataclasses.replace(result, files=tuple(written))
-    if options.verify:
-        if progress:
-            progress("verifying...")
-        checked = verify_against_reference(kernel, values, targets=tuple(options.targets), mapping=mappings, model=m,
-                                           target_mappings={"numpy": numpy_maps})
-        result = dataclasses.replace(result, verification=checked)
     return result
+
+
+def _write_unverified(out_dir: Path, name: str, c_source: str, numpy_source: str) -> list[str]:
+    """The sources that failed verification, under names that say so (``NAME.unverified.c``)."""
+    kept = []
+    for suffix, text in ((".unverified.c", c_source), (".unverified.py", numpy_source)):
+        path = out_dir / f"{name}{suffix}"
+        path.write_text(text)
+        kept.append(str(path))
+    return kept
 
 
 def _objective_words(objective: Objective) -> str:
@@ -550,7 +595,8 @@ class ChoiceResult:
 def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
                  options: Any = None, timer: Any = None, verify_hit: bool = True,
-                 progress: Any = None, choice_options: ChoiceOptions | None = None) -> ChoiceResult:
+                 progress: Any = None, choice_options: ChoiceOptions | None = None,
+                 budget: Budget | None = None) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
     ``cache_dir`` None turns the cache off; otherwise an entry for this
@@ -575,7 +621,7 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
             return ChoiceResult(found.choice, (), "hit", warnings)
     # tuning wants more candidates than the model's pick: the search confirms more of them
     chosen_by = choice_options if choice_options is not None else ChoiceOptions()
-    choice = choose(kernel, arch_obj, values, progress=progress,
+    choice = choose(kernel, arch_obj, values, progress=progress, budget=budget,
                     options=dataclasses.replace(chosen_by, search_top=max(chosen_by.search_top, tune)))
     status = "off" if store is None else "miss"
     if tune <= 0:

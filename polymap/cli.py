@@ -11,15 +11,20 @@ bug of polymap (one line naming the exception; the traceback with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import os
+import shlex
 import sys
 import traceback
 from typing import Any, NoReturn, Sequence
 
 from polymap import __version__
-from polymap.errors import PolymapError, Refusal
+from polymap.budget import Budget
+from polymap.errors import InputError, PolymapError, Refusal
+from polymap.limits import parse_limits
 from polymap.passes.search.choice import ChoiceOptions
 
 COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report",
@@ -66,6 +71,11 @@ def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
     p.add_argument("--kernel", metavar="NAME", help="the kernel to act on (default: every kernel of the file)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
     p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
+    p.add_argument("--budget", dest="budget_seconds", type=float, default=Budget().seconds, metavar="SECONDS",
+                   help="time allowed for the analyses (default %(default)g s); past it, exit 2 with the reason")
+    p.add_argument("--limit", dest="limit_texts", action="append", default=[], metavar="NAME=VALUE",
+                   help="raise a limit of polymap.limits (file_bytes, npz_bytes, yaml_depth, nest_depth, "
+                        "statements, domain_pieces, max_integer); repeatable")
 
 
 def _choice(p: argparse.ArgumentParser) -> None:
@@ -140,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--arch", required=True, help="architecture: a preset (host, toy, eyeriss) or a YAML file")
     p.add_argument("--mapping", required=True, metavar="M.yaml", help="a mapping file, or compile's NAME.json")
     p.add_argument("--symbolic", action="store_true", help="also give each count as a formula in the parameters "
-                   "(refused after $POLYMAP_SYMBOLIC_SECONDS, default 60 s)")
+                   "(refused when the --budget runs out)")
     p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline")
     p.add_argument("--convention", choices=("exact", "timeloop"), default="exact",
                    help="'timeloop': outputs start at zero, spatial_reduction levels combine partial sums")
@@ -168,6 +178,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: %(default)s)")
     p.add_argument("--no-verify", action="store_true", help="skip the comparison with the reference execution")
     _choice(p)
+    p.add_argument("--verify-full", action="store_true",
+                   help="also verify at the sizes compiled for (default: reduced sizes exercising every tile edge)")
+    p.add_argument("--reassociate", action="store_true",
+                   help="let floating-point reductions add in another order and contract multiply-adds (FMA): "
+                        "faster, rounded differently from the original program")
     p.add_argument("--tune", type=int, default=0, metavar="K",
                    help="build and time the model's best K candidates per nest; keep the fastest (default: 0, "
                         "no measuring)")
@@ -239,14 +254,41 @@ def _print_json(doc: dict[str, Any]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit status (0 yes, 1 no, 2 bad input, 3 internal error)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Run one command; return its exit status (0 yes, 1 no, 2 bad input, 3 internal error).
+
+    The command's standard output is gathered and written once at the end, so
+    that an unwritable output (a full device, a closed pipe) is one answer
+    here, not an ``OSError`` wherever a command happened to print.
+    """
+    real = sys.stdout
+    gathered = io.StringIO()
+    with contextlib.redirect_stdout(gathered):
+        status = _run(list(sys.argv[1:] if argv is None else argv))
+    return _write_output(real, gathered.getvalue(), status)
+
+
+def _write_output(stream: Any, text: str, status: int) -> int:
+    if not text:
+        return status
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:  # the reader (`| head`) went away: not an error of ours
+        _silence_stdout()
+        return 141
+    except OSError as exc:
+        print(f"error: cannot write the standard output: {exc.strerror or exc}", file=sys.stderr)
+        _silence_stdout()
+        return 2
+    return status
+
+
+def _run(argv: list[str]) -> int:
     wants_json = "--json" in argv
     debug = "--debug" in argv
-    parser = build_parser()
     try:
         try:
-            args = parser.parse_args(argv)
+            args = build_parser().parse_args(argv)
         except UsageError as exc:
             print(exc.usage + f"polymap: error: {exc}", file=sys.stderr)
             if wants_json:
@@ -254,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except SystemExit as exc:  # --help and --version print and exit 0
             return 0 if exc.code in (0, None) else 2
+        # what generated files say produced them
+        args.command_line = "polymap " + shlex.join(str(a) for a in argv)
         return _dispatch(args)
     except BrokenPipeError:
         # the reader (`| head`) went away: not an error of ours, and no traceback
@@ -274,9 +318,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
     try:
-        return int(module.main(args) or 0)
+        seconds = getattr(args, "budget_seconds", Budget().seconds)
+        if not seconds >= 0:
+            raise InputError(f"--budget {seconds:g}: expected a number of seconds >= 0")
+        args.budget = Budget(seconds=seconds)
+        args.limits = parse_limits(getattr(args, "limit_texts", []))
+        module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
+        with args.budget.watch(f"polymap {args.command}"):
+            return int(module.main(args) or 0)
     except PolymapError as exc:
         print(exc.render(), file=sys.stderr)
         if getattr(args, "json", False):

@@ -16,6 +16,7 @@ from polymap.grammar import parse_program
 from polymap.passes.frontend.bounds import bounds_diagnostics
 from polymap.passes.frontend.params import param_values  # noqa: F401 - part of the API
 from polymap.passes.frontend.semantics import checked
+from polymap.limits import Limits, read_limited
 
 
 def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
@@ -64,11 +65,13 @@ def print_warnings(program: ir.Program, kernels=None) -> None:
                 print(d.render(), file=sys.stderr)
 
 
-def load_program(path: str | Path, *, check: bool = True, cpp: str = "") -> ir.Program:
-    """Read and parse a ``.loop`` file, or the scops of a ``.c`` file (``InputError`` when it cannot be read).
+def load_program(path: str | Path, *, check: bool = True, cpp: str = "", limits: Limits | None = None) -> ir.Program:
+    """Read and parse a ``.loop`` file, or the scops of a ``.c`` file (``InputError`` when it cannot be
+    read or is larger than ``limits`` allow).
 
     ``cpp`` holds extra preprocessor flags for a C file (``--cpp "-I DIR"``).
     """
+    limits = limits if limits is not None else Limits()
     p = Path(path)
     if p.suffix == ".c":
         program = read_c(p, cpp=cpp)
@@ -76,7 +79,7 @@ def load_program(path: str | Path, *, check: bool = True, cpp: str = "") -> ir.P
             _check_with_isl(program)
         return program
     try:
-        text = p.read_text()
+        text = read_limited(path, limits=limits, what="kernel file").decode()
     except OSError as exc:
         raise InputError(f"{path}: cannot read file: {exc.strerror or exc}") from None
     except UnicodeDecodeError:

@@ -243,6 +243,15 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
     return out
 
 
+def textual_rank(kernel: ir.Kernel, stmt: ir.Assign) -> tuple[int, ...]:
+    """The statement's rank within every enclosing loop body (the constants of its original schedule).
+
+    Read from the text, so that it exists also for a statement that runs no
+    instance (``for i in N..0``), whose schedule map is empty.
+    """
+    return _betas(kernel)[id(stmt)]
+
+
 def build_model(kernel: ir.Kernel) -> KernelModel:
     """The polyhedral model of a (semantically checked) kernel."""
     contexts = kernel.statements()

@@ -8,6 +8,7 @@ valid input is::
 """
 from __future__ import annotations
 
+import io
 import tokenize
 import zipfile
 import zlib
@@ -19,6 +20,7 @@ import numpy as np
 from polymap import ir
 from polymap.errors import Diagnostic, InputError
 from polymap.evaluate import eval_int
+from polymap.limits import Limits, read_limited
 
 _NUMPY_DTYPES = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64}
 #: Roles whose arrays the caller gives.
@@ -118,10 +120,12 @@ def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params:
 _DAMAGED = (ValueError, EOFError, KeyError, SyntaxError, tokenize.TokenError, zipfile.BadZipFile, zlib.error, OSError)
 
 
-def load_npz(path: str | Path) -> dict[str, np.ndarray]:
-    """Every array of an ``.npz`` file, by name (``InputError`` when unreadable)."""
+def load_npz(path: str | Path, *, limits: Limits | None = None) -> dict[str, np.ndarray]:
+    """Every array of an ``.npz`` file, by name (``InputError`` when unreadable or too large)."""
+    limits = limits if limits is not None else Limits()
     try:
-        data = np.load(path, allow_pickle=False)
+        data = np.load(io.BytesIO(read_limited(path, limits=limits, what=".npz file", limit_name="npz_bytes")),
+                       allow_pickle=False)
     except OSError as exc:
         raise InputError(f"{path}: cannot read arrays: {exc.strerror or exc}") from None
     except _DAMAGED as exc:

@@ -19,8 +19,9 @@ from typing import Any, NoReturn
 import yaml
 from yaml.constructor import SafeConstructor
 
-from polymap.errors import Diagnostic, MappingError
+from polymap.errors import Diagnostic, InputError, MappingError
 from polymap.ir import Loc, SourceFile
+from polymap.limits import Limits, read_limited
 
 YamlPath = tuple[Any, ...]
 
@@ -105,11 +106,28 @@ def _construct(node: yaml.Node, doc: YamlDocument, ctor: SafeConstructor) -> Any
                            _loc(node, doc.source)) from None
 
 
-def parse_yaml(text: str, name: str) -> YamlDocument:
+def _check_depth(text: str, source: SourceFile, limit: int) -> None:
+    """Refuse nesting deeper than ``limit`` before PyYAML's composer recurses into it."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > limit:
+                m = event.start_mark
+                raise MappingError(
+                    f"the YAML nests deeper than {limit} levels; {Limits.how_to_raise('yaml_depth')}",
+                    Loc(m.line + 1, m.column + 1, m.line + 1, m.column + 2, source))
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+
+
+def parse_yaml(text: str, name: str, *, limits: Limits | None = None) -> YamlDocument:
     """Parse YAML ``text`` (read from ``name``); bad YAML is a :class:`MappingError` at its line."""
+    limits = limits if limits is not None else Limits()
     source = SourceFile(name, text)
     doc = YamlDocument(None, source)
     try:
+        _check_depth(text, source, limits.yaml_depth)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -129,12 +147,15 @@ def parse_yaml(text: str, name: str) -> YamlDocument:
     return doc
 
 
-def read_yaml(path: str | Path) -> YamlDocument:
+def read_yaml(path: str | Path, *, limits: Limits | None = None) -> YamlDocument:
     """Read and parse a YAML file; an unreadable file is a :class:`MappingError` naming it."""
+    limits = limits if limits is not None else Limits()
     try:
-        text = Path(path).read_text()
+        text = read_limited(path, limits=limits, what="YAML file").decode()
     except OSError as exc:
         raise MappingError(Diagnostic(f"cannot read file: {exc.strerror or exc}", file_loc(str(path)))) from None
     except UnicodeDecodeError:
         raise MappingError(Diagnostic("not a text file", file_loc(str(path)))) from None
-    return parse_yaml(text, str(path))
+    except InputError as exc:
+        raise MappingError(exc.diagnostics[0].message, file_loc(str(path))) from None
+    return parse_yaml(text, str(path), limits=limits)

@@ -101,8 +101,9 @@ def test_time_loop_gets_one_hoisted_region_and_matches(name, params):
     src = emit_c(kernel, build_model(kernel), None)  # no sizes: every parallel loop shared out
     body = src[src.index("\nvoid"):]
     assert body.count("#pragma omp parallel") == 1 and "omp parallel for" not in body
-    # the region opens on the time loop, the sweeps are worksharing loops inside it
-    assert re.search(r"#pragma omp parallel\n\s*for \(long c1 = [01]; c1 <=? T", body)
+    # the region opens on the time loop (named after the kernel's iterator), the sweeps are
+    # worksharing loops inside it
+    assert re.search(r"#pragma omp parallel\n\s*for \(long t = [01]; t <=? T", body)
     assert body.count("#pragma omp for") >= 2
     for tensor, (got, want) in _run_c(kernel, src, params).items():
         np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=tensor)

@@ -99,13 +99,44 @@ def test_gemm_loop_orders(order):
 
 def test_gemm_vectorises_into_matmul_and_keeps_float32():
     k = kernel_of("gemm")
-    src = emit_numpy(k, build_model(k), two_level(k, {"i": 3, "j": 5, "k": 4}, "ijk", "kij"))
+    src = emit_numpy(k, build_model(k), two_level(k, {"i": 3, "j": 5, "k": 4}, "ijk", "kij"), reassociate=True)
     assert " @ " in src and "for k in" not in src
     a = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
     b = np.arange(8, dtype=np.float32).reshape(4, 2) / 3
     out = run_numpy(k, {"A": a, "B": b}, {"M": 3, "N": 2, "K": 4}, None)
     assert out["C"].dtype == np.float32
     np.testing.assert_allclose(out["C"], a.astype(np.float64) @ b, rtol=1e-6)
+
+
+def test_reductions_keep_their_order_unless_reassociation_is_allowed():
+    # issue 14: gramschmidt's rank-deficient columns turn any reordering of `nrm += A[i,k]^2` into
+    # relative errors of order 1; by default every element's updates are folded in their order
+    k = kernel_of("polybench/gramschmidt")
+    src = emit_numpy(k, build_model(k))
+    assert "accumulate" in src and "einsum" not in src and ".sum(" not in src
+    assert "einsum" in emit_numpy(k, build_model(k), reassociate=True)
+    from polymap.reference import execute
+
+    rng = np.random.default_rng(3)
+    a = rng.random((20, 30))
+    params = {"M": 20, "N": 30}
+    want = execute(k, {"A": a}, params)
+    got = run_numpy(k, {"A": a}, params, None)
+    for name in ("A", "R", "Q"):
+        assert np.array_equal(got[name], want[name]), name  # bit for bit, columns 20.. included
+
+
+def test_ordered_gemm_matches_the_reference_bit_for_bit():
+    k = kernel_of("gemm")
+    src = emit_numpy(k, build_model(k), two_level(k, {"i": 3, "j": 5, "k": 4}, "ijk", "kij"))
+    assert " @ " not in src and "accumulate" in src
+    from polymap.reference import execute
+
+    rng = np.random.default_rng(4)
+    a, b = rng.random((7, 9), dtype=np.float32), rng.random((9, 6), dtype=np.float32)
+    params = {"M": 7, "N": 6, "K": 9}
+    got = run_numpy(k, {"A": a, "B": b}, params, two_level(k, {"i": 3, "j": 5, "k": 4}, "ijk", "kij"))
+    assert np.array_equal(got["C"], execute(k, {"A": a, "B": b}, params)["C"])
 
 
 def test_dependent_loops_stay_loops():

@@ -16,7 +16,9 @@ import pytest
 from numpy_formulations import FORMULATIONS, INPUTS
 
 ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").rglob("*.loop"))
+# examples/networks/ holds files of many kernels (whole networks): tests/test_networks.py
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").rglob("*.loop")
+                  if "networks" not in p.parts)
 
 POLYBENCH = (
     "correlation covariance gemm gemver gesummv symm syr2k syrk trmm 2mm 3mm atax bicg doitgen mvt "

@@ -29,6 +29,7 @@ LOCAL_IMPORTS_PENDING: frozenset[str] = frozenset({
     "polymap.commands.cost",
     "polymap.commands.deps",
     "polymap.commands.run",
+    "polymap.commands.search",
     "polymap.commands.transform",
     "polymap.passes.counting.cost_model",
     "polymap.passes.search.choice",

@@ -214,3 +214,33 @@ def test_level_traffic_reads_the_counts():
     counts = found.best.cost.counts
     assert level_traffic(counts, 1) == counts.levels[0].reads + counts.levels[0].updates
     assert prod(nest.extents) == counts.instances
+
+
+def test_legality_per_order_class_matches_each_mapping():
+    """The class mask agrees with ISL legality of sampled mappings, with their own tiles."""
+    from polymap.passes.search.mapsearch import _spatial_plans, carrying_loops, legal_mask
+    from polymap.passes.search.mapspace import build_mapspace, full_orders
+
+    src = """
+kernel c2(K = 2, C = 2, P = 4, R = 3, S = 2) {
+  in I[C, P + R - 1, S]
+  in W[K, C, R, S]
+  inout O[K, P]
+  for k in 0..K, p in 0..P, c in 0..C, r in 0..R, s in 0..S { O[k, p] += I[c, p + r, s] * W[k, c, r, s] }
+}"""
+    kernel, model, params, nest = setup(src)
+    carrying = carrying_loops(model, 0, nest.loops)
+    assert carrying == frozenset({2, 3, 4})  # c, r, s: the reduction keeps their order
+    space = build_mapspace(nest, ARCH, _spatial_plans(model, nest, ARCH, SearchOptions(), carrying, []),
+                           fixed=carrying)
+    rng = np.random.default_rng(5)
+    cache, seen = {}, set()
+    for gi in rng.choice(len(space.groups), 25, replace=False):
+        g = space.groups[gi]
+        mask = legal_mask(model, space, g, nest, ARCH, carrying, cache).reshape(-1)
+        o, r = int(rng.integers(g.orders)), int(rng.integers(len(g.tiles)))
+        plan = space.plans[g.plan]
+        mp = mapping_of(model, nest, ARCH, plan, full_orders(g, plan, len(nest.loops), o), g.tiles[r].tolist())
+        assert bool(mask[o]) == is_legal(model, mp)
+        seen.add(bool(mask[o]))
+    assert seen == {True, False}

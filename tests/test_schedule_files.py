@@ -159,3 +159,30 @@ def test_expression_problem_column():
     with pytest.raises(ExpressionProblem) as exc:
         expression_isl("t + i * i", ("t", "i"))
     assert exc.value.column == 4
+
+
+def test_renamed_mapping_in_original_terms(toy):
+    """compile maps the renamed kernel; its NAME.json speaks of the kernel as written."""
+    from polymap.mapping.renamed import in_original_terms
+    from polymap.passes.frontend.rename import distinct_loop_names
+    from polymap.passes.schedule.tiling import mapped_schedule
+    from polymap.poly import build_model
+
+    original = parse((EXAMPLES / "attention.loop").read_text(), "attention.loop").kernels[0]
+    renamed = distinct_loop_names(original)
+    levels = [{"level": "DRAM", "order": ["i", "j_2", "j", "j_3"]}, {"level": "GLB", "tile": {"i": 2}},
+              {"level": "RF", "tile": {"i": 1, "j": 1, "j_2": 1, "j_3": 1}}]
+    m = mapping_from_dict({"nest": 1, "levels": levels}, kernel=renamed, arch=toy)
+    data = json.loads(json.dumps(in_original_terms(original, renamed, m).to_dict()))
+    assert data["schedule"] == {"p_exp": {"i": "i", "j_2": "j"}, "z_acc": {"i": "i", "j_2": "j"},
+                                "p_norm": {"i": "i", "j_3": "j"}}
+    back = mapping_from_dict(data, kernel=original, arch=toy)
+    assert back.loops == m.loops and back.levels == m.levels
+    a = mapped_schedule(build_model(renamed), m)
+    b = mapped_schedule(build_model(original), back)
+    assert a.dims == b.dims
+    for (sa, ma), (sb, mb) in zip(a.maps, b.maps):
+        assert sa == sb and str(ma).replace("_2", "").replace("_3", "") == str(mb).replace("_2", "").replace("_3", "")
+    # no loop twice in any level's order
+    for lv in data["levels"]:
+        assert len(lv["order"]) == len(set(lv["order"]))

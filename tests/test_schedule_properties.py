@@ -169,3 +169,17 @@ def test_counts_equal_simulation(case):
     arch = arch_of(len(data["levels"]))
     counts = count_mapping(MODELS[name], mapping, arch, params=params)
     assert counts_as_dict(counts) == simulate(kernel, mapping, params), data
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases())
+def test_code_of_legal_mappings_verifies(case):
+    """C and NumPy of random legal schedule mappings agree with the reference."""
+    from polymap.codegen.verify import verify
+
+    name, params, data = case
+    kernel = KERNELS[name]
+    mapping = _mapping(name, data)
+    if not check_mapping(MODELS[name], mapping, params=params).legal:
+        return
+    assert verify(kernel, params, targets=("c", "numpy"), mapping=mapping, model=MODELS[name]).passed

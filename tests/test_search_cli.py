@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +118,14 @@ def test_dask_cluster_gives_the_local_answer(files, capsys):
         remote = run_json(capsys, str(n), "--arch", "toy", "--top", "3", "--scheduler", cluster.scheduler_address)
     assert [e["mapping"] for e in remote] == [e["mapping"] for e in local]
     assert [e["cost"] for e in remote] == [e["cost"] for e in local]
+
+
+def test_a_nest_outside_the_fast_path_is_searched_by_the_isl_path(capsys):
+    """gemm with its initialisation (two statements): a few candidates, each counted by ISL."""
+    gemm = str(Path(__file__).resolve().parent.parent / "examples" / "gemm.loop")
+    doc = run_json(capsys, gemm, "--arch", "toy", "--top", "2", "--workers", "1",
+                   "-D", "M=8", "-D", "N=8", "-D", "K=8")
+    assert doc and doc[0]["search"]["path"] == "isl"
+    assert "outside the fast path" in doc[0]["search"]["notes"][0]
+    energies = [e["cost"]["energy_pj"] for e in doc]
+    assert energies == sorted(energies)

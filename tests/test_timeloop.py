@@ -150,7 +150,7 @@ def test_import_command_and_cost_convention(tmp_path, capsys):
     assert main(args + ["--convention", "timeloop"]) == 0
     tl = json.loads(capsys.readouterr().out)
     assert exact["levels"][1]["tensors"]["Outputs"]["fills"] == 8
-    assert tl["levels"][1]["tensors"]["Outputs"]["fills"] == 0
+    assert tl["levels"][1]["tensors"]["Outputs"]["fills"] == 0 and tl["convention"] == "timeloop"
 
 
 def test_bad_timeloop_files_are_located(tmp_path):
@@ -171,3 +171,13 @@ def test_bad_timeloop_files_are_located(tmp_path):
     with pytest.raises(PolymapError) as err:
         import_timeloop(wrong, HERE / "two_level.arch.yaml", None, tmp_path / "o")
     assert f"{wrong}:5:" in err.value.render() and "DIM one of P" in err.value.render()
+
+
+def test_api_cost_takes_the_convention(tmp_path):
+    from polymap import api
+
+    _, kernel, arch, mapping = _import("conv1d, spatial reduction", tmp_path)
+    exact = api.cost(kernel, mapping, arch=arch)
+    tl = api.cost(kernel, mapping, arch=arch, convention="timeloop")
+    assert exact.counts.level("Shared").tensor("Outputs").updates == 24
+    assert tl.counts.level("Shared").tensor("Outputs").updates == 8

@@ -302,3 +302,23 @@ def test_measure_is_what_search_tune_calls(gemm, host, gemm_choice):
     assert t.chosen.candidate.mapping == mps[1]
     assert t.bias == pytest.approx(statistics.median([3.0, 1 / 1.5, 1.0]))
     assert t.spearman == pytest.approx(-0.5)
+
+
+def test_a_mapping_no_file_can_say_has_no_neighbours(gemm, host):
+    """Built in code, an inner tile may exceed its parent's (a file may not): no neighbours, no error."""
+    import dataclasses
+
+    from polymap.mapping.model import loop_extents
+    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.variants import neighbours
+
+    values = param_values(gemm, {"M": 512, "N": 512, "K": 512})
+    made = register_mapping(api.model(gemm), 0, host, values)
+    k = len(made.levels) - 2
+    grown = tuple(t if x != "i" else 500 for x, t in zip(made.loops, made.levels[k].tile))
+    outer = tuple(t if x != "i" else 250 for x, t in zip(made.loops, made.levels[k - 1].tile))
+    levels = list(made.levels)
+    levels[k] = dataclasses.replace(levels[k], tile=grown)
+    levels[k - 1] = dataclasses.replace(levels[k - 1], tile=outer)
+    odd = dataclasses.replace(made, levels=tuple(levels))
+    assert list(neighbours(odd, gemm, host, loop_extents(gemm, 0, values))) == []

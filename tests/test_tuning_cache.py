@@ -221,3 +221,30 @@ def test_compile_reports_the_cache_in_its_json(tmp_path, monkeypatch, capsys):
     assert doc["choice"]["nests"][0]["chosen"] == f"cache ({calls[1]})"
     assert doc["verification"]["passed"]
     assert run("-D", "M=12", "--no-cache")["cache"] == "off"
+
+
+def test_the_exact_form_reads_back_to_the_measured_mapping():
+    """A mapping built in code (a loop left whole under a tiled parent) round-trips exactly, which the
+    mapping-file form cannot promise (it inherits the parent's tile there)."""
+    from polymap.driver import param_values
+    from polymap.passes.search.register_mapping import register_mapping
+    from polymap.passes.search.remember import exact_form, from_exact_form
+    from polymap.poly import build_model
+
+    kernel = kernel_of(GEMM)
+    arch = load_architecture("host")
+    made = register_mapping(build_model(kernel), 0, arch, param_values(kernel, {"M": 256, "N": 256, "K": 256}))
+    data = json.loads(json.dumps(exact_form(made)))
+    assert from_exact_form(data, kernel, arch) == made
+    bad = json.loads(json.dumps(data))
+    bad["loops"] = ["i", "j", "x"]
+    with pytest.raises(ValueError):
+        from_exact_form(bad, kernel, arch)
+    bad = json.loads(json.dumps(data))
+    bad["levels"][1]["keep"] = ["Z"]
+    with pytest.raises(ValueError):
+        from_exact_form(bad, kernel, arch)
+    bad = json.loads(json.dumps(data))
+    bad["levels"][2]["tile"] = [0, 1, 1]
+    with pytest.raises(ValueError):
+        from_exact_form(bad, kernel, arch)

@@ -31,7 +31,7 @@ from typing import Iterator, Mapping, Sequence
 
 from polymap.islcheck import isl
 from polymap.mapping.schedule import mapped_nests
-from polymap.poly import KernelModel, isl_name, param_set
+from polymap.poly import KernelModel, isl_name, param_set, textual_rank
 from polymap.passes.schedule.tiling import mapped_schedule
 
 #: ISL names the iterator of time dimension k like this (``c0``, ``c1``...).
@@ -141,8 +141,7 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
 
 def _top_rank(model: KernelModel, statement: str) -> int:
     """The first coordinate of a statement's original schedule (its top-level textual rank)."""
-    rng = model.statement(statement).schedule.range()
-    return int(rng.dim_max_val(0).to_python())
+    return textual_rank(model.kernel, model.statement(statement).stmt)[0]
 
 
 def build_ast(model: KernelModel, schedule: isl.UnionMap, *,

@@ -29,7 +29,7 @@ from typing import Iterable, Mapping as MappingT
 from polymap import ir
 from polymap.errors import AnalysisError
 from polymap.islcheck import isl
-from polymap.mapping.schedule import entry_of, mapped_nests
+from polymap.mapping.schedule import mapped_nests
 from polymap.codegen.ast_build import (
     KernelSchedule,
     expr_args,
@@ -57,7 +57,8 @@ def point_schedule(ks: KernelSchedule, mappings=()) -> KernelSchedule:
         name = m.get_tuple_name(isl.dim_type.in_)
         sm = model.statement(name)
         mapping = by_nest.get(sm.context.nest)
-        if mapping is not None and entry_of(mapping, name) is None:
+        # binding needs every statement of a dimension bound alike: not with schedule entries
+        if mapping is not None and not mapping.schedule:
             for d in ks.dims_of(ks.rank_of(name)):
                 if d.kind == "coord" and d.loop in sm.loops and d.level == point_level(mapping, d.loop) \
                         and d.loop not in mapping.levels[d.level].wavefront:

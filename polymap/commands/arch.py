@@ -55,6 +55,10 @@ def render(arch: Architecture) -> str:
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     right = {2, 3, 4}  # numbers align right
     lines = [head]
+    if arch.vector is not None:
+        v = arch.vector
+        lines.append(f"vector unit: {v.isa}, {v.registers} registers of {v.vector_bytes} bytes "
+                     f"({v.lanes('f32')} x f32, {v.lanes('f64')} x f64){', FMA' if v.fma else ''}")
     for r in rows:
         cells = [cell.rjust(w) if k in right else cell.ljust(w) for k, (cell, w) in enumerate(zip(r, widths))]
         lines.append("  ".join(cells).rstrip())
@@ -74,7 +78,7 @@ def main(args: argparse.Namespace) -> int:
     if not args.name:
         raise InputError("polymap arch: give a preset name or an architecture file, or --list "
                          f"(presets: {', '.join(presets())})")
-    arch = load_architecture(args.name)
+    arch = load_architecture(args.name, limits=args.limits)
     print(json.dumps(arch.to_dict(), indent=2) if args.json else render(arch))
     if args.name == "host" and not args.json:
         print(HOST_SOURCES)

@@ -15,7 +15,9 @@ from polymap.commands.common import mapping_arch
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, InputError
 from polymap.mapping.model import nest_loops
+from polymap.limits import require_tractable
 from polymap.passes.legality.legality import Verdict
+from polymap.poly import build_model
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -57,20 +59,21 @@ def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     arch = None
     if args.mapping:
-        arch = mapping_arch(args.arch, args.mapping)
+        arch = mapping_arch(args.arch, args.mapping, limits=args.limits)
         if len(kernels) > 1:
-            kernels = (program.kernel(api.mappings_of(program, args.mapping, arch)[0].kernel),)
+            kernels = (program.kernel(api.mappings_of(program, args.mapping, arch, limits=args.limits)[0].kernel),)
     docs, reports, legal = [], [], True
     for kernel in kernels:
         params = _params(kernel, defines)
+        require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the legality checks")
         if args.mapping:
-            mappings = api.mappings_of(kernel, args.mapping, arch)
+            mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
             what = f"mapping {args.mapping}"
             verdict = api.check(kernel, mapping=mappings, arch=arch, params=params)
         else:

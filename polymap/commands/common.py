@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Callable
 
+from polymap.limits import Limits
 from polymap.machine.arch import Architecture
 from polymap.machine.presets import load_architecture, presets
 from polymap.mapping.documents import DOCUMENT_KEYS, is_document
@@ -36,12 +37,12 @@ def progress_printer(enabled: bool | None = None) -> Callable[[str], None] | Non
     return lambda text: print(text, file=sys.stderr, flush=True)
 
 
-def mapping_arch(spec: str | None, mapping_path: str) -> Architecture:
+def mapping_arch(spec: str | None, mapping_path: str, *, limits: Limits | None = None) -> Architecture:
     """``--arch`` when given; else the architecture a compile document names, or the preset whose
     level names the mapping file uses."""
     if spec:
-        return load_architecture(spec)
-    doc = read_yaml(mapping_path)
+        return load_architecture(spec, limits=limits)
+    doc = read_yaml(mapping_path, limits=limits)
     data = doc.data
     if is_document(data):
         if isinstance(data.get("arch"), str) and data["arch"] in presets():

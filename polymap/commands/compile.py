@@ -21,6 +21,10 @@ from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
 from polymap.codegen.timing import ProcessTimer, timing_environment
 from polymap.errors import InputError, VerificationFailure
+from polymap.limits import require_integers, require_tractable
+from polymap.machine.presets import load_architecture
+from polymap.passes.search.choice import Progress
+from polymap.poly import build_model
 from polymap.passes.search.cache import TuningCache, arch_fingerprint, cache_key
 from polymap.passes.search.tune import tuning_lines
 from polymap.mapping.model import mapping_loop_extents, nest_tensors
@@ -41,15 +45,16 @@ def parse_targets(text: str) -> tuple[str, ...]:
 def options_of(args: argparse.Namespace) -> api.CompileOptions:
     """The compile options the flags ask for."""
     return api.CompileOptions(targets=parse_targets(args.target), verify=not args.no_verify,
+                              verify_full=args.verify_full, reassociate=args.reassociate,
                               choice=choice_options(args))
 
 
 def main(args: argparse.Namespace) -> int:
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     options = options_of(args)
-    arch = api.architecture(args.arch)
+    arch = load_architecture(args.arch, limits=args.limits)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     out_dir = Path(args.output_dir)
@@ -59,15 +64,19 @@ def main(args: argparse.Namespace) -> int:
         raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror or exc}") from None
     given = None
     if args.mapping:
-        given = api.mappings_of(kernels if len(kernels) > 1 else kernels[0], args.mapping, arch)
+        given = api.mappings_of(kernels if len(kernels) > 1 else kernels[0], args.mapping, arch,
+                                limits=args.limits)
     progress = progress_printer()
     documents = []
     for kernel in kernels:
         mine = None if given is None else tuple(m for m in given if m.kernel == kernel.name) or None
         params = param_values(kernel, defines)
+        require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="compile's analyses")
+        require_integers(kernel, params, limits=args.limits)
         if mine is not None:
             result = api.compile(kernel, arch=arch, mapping=mine, params=params, out_dir=out_dir, options=options,
-                                 progress=progress, extra={"cache": "off"})
+                                 progress=progress, extra={"cache": "off"}, command=args.command_line,
+                                 budget=args.budget)
             tuning: tuple = ()
         else:
             result, tuning = _compile_chosen(kernel, arch, params, options, out_dir, args, progress)
@@ -86,7 +95,8 @@ def cache_dir_from_environment(environ: MappingT[str, str] = os.environ) -> Path
 
 
 def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, int], options: api.CompileOptions,
-                    out_dir: Path, args: argparse.Namespace, progress) -> tuple[api.CompiledKernel, tuple]:
+                    out_dir: Path, args: argparse.Namespace, progress: Progress | None
+                    ) -> tuple[api.CompiledKernel, tuple]:
     """Compile with compile's own choice: remembered, or chosen (and tuned with ``--tune K``)."""
     if args.tune < 0:
         raise InputError(f"--tune {args.tune}: expected a number of candidates (0 or more)")
@@ -100,11 +110,11 @@ def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str,
     timer = ProcessTimer(timing_environment(os.environ))
     found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
                              arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
-                             choice_options=options.choice)
+                             choice_options=options.choice, budget=args.budget)
     for w in found.warnings:
         print(f"warning: {w}", file=sys.stderr)
     try:
-        return _compile_found(kernel, arch, params, options, out_dir, progress, found, args.tune), found.tuning
+        return _compile_found(kernel, arch, params, options, out_dir, progress, found, args), found.tuning
     except VerificationFailure:
         if found.cache != "hit":
             raise
@@ -113,13 +123,16 @@ def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str,
     print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
           "dropped from the cache, choosing again", file=sys.stderr)
     found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                             arch_fingerprint=fingerprint, timer=timer, progress=progress, choice_options=options.choice)
+                             arch_fingerprint=fingerprint, timer=timer, progress=progress, choice_options=options.choice,
+                             budget=args.budget)
     found = replace(found, cache="miss")
-    return _compile_found(kernel, arch, params, options, out_dir, progress, found, args.tune), found.tuning
+    return _compile_found(kernel, arch, params, options, out_dir, progress, found, args), found.tuning
 
 
 def _compile_found(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, int], options: api.CompileOptions,
-                   out_dir: Path, progress, found: api.ChoiceResult, tune: int) -> api.CompiledKernel:
+                   out_dir: Path, progress: Progress | None, found: api.ChoiceResult,
+                   args: argparse.Namespace) -> api.CompiledKernel:
+    tune = args.tune
     if found.cache == "hit":
         why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
     elif found.tuning:
@@ -128,7 +141,7 @@ def _compile_found(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, 
         why = None
     extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
     return api.compile(kernel, arch=arch, params=params, out_dir=out_dir, options=options, progress=progress,
-                       choice=found.choice, why=why, extra=extra)
+                       choice=found.choice, why=why, extra=extra, command=args.command_line, budget=args.budget)
 
 
 def document(result: api.CompiledKernel) -> dict:

@@ -6,36 +6,28 @@ or one per nest for ``compile``'s ``NAME.json``), rendered by
 :mod:`polymap.reports.cost`. A mapping whose spatial loops need more
 instances than the architecture has, or whose footprint overflows a level,
 is refused (exit 1) naming the level, its capacity and the footprint.
-``--symbolic`` formulas that take longer than ``$POLYMAP_SYMBOLIC_SECONDS``
-(60 s) are refused too (exit 1), saying so.
+``--symbolic`` formulas that take longer than the time budget (``--budget``)
+are refused (exit 2), saying so.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from polymap import api, ir
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import InputError
-from polymap.timeloop.export import export_mapping
+from polymap.limits import require_tractable
+from polymap.machine.presets import load_architecture
+from polymap.poly import build_model
 from polymap.reports.cost import cost_nests_json, report_text
 from polymap.reports.roofline import plot_roofline
-
-#: the environment variable that sets ``--symbolic``'s wall-clock limit (read here, on the command line only)
-SYMBOLIC_SECONDS_VAR = "POLYMAP_SYMBOLIC_SECONDS"
+from polymap.timeloop.export import export_mapping
 
 
 def options_of(args: argparse.Namespace) -> api.CostOptions:
-    """The cost options the flags (and ``$POLYMAP_SYMBOLIC_SECONDS``) ask for."""
-    limit = api.CostOptions().symbolic_limit_seconds
-    text = os.environ.get(SYMBOLIC_SECONDS_VAR)
-    if text is not None:
-        try:
-            limit = max(float(text), 0.0)
-        except ValueError:
-            pass
-    return api.CostOptions(symbolic=args.symbolic, symbolic_limit_seconds=limit, convention=args.convention)
+    """The cost options the flags ask for."""
+    return api.CostOptions(symbolic=args.symbolic, convention=args.convention)
 
 
 def _kernel(program: ir.Program, args: argparse.Namespace, arch: api.Architecture) -> ir.Kernel:
@@ -43,26 +35,31 @@ def _kernel(program: ir.Program, args: argparse.Namespace, arch: api.Architectur
     if len(kernels) == 1:
         return kernels[0]
     # several kernels: the mapping file's `kernel:` picks one
-    return program.kernel(api.mappings_of(program, args.mapping, arch)[0].kernel)
+    return program.kernel(api.mappings_of(program, args.mapping, arch, limits=args.limits)[0].kernel)
 
 
 def main(args: argparse.Namespace) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     defines = parse_defines(args.defines)
-    arch = api.architecture(args.arch)
+    arch = load_architecture(args.arch, limits=args.limits)
     kernel = _kernel(program, args, arch)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    mappings = api.mappings_of(kernel, args.mapping, arch)
-    reports = api.cost_nests(kernel, mappings, arch=arch, params=params, options=options_of(args))
+    mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
+    require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the counts")
+    reports = api.cost_nests(kernel, mappings, arch=arch, params=params, options=options_of(args),
+                             budget=args.budget)
     spreads = [api.cycle_spread(kernel, m, r, arch=arch, params=params) for m, r in zip(mappings, reports)]
     if args.export:
         _export(args.export, kernel, mappings, params)
     if args.plot:
         plot_roofline(reports[0], arch, args.plot)
     if args.json:
-        print(json.dumps(cost_nests_json(reports, arch, spreads), indent=2))
+        doc = cost_nests_json(reports, arch, spreads)
+        if args.convention != "exact":
+            doc["convention"] = args.convention
+        print(json.dumps(doc, indent=2))
         return 0
     texts = []
     for mapping, report, spread in zip(mappings, reports, spreads):

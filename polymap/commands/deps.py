@@ -24,6 +24,7 @@ from polymap.passes.dependences.loop_classes import (
     loop_classes,
 )
 from polymap.poly import KernelModel, build_model
+from polymap.limits import require_tractable
 
 
 def kernel_deps(model: KernelModel, *, memory: bool) -> dict:
@@ -103,13 +104,15 @@ def _fixes(items: list[str]) -> dict[str, int]:
 
 
 def main(args) -> int:
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     if not args.plot and (args.loops or args.fix or args.statement):
         raise InputError("--loops, --fix and --statement choose what --plot draws: give --plot OUT.png too")
     models = [build_model(k) for k in kernels]
+    for m in models:
+        require_tractable(m.kernel, limits=args.limits, model=m, what="the dependence analyses")
     docs = [kernel_deps(m, memory=args.memory_based) for m in models]
     wrote = _pictures(args, models, defines) if args.plot or args.dot else []
     if args.json:

@@ -6,12 +6,13 @@ wrote, and which Timeloop levels became two polymap levels.
 """
 from __future__ import annotations
 
+import argparse
 import json
 
 from polymap import api
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     result = api.import_timeloop(args.problem, args.arch, args.mapping, args.output_dir)
     if args.json:
         print(json.dumps({"kernel": result.kernel, "files": list(result.files), "notes": list(result.notes)},

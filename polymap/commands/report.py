@@ -5,6 +5,7 @@ selected kernel, written by :func:`polymap.api.report`; prints ``wrote FILE``.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -14,7 +15,7 @@ from polymap.driver import check_defines, load_program, parse_defines, select_ke
 from polymap.errors import InputError
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     program = load_program(args.file, cpp=args.cpp)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)

@@ -25,18 +25,20 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import InputError
+from polymap.limits import Limits, require_integers
 from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the selected kernel; print one summary line per output tensor (or JSON)."""
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernel = _the_kernel(program, args.kernel)
     print_warnings(program, (kernel,))
     defines = parse_defines(args.defines)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    arrays = _inputs(kernel, args.inputs)
+    require_integers(kernel, params, limits=args.limits, what="a run")
+    arrays = _inputs(kernel, args.inputs, limits=args.limits)
     validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")
     mapping = None
     if args.mapping and args.target != "reference":
@@ -61,9 +63,9 @@ def _the_kernel(program: ir.Program, name: str | None) -> ir.Kernel:
     return kernels[0]
 
 
-def _inputs(kernel: ir.Kernel, path: str | None) -> dict[str, np.ndarray]:
+def _inputs(kernel: ir.Kernel, path: str | None, *, limits: Limits) -> dict[str, np.ndarray]:
     if path is not None:
-        return load_npz(path)
+        return load_npz(path, limits=limits)
     needed = io_tensors(kernel)
     if needed:
         names = ", ".join(d.name for d in needed)

@@ -26,7 +26,7 @@ from polymap.poly import build_model
 
 def main(args) -> int:
     """Print the model of every selected kernel (one JSON document with ``--json``)."""
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)

@@ -21,6 +21,8 @@ from polymap.errors import MappingError
 from polymap.machine.presets import load_architecture
 from polymap.mapping.files import load_mapping
 from polymap.yamlsource import read_yaml
+from polymap.limits import require_tractable
+from polymap.poly import build_model
 
 #: Architectures tried, in order, when ``--arch`` is not given.
 ARCH_CANDIDATES = ("toy", "host", "eyeriss")
@@ -54,12 +56,13 @@ def resolve_mapping(path: str, kernels, arch_spec: str | None):
 
 
 def main(args: argparse.Namespace) -> int:
-    program = load_program(args.file, cpp=args.cpp)
+    program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     mapping = resolve_mapping(args.mapping, kernels if len(kernels) > 1 else kernels[0], args.arch)
     kernel = program.kernel(mapping.kernel) or kernels[0]
+    require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the legality checks")
     source = api.transform(kernel, mapping, params={k: v for k, v in defines.items() if k in kernel.param_names})
     if args.json:
         print(json.dumps({"kernel": kernel.name, "source": source}, indent=2))

@@ -15,6 +15,7 @@ from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.mapping.schedule_files import mapping_loops, read_nests, read_schedule, read_wavefront
 from polymap.yamlsource import YamlDocument, read_yaml
+from polymap.limits import Limits
 
 MAPPING_KEYS = ("kernel", "nest", "nests", "schedule", "levels")
 ENTRY_KEYS = ("level", "tile", "order", "spatial", "wavefront", "keep")
@@ -191,7 +192,7 @@ def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir
 
 
 def load_mapping(path: str | Path, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],
-                 arch: Architecture) -> Mapping:
-    """Read and validate a mapping YAML file."""
-    doc = read_yaml(path)
+                 arch: Architecture, limits: Limits | None = None) -> Mapping:
+    """Read (within ``limits``) and validate a mapping YAML file."""
+    doc = read_yaml(path, limits=limits)
     return mapping_from_dict(doc.data, kernel=kernel, arch=arch, source_name=str(path), document=doc)

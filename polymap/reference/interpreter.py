@@ -78,7 +78,9 @@ def execute(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray],
     store = allocate(kernel, params)
     for d in kernel.decls:
         if d.role in ("in", "inout"):
-            store[d.name] = np.array(arrays[d.name], dtype=numpy_dtype(d.dtype), copy=True)
+            # the store is row-major whatever the caller's layout (a Fortran-ordered array, a
+            # strided view): the vectorised regions address it through flat views
+            store[d.name] = np.array(arrays[d.name], dtype=numpy_dtype(d.dtype), copy=True, order="C")
     ints = {k: int(v) for k, v in params.items()}  # iterators and parameters are exact ints
     ctx = Context(kernel, store, ints, vectorize=vectorize)
     body = _compile_block(kernel.body, ctx)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping as MappingT, Sequence
 
-from polymap.codegen.verify import VerifyResult
+from polymap.codegen.verify_sizes import SizedVerification
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.cost_model import CostReport, Objective
@@ -67,7 +67,7 @@ def compile_document(kernel: str, params: MappingT[str, int], arch: Architecture
     return doc
 
 
-def with_outcome(doc: dict[str, Any], files: Sequence[str], verification: VerifyResult | None) -> dict[str, Any]:
+def with_outcome(doc: dict[str, Any], files: Sequence[str], verification: SizedVerification | None) -> dict[str, Any]:
     """``compile --json``'s entry of one kernel: ``NAME.json``'s document, the files and the verification."""
     out = dict(doc, files=list(files))
     if verification is not None:
@@ -130,22 +130,23 @@ def nest_choice_lines(choice: NestChoice) -> list[str]:
     return lines
 
 
-def verification_line(result: VerifyResult) -> str:
+def verification_line(result: SizedVerification) -> str:
     """The verification in words where each number says what it is."""
-    targets = ", ".join(t.target for t in result.targets)
+    targets = ", ".join(t.target for t in result.results[0].targets) if result.results else "-"
     largest = result.largest()
     if largest is None:
         return f"verified {targets} against the reference execution: no output to compare"
     target, c = largest
     verdict = "within" if c.passed else "OVER"
-    return (f"verified {targets} against the reference execution: largest absolute difference {c.max_abs:.3g} "
+    return (f"verified {targets} against the reference execution at {result.what()}: largest absolute "
+            f"difference {c.max_abs:.3g} "
             f"(tensor {c.tensor}, {target} code), which is {c.max_rel:.3g} of the largest magnitude in the "
             f"reference {c.tensor}; {verdict} the tolerance of {c.tolerance:.3g} on that ratio")
 
 
 def summary_lines(kernel: str, why: str, mappings: Sequence[Mapping], extents: Sequence[MappingT[str, int]],
                   tensors: Sequence[Sequence[str]], nests: int, choice: KernelChoice | None,
-                  files: Sequence[str], verification: VerifyResult | None) -> list[str]:
+                  files: Sequence[str], verification: SizedVerification | None) -> list[str]:
     """compile's human summary of one kernel (``extents`` and ``tensors``: per mapping)."""
     lines = [f"kernel {kernel}: {why}"]
     if choice is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Mapping
+from typing import IO, Mapping
 
 from polymap.errors import InputError
 from polymap.islcheck import isl
@@ -232,7 +232,7 @@ def figure_format(out: str) -> str:
     return suffix
 
 
-def draw(picture: SlicePicture, out, *, fmt: str = "png",
+def draw(picture: SlicePicture, out: str | IO, *, fmt: str = "png",
          highlight: tuple[tuple[str, tuple[float, float]], ...] = ()) -> list[str]:
     """Draw ``picture`` to ``out`` (a path or a file object); returns the legend's labels.
 

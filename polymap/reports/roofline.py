@@ -15,6 +15,9 @@ their points, so that no two labels overlap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import IO
+
+from polymap.machine.arch import Architecture
 
 from polymap.passes.counting.cost_model import CostReport
 
@@ -39,7 +42,7 @@ class RooflineData:
     points: tuple[tuple[str, float], ...]  # (level, intensity) of the mapping
 
 
-def roofline_data(report: CostReport, arch) -> RooflineData:
+def roofline_data(report: CostReport, arch: Architecture) -> RooflineData:
     """The roofs (with their ridges) and the mapping's points, in numbers."""
     peak = float(arch.compute.instances * arch.compute.ops_per_cycle)
     achieved = report.counts.instances / report.cycles if report.cycles else 0.0
@@ -59,7 +62,7 @@ def roofline_data(report: CostReport, arch) -> RooflineData:
                         tuple(roofs), points)
 
 
-def draw_roofline(data: RooflineData, out, *, fmt: str | None = None) -> list[str]:
+def draw_roofline(data: RooflineData, out: str | IO, *, fmt: str | None = None) -> list[str]:
     """Draw ``data`` to ``out`` (a path: format by suffix; a file object: ``fmt``); returns the legend's labels."""
     import matplotlib
 
@@ -98,7 +101,7 @@ def draw_roofline(data: RooflineData, out, *, fmt: str | None = None) -> list[st
         plt.close(fig)
 
 
-def plot_roofline(report: CostReport, arch, path: str) -> RooflineData:
+def plot_roofline(report: CostReport, arch: Architecture, path: str) -> RooflineData:
     """Write the roofline to ``path`` and return what was drawn."""
     data = roofline_data(report, arch)
     draw_roofline(data, path)

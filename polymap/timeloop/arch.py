@@ -69,7 +69,7 @@ def read_arch(doc: YamlDocument, tags: dict[tuple, str], fallback_name: str) -> 
     return arch
 
 
-def _mesh(spec) -> int:
+def _mesh(spec: object) -> int:
     if not isinstance(spec, dict):
         return 1
     return int(spec.get("meshX", 1)) * int(spec.get("meshY", 1))
@@ -116,7 +116,7 @@ def _nodes(doc: YamlDocument, tags: dict[tuple, str], nodes: list, path: tuple, 
             doc.fail(where, f"{tag} nodes are not supported (only !Container and !Component)")
 
 
-def _subtree(doc: YamlDocument, sub, path: tuple, instances: int, arch: TimeloopArch) -> None:
+def _subtree(doc: YamlDocument, sub: object, path: tuple, instances: int, arch: TimeloopArch) -> None:
     if not isinstance(sub, dict):
         doc.fail(path, "a subtree entry is a mapping with 'name', 'local' and 'subtree'")
     name = str(sub.get("name", ""))

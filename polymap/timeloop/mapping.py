@@ -46,7 +46,7 @@ class TargetFactors:
     bypass: tuple[str, ...] = ()
 
 
-def _factors(doc: YamlDocument, path: tuple, value, dims: tuple[str, ...]) -> dict[str, int]:
+def _factors(doc: YamlDocument, path: tuple, value: object, dims: tuple[str, ...]) -> dict[str, int]:
     items: list[tuple[str, object]] = []
     if isinstance(value, str):
         for part in value.split():
@@ -75,7 +75,7 @@ def _factors(doc: YamlDocument, path: tuple, value, dims: tuple[str, ...]) -> di
     return out
 
 
-def _permutation(doc: YamlDocument, path: tuple, value, dims: tuple[str, ...]) -> tuple[str, ...]:
+def _permutation(doc: YamlDocument, path: tuple, value: object, dims: tuple[str, ...]) -> tuple[str, ...]:
     if isinstance(value, list):
         names = [str(v) for v in value]
     elif isinstance(value, str):

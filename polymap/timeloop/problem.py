@@ -126,13 +126,13 @@ def read_problem(doc: YamlDocument, fallback_name: str) -> Problem:
     return Problem(name, dims, sizes, tuple(spaces))
 
 
-def _int(doc: YamlDocument, path: tuple, v, what: str) -> int:
+def _int(doc: YamlDocument, path: tuple, v: object, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         doc.fail(path, f"{what}: expected an integer, got {v!r}")
     return v
 
 
-def _data_space(doc: YamlDocument, path: tuple, ds, dims: tuple[str, ...], coeffs: dict[str, int]) -> DataSpace:
+def _data_space(doc: YamlDocument, path: tuple, ds: object, dims: tuple[str, ...], coeffs: dict[str, int]) -> DataSpace:
     if not isinstance(ds, dict) or not isinstance(ds.get("name"), str) or not _NAME.match(ds["name"]):
         doc.fail(path, "a data space is {name: NAME, projection: [...]}")
     proj = ds.get("projection")

@@ -56,7 +56,7 @@ def read(path: str | Path) -> tuple[YamlDocument, dict[tuple, str]]:
     return doc, tags
 
 
-def _mark_loc(doc: YamlDocument, mark) -> Any:
+def _mark_loc(doc: YamlDocument, mark: yaml.Mark) -> Any:
     return Loc(mark.line + 1, mark.column + 1, mark.line + 1, mark.column + 2, doc.source)
 
 

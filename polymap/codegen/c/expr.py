@@ -45,10 +45,10 @@ PRELUDE = """\
 
 #ifndef POLYMAP_PRELUDE
 #define POLYMAP_PRELUDE
-/* isl's AST uses min, max and floord; subscripts use ISL's floor division and remainder. */
-static inline long min(long a, long b) { return a < b ? a : b; }
-static inline long max(long a, long b) { return a > b ? a : b; }
-static inline long floord(long n, long d) { return n >= 0 ? n / d : -((-n + d - 1) / d); }
+/* Every helper is prefixed polymap_, so that the file can be included next to other code.
+   Loop bounds and subscripts use ISL's integer semantics: floor division and a non-negative remainder. */
+static inline long polymap_min(long a, long b) { return a < b ? a : b; }
+static inline long polymap_max(long a, long b) { return a > b ? a : b; }
 static inline long polymap_floord(long n, long d) { long q = n / d; return (n % d != 0 && ((n < 0) != (d < 0))) ? q - 1 : q; }
 static inline long polymap_mod(long n, long d) { long r = n % d; return r < 0 ? r + (d < 0 ? -d : d) : r; }
 /* max/min of data as the reference computes them: the second operand wins only when strictly larger/smaller. */
@@ -125,7 +125,7 @@ class ValuePrinter(TypedPrinter):
             case ir.Call(func="min" | "max", args=args):
                 out = self.index(args[0])
                 for x in args[1:]:
-                    out = f"{e.func}({out}, {self.index(x)})"
+                    out = f"polymap_{e.func}({out}, {self.index(x)})"
                 return out
         raise SemanticError("not an integer index expression", getattr(e, "loc", None))
 
@@ -218,13 +218,13 @@ def ast_expr(e: isl.AstExpr, names: Mapping[str, str], *, top: bool = True) -> s
     if op == isl.ast_expr_op_type.minus:
         return f"-{args[0]}" if top else f"(-{args[0]})"
     if op in (isl.ast_expr_op_type.max, isl.ast_expr_op_type.min):
-        f = "max" if op == isl.ast_expr_op_type.max else "min"
+        f = "polymap_max" if op == isl.ast_expr_op_type.max else "polymap_min"
         out = args[0]
         for a in args[1:]:
             out = f"{f}({out}, {a})"
         return out
     if op == isl.ast_expr_op_type.fdiv_q:
-        return f"floord({args[0]}, {args[1]})"
+        return f"polymap_floord({args[0]}, {args[1]})"
     if op in (isl.ast_expr_op_type.cond, isl.ast_expr_op_type.select):
         text = f"{args[0]} ? {args[1]} : {args[2]}"
         return text if top else f"({text})"

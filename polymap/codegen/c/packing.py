@@ -167,10 +167,19 @@ def origin_name(pack: Pack, loop: str) -> str:
     return f"{buffer_name(pack)}_o{pack.loops.index(loop)}"
 
 
-def packed_index(pack: Pack, values: dict[str, str]) -> str:
-    """The buffer subscript for loop values ``values`` (C text)."""
+def packed_index(pack: Pack, values: dict[str, str], coords: dict | None = None) -> str:
+    """The buffer subscript for loop values ``values`` (C text).
+
+    A digit whose (level, loop) is an enclosing AST loop in ``coords`` is that
+    loop's iterator (the mapped schedule's coordinate is exactly the digit), so
+    that the compiler sees one base pointer per panel rather than one per row.
+    """
     terms = []
     for d in pack.dims:
+        if coords and (d.level, d.loop) in coords:
+            r = f"({coords[(d.level, d.loop)]})"
+            terms.append(r if d.stride == 1 else f"{r} * {d.stride}")
+            continue
         r = f"({values[d.loop]} - {origin_name(pack, d.loop)})"
         if d.modulus is not None:
             r = f"({r} % {d.modulus})"

@@ -150,7 +150,7 @@ class Planner:
                 for s in statements:
                     part = sched.intersect_domain(isl.UnionSet.from_set(model.statement(s).domain))
                     image = image.union(part.range())
-                obj = isl.UnionSet.from_set(
+                obj = image if image.is_empty() else isl.UnionSet.from_set(  # empty: no instance at these sizes
                     isl.Set.from_union_set(image).project_out(isl.dim_type.set, dims, ks.length - dims))
             self._images[key] = to_int(count(obj), self.params)
         return self._images[key]

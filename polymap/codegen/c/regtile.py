@@ -39,7 +39,7 @@ from itertools import product
 from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
-from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr
+from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.passes.frontend.types import combine_type
 
 #: (preprocessor condition, vector bytes, edge boxes masked), tried in order when the file is built
@@ -283,7 +283,13 @@ def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
     """Print the tile in every build variant (see the module docstring) with the generic fallback."""
     printer.uses_vectors = printer.uses_vectors or tile.lanes > 1
     box = tile.box
-    lo = {b.iterator: f"polymap_lo_{b.iterator}" for b in box}
+    last = len(printer.mappings_by_rank[printer.analysis.info(tile.reduction).rank].levels) - 1
+    red = printer.analysis.info(tile.reduction)
+    coords = {(last, b.loop): b.iterator for b in box}
+    coords[(red.level, red.loop)] = tile.reduction.for_get_iterator().get_id().get_name()
+    saved = dict(printer.loop_stack)
+    printer.loop_stack.update(coords)
+    lo = {b.iterator: f"polymap_lo_{c_name(b.loop)}" for b in box}
     printer.emit("{")
     printer.depth += 1
     for b in box:
@@ -300,6 +306,7 @@ def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
                                  + f"  /* {nbytes}-byte vectors: {lanes} x {dtype} */")
             _variant(printer, tile, lo, lanes, masked and lanes * _ITEMSIZE[dtype] == nbytes, path, mode)
         printer.lines.append("#endif")
+    printer.loop_stack = saved
     printer.depth -= 1
     printer.emit("}")
 
@@ -323,7 +330,7 @@ def _variant(printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, pa
     """The full-box fast path, then the edge boxes: masked when ``masked``, else the generic loops."""
     box = tile.box
     inner = box[-1]
-    count = {b.iterator: f"polymap_n_{b.iterator}" for b in box}
+    count = {b.iterator: f"polymap_n_{c_name(b.loop)}" for b in box}
     rows = _rows(tile)
     full = [f"{b.upper} - {lo[b.iterator]} == {b.count - 1}" for b in box[:-1]]
     uppers = [row_upper(printer, tile, lo, r) for r in rows] if inner.per_row else [inner.upper]
@@ -342,8 +349,8 @@ def _variant(printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, pa
             for r, u in zip(rows, uppers):
                 name = count[inner.iterator] + "_" + "_".join(map(str, r))
                 valid = " && ".join(f"{off} < {count[b.iterator]}" for b, off in zip(box[:-1], r) if off) or "1"
-                printer.emit(f"const long {name} = ({valid}) ? min({inner.count}, {u} - {lo[inner.iterator]} + 1) : 0;")
-                widest = f"max({widest}, {name})"
+                printer.emit(f"const long {name} = ({valid}) ? polymap_min({inner.count}, {u} - {lo[inner.iterator]} + 1) : 0;")
+                widest = f"polymap_max({widest}, {name})"
             printer.emit(f"const long {count[inner.iterator]} = {widest};")
         else:
             printer.emit(f"const long {count[inner.iterator]} = {inner.upper} - {lo[inner.iterator]} + 1;")
@@ -370,13 +377,14 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
         if count is None or b is inner or off == 0:
             return f"({lo[b.iterator]} + {off})"
         # a row past the edge reads its last valid row; its mask is 0, so it writes nothing
-        return f"({lo[b.iterator]} + min({off}, {count[b.iterator]} - 1))"
+        return f"({lo[b.iterator]} + polymap_min({off}, {count[b.iterator]} - 1))"
 
     def printer_at(point, target_mask: str | None = None) -> ValuePrinter:
         names = dict(printer.names)
         names.update({b.iterator: offset(b, off) for b, off in zip(box, point)})
         env = {v: ast_expr(a, names, top=False) for v, a in zip(sm.loops, tile.args)}
         vp = ValuePrinter(printer.kernel, env, None)
+        vp.ast_names = names  # packed subscripts: the box iterators' texts
 
         def ref_text(r: ir.Ref) -> str:
             text = printer.ref(r, vp)
@@ -404,17 +412,17 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
     for p in points:
         printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
     red = tile.reduction
-    it = red.for_get_iterator().get_id().get_name()
-    printer.emit(f"for (long {it} = {ast_expr(red.for_get_init(), printer.names)}; "
-                 f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
-    printer.depth += 1
-    for p in points:
-        vp = printer_at(p, tmask[p])
-        value = vp.value(stmt.value)
-        v = vp.convert(value, combine_type(dtype, value.type))
-        printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
-    printer.depth -= 1
-    printer.emit("}")
+    with printer.loop_variable(red, printer.analysis.info(red)) as it:
+        printer.emit(f"for (long {it} = {ast_expr(red.for_get_init(), printer.names)}; "
+                     f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
+        printer.depth += 1
+        for p in points:
+            vp = printer_at(p, tmask[p])
+            value = vp.value(stmt.value)
+            v = vp.convert(value, combine_type(dtype, value.type))
+            printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
+        printer.depth -= 1
+        printer.emit("}")
     for p in points:
         vp = printer_at(p, tmask[p])
         if count is None or lanes == 1:

@@ -29,6 +29,10 @@ from polymap.passes.frontend.types import COMBINE, INTEGER, Printed, combine_typ
 
 AXIS = "\0axis"  # variable names standing for chain axes inside substituted IR
 
+#: The floating-point reductions whose result depends on the order of the updates, and the
+#: ufunc that folds them in order (integer ones are exact in any order, max and min too).
+_FOLDS = {t: {"+=": "add", "-=": "subtract", "*=": "multiply", "/=": "true_divide"} for t in ("f32", "f64")}
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -136,7 +140,9 @@ def analyse_ref(ref: ir.Ref, var) -> RefShape:
 class StatementPrinter:
     """Prints one (substituted) statement over ``axes``; see the module doc."""
 
-    def __init__(self, dtypes: dict[str, str], names: dict[str, str], axes: tuple[Axis, ...]):
+    def __init__(self, dtypes: dict[str, str], names: dict[str, str], axes: tuple[Axis, ...], *,
+                 reassociate: bool = False):
+        self.reassociate = reassociate  # may a floating-point reduction add in another order?
         self.dtypes = dtypes
         self.names = names  # tensor name -> Python name
         self.axes = axes
@@ -203,6 +209,8 @@ class StatementPrinter:
         op = stmt.reduction_op
         if stmt.op == "/=" and dtype in INTEGER and red:
             return None  # truncating division does not combine into one quotient
+        if red and not self.reassociate and dtype in _FOLDS and stmt.op in _FOLDS[dtype]:
+            return self.ordered_fold(stmt, lhs, kept, red, full, dtype)
         fast = self.contraction(stmt, tshape) if op == "+" and red else None
         if fast is not None:
             return [f"{lhs} {stmt.op} {fast}"]
@@ -226,6 +234,31 @@ class StatementPrinter:
                     "/=": f"{self.values.arith('/', Printed(cur, t), Printed(value, t)).text}",
                     "max=": f"_pmax({cur}, {value})", "min=": f"_pmin({cur}, {value})"}[stmt.op]
         return [f"{lhs} = {combined}"]
+
+    def ordered_fold(self, stmt: ir.Assign, lhs: str, kept: tuple[int, ...], red: tuple[int, ...], full: str,
+                     dtype: str) -> list[str] | None:
+        """A floating-point reduction folded in the original order of each element's updates.
+
+        The terms over the chain's axes (kept axes first, in the target's
+        order; the reduction axes last, flattened in loop order, which is the
+        original order of their instances) are prepended with the current
+        value and folded by ``ufunc.accumulate``, a sequential recurrence by
+        definition::
+
+            for i: nrm += A[i, k] * A[i, k]
+              ->  nrm[()] = _np.add.accumulate(_np.concatenate((_np.asarray(nrm[()])[..., None],
+                                (A[.., k] * A[.., k]).reshape((-1,))), axis=-1), axis=-1)[..., -1]
+        """
+        v = self.values.value(stmt.value)
+        if combine_type(dtype, v.type) != dtype:
+            return None  # a conversion at every step: left to the loops
+        terms = f"_np.asarray({self.values.convert(v, dtype)}, dtype={NP_TYPES[dtype]})"
+        terms = f"_np.transpose(_np.broadcast_to({terms}, {full}), {tuple(kept) + red})"
+        shape = "(" + "".join(f"{self.axes[k].n}, " for k in kept) + "-1)"
+        start = f"_np.asarray({lhs}, dtype={NP_TYPES[dtype]})[..., None]"
+        fold = (f"_np.{_FOLDS[dtype][stmt.op]}.accumulate(_np.concatenate(({start}, {terms}.reshape({shape})), "
+                f"axis=-1), axis=-1)[..., -1]")
+        return [f"{lhs} = {fold}"]
 
     def scalar_statement(self, stmt: ir.Assign) -> str:
         """A statement whose target needs gathered subscripts: only without axes."""

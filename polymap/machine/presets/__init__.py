@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from polymap.errors import MappingError
+from polymap.limits import Limits
 from polymap.machine.arch import Architecture, architecture_from_dict
 from polymap.machine.hostinfo import host_architecture
 from polymap.yamlsource import parse_yaml, read_yaml
@@ -22,8 +23,8 @@ def presets() -> tuple[str, ...]:
     return ("host",) + FILE_PRESETS
 
 
-def load_architecture(spec: str) -> Architecture:
-    """A preset (``host``, ``toy``, ``eyeriss``) or an architecture YAML file."""
+def load_architecture(spec: str, *, limits: Limits | None = None) -> Architecture:
+    """A preset (``host``, ``toy``, ``eyeriss``) or an architecture YAML file (read within ``limits``)."""
     if spec == "host":
         return host_architecture()
     if spec in FILE_PRESETS:
@@ -32,5 +33,5 @@ def load_architecture(spec: str) -> Architecture:
     else:
         if not Path(spec).exists() and "/" not in spec and not spec.endswith((".yaml", ".yml")):
             raise MappingError(f"{spec}: neither an architecture preset ({', '.join(presets())}) nor a file")
-        doc = read_yaml(spec)
+        doc = read_yaml(spec, limits=limits)
     return architecture_from_dict(doc.data, source_name=doc.source.name, document=doc)

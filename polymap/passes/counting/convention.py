@@ -34,7 +34,9 @@ from polymap.passes.counting.counting import (
     _writeback_ends,
 )
 from polymap.passes.counting.footprint import level_footprint
-from polymap.passes.counting.residency import residencies
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.residency import Residencies, residencies
 from polymap.poly import KernelModel
 
 CONVENTIONS = ("exact", "timeloop")
@@ -43,7 +45,8 @@ CONVENTIONS = ("exact", "timeloop")
 class TimeloopCounter(_Counter):
     """The exact counter with Timeloop's two conventions applied on top."""
 
-    def __init__(self, model: KernelModel, mapping, res, params, arch):
+    def __init__(self, model: KernelModel, mapping: Mapping, res: Residencies, params: dict[str, int],
+                 arch: Architecture | None):
         super().__init__(model, mapping, res, params, False)
         self.arch = arch
         written = {a.tensor for s in res.schedule.statements for a in s.accesses if a.kind == "write"}
@@ -110,7 +113,7 @@ class TimeloopCounter(_Counter):
         return TensorCounts(tensor, fills, exact.writebacks, reads, updates)
 
 
-def count_mapping_timeloop(model: KernelModel, mapping, arch, *, params: dict | None = None) -> Counts:
+def count_mapping_timeloop(model: KernelModel, mapping: Mapping, arch: Architecture | None, *, params: dict | None = None) -> Counts:
     """:func:`~polymap.passes.counting.counting.count_mapping` under Timeloop's convention (numbers only)."""
     values = _default_params(model, params)
     res = residencies(model, mapping, params=values)

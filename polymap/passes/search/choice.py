@@ -34,13 +34,12 @@ when it wins, the nest keeps its original schedule (no mapping).
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
-import queue
 from dataclasses import dataclass
 from math import prod
-from typing import Any, Callable, Mapping as MappingT
+from typing import Callable, Mapping as MappingT
 
 from polymap import ir
+from polymap.budget import Budget
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
@@ -124,8 +123,15 @@ def original_mapping(kernel: ir.Kernel, nest: int, arch: Architecture) -> Mappin
 
 
 def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
-           options: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None) -> KernelChoice:
-    """The mapping of every nest of ``kernel`` (see the module docstring)."""
+           options: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None,
+           budget: Budget | None = None) -> KernelChoice:
+    """The mapping of every nest of ``kernel`` (see the module docstring).
+
+    Every candidate runs in a child under ``budget`` (:class:`polymap.budget.Budget`, the one
+    mechanism): the options' safety limits stop runaway pieces (reported), and the choice refuses
+    (``BudgetExceeded``) when the whole budget runs out.
+    """
+    budget = budget if budget is not None else Budget()
     renamed = tuple(sorted(repeated_loop_names(kernel).items()))
     kernel = distinct_loop_names(kernel)
     model = build_model(kernel)
@@ -135,18 +141,19 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
             continue
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, options=options))
+        nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
     return KernelChoice(kernel, model, tuple(nests), renamed)
 
 
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
-                options: ChoiceOptions = ChoiceOptions()) -> NestChoice:
+                options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None) -> NestChoice:
     """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
+    budget = budget if budget is not None else Budget()
     kernel = model.kernel
     params = dict(params)
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
-    found, stopped = _search(model, nest, arch, params, options)
+    found, stopped = _search(model, nest, arch, params, options, budget)
     proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
     others = []
@@ -160,8 +167,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         seen.add(text)
         # the heuristics' blockings may overflow a level the code does not care about: bypass it
         late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
-        cand = _in_child(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
-                         limit, late)
+        cand = budget.run(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
+                          limit=limit, timed_out=late, what=f"the candidate '{source}' of nest {nest}")
         if cand is late:
             stopped += (f"{source}: not decided within the safety limit of {limit:g} s",)
         others.append(cand)
@@ -169,7 +176,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     if any(c.legal and c.report is not None for c in others):
         late = Candidate("original order", None, original, True,
                          (f"not counted within the safety limit of {limit:g} s",))
-        first = _in_child(_evaluate, (model, "original order", None, original, arch, params), {}, limit, late)
+        first = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
+                           limit=limit, timed_out=late, what=f"the original order of nest {nest}")
         if first is late:
             stopped += (f"original order: not counted within the safety limit of {limit:g} s",)
         candidates = [first] + others
@@ -253,44 +261,15 @@ def _fit_text(p: FitProblem) -> str:
 
 
 def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch: Architecture,
-                       params: MappingT[str, int], *, fit: bool = True,
-                       seconds: float = ChoiceOptions().candidate_limit_seconds) -> Candidate:
-    """One more candidate checked and counted as compile's own are (in a child, within the safety limit)."""
-    undecided = Candidate(source, mapping, mapping, False, (f"stopped by the wall-clock safety limit of {seconds:g} s",))
-    return _in_child(_evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
-                     undecided)
-
-
-def _child(out: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-    try:
-        out.put(("ok", fn(*args, **kwargs)))
-    except BaseException as exc:  # the child's error goes to the parent, which raises it
-        out.put(("error", f"{type(exc).__name__}: {exc}"))
-
-
-class ChildFailed(RuntimeError):
-    """A computation run in a child process raised; the message names its exception."""
-
-
-def _in_child(fn: Callable[..., Any], args: tuple, kwargs: dict, seconds: float, timed_out: Any) -> Any:
-    """``fn(*args, **kwargs)`` in a forked child, or ``timed_out`` after ``seconds`` (ISL cannot be interrupted)."""
-    try:
-        ctx = multiprocessing.get_context("fork")
-    except ValueError:  # no fork on this platform: no safety limit
-        return fn(*args, **kwargs)
-    results = ctx.Queue()
-    child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
-    child.start()
-    try:
-        status, value = results.get(timeout=seconds)
-    except queue.Empty:
-        status, value = "timeout", timed_out
-    if child.is_alive():
-        child.kill()
-    child.join()
-    if status == "error":
-        raise ChildFailed(value)
-    return value
+                       params: MappingT[str, int], *, fit: bool = True, seconds: float | None = None,
+                       budget: Budget | None = None) -> Candidate:
+    """One more candidate checked and counted as compile's own are (in a child, within ``seconds``,
+    by default the options' safety limit)."""
+    budget = budget if budget is not None else Budget()
+    seconds = ChoiceOptions().candidate_limit_seconds if seconds is None else seconds
+    undecided = Candidate(source, mapping, mapping, False, (f"stopped by the wall-clock limit of {seconds:g} s",))
+    return budget.run(_evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit},
+                      limit=seconds, timed_out=undecided, what=f"the candidate '{source}'")
 
 
 def _search_mappings(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
@@ -301,13 +280,13 @@ def _search_mappings(model: KernelModel, nest: int, arch: Architecture, params: 
 
 
 def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
-            options: ChoiceOptions) -> tuple[list[Mapping], tuple[str, ...]]:
+            options: ChoiceOptions, budget: Budget) -> tuple[list[Mapping], tuple[str, ...]]:
     """The search's best mappings, and what the safety limit stopped (the search, or nothing)."""
     if options.search_evaluations <= 0 or options.search_top <= 0:
         return [], ()
     late: list[Mapping] = []
-    found = _in_child(_search_mappings, (model, nest, arch, params, options), {},
-                      options.search_limit_seconds, late)
+    found = budget.run(_search_mappings, (model, nest, arch, params, options), {},
+                       limit=options.search_limit_seconds, timed_out=late, what=f"the search of nest {nest}")
     if found is late:
         return [], (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",)
     return found, ()

@@ -18,33 +18,53 @@ from typing import Sequence
 import numpy as np
 
 from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
-from polymap.passes.counting.fastcount import BatchCounts, Evaluator, Structure
+from polymap.passes.counting.fastcount import BatchCounts, Structure
+from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
 from polymap.passes.counting.fastcount_nest import FastNest
-from polymap.passes.search.mapspace import Group, SpatialPlan, full_orders
+from polymap.passes.search.mapspace import Group, SpatialPlan
 
 OBJECTIVES = ("energy", "cycles", "edp")
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
 
 @dataclass(frozen=True)
+class Part:
+    """Level 0's orders ``[first_lo, first_hi)`` of one group, with every order of the other levels
+    and every tile config; ``legal`` masks the group's order combinations (shape: perms per level)."""
+
+    group: int
+    data: Group
+    first_lo: int
+    first_hi: int
+    legal: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """Legal mappings in the part."""
+        return int(self.legal[self.first_lo:self.first_hi].sum()) * len(self.data.tiles)
+
+    @property
+    def per_first(self) -> int:
+        """Order combinations per order of level 0."""
+        return int(np.prod(self.legal.shape[1:], dtype=np.int64))
+
+
+@dataclass(frozen=True)
 class WorkItem:
-    """Orders ``[order_lo, order_hi)`` of one group, every tile config of it."""
+    """Parts of groups of one spatial plan, evaluated together (their tiles share the order terms)."""
 
     index: int
     nest: FastNest
     arch: object  # polymap.machine.arch.Architecture (plain frozen data)
     plan: SpatialPlan
-    group: int
-    group_data: Group
-    order_lo: int
-    order_hi: int
+    parts: tuple[Part, ...]
     objective: str
     keep: int  # best entries to return
     rows: bool  # return every evaluated mapping (for --csv)
 
     @property
     def size(self) -> int:
-        return (self.order_hi - self.order_lo) * len(self.group_data.tiles)
+        return sum(p.size for p in self.parts)
 
 
 @dataclass(frozen=True)
@@ -99,13 +119,6 @@ def _resolved(tiles: np.ndarray) -> np.ndarray:
     return np.concatenate([tiles, np.ones((B, 1, m), dtype=np.int64)], axis=1)
 
 
-def structure_of(item: WorkItem, order: int) -> Structure:
-    n = len(item.arch.levels)
-    names = frozenset(t.name for t in item.nest.tensors)
-    orders = full_orders(item.group_data, item.plan, len(item.nest.loops), order)
-    return Structure(orders, item.plan.loops, tuple(names for _ in range(n)))
-
-
 def _rank(objective: str, energy: np.ndarray, cycles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     edp = energy * cycles
     if objective == "energy":
@@ -115,66 +128,144 @@ def _rank(objective: str, energy: np.ndarray, cycles: np.ndarray) -> tuple[np.nd
     return edp, energy, cycles
 
 
+def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+    """``(counts[l][X][name], T)``: arrays of shape (orders..., B) for one part (its ``rows`` of ``terms``)."""
+    g, nest, n = part.data, item.nest, len(item.arch.levels)
+    perms = [all_orders(p) for p in g.pattern]
+    perms[0] = perms[0][part.first_lo:part.first_hi]
+    entries = entries_by_order(terms, tuple(perms), rows)
+    T = terms.T[rows]
+    counts = []
+    for l in range(n):
+        per = {}
+        for t in nest.tensors:
+            if l == 0 or t.name in terms.keep[l]:
+                per[t.name] = terms.ev._tensor_counts(l, t, T, entries)
+        counts.append(per)
+    return counts, T
+
+
+def costs_of(counts, arch, T: np.ndarray, plan: SpatialPlan, instances: int):
+    """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
+    energy = compute_energy(arch, instances)
+    bound = []
+    for l, per in enumerate(counts):
+        spec = arch.levels[l]
+        moved = 0
+        for c in per.values():
+            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
+            moved = moved + c["reads"] + c["updates"]
+        term = level_cycles(spec, moved)
+        if term is not None:
+            bound.append(term)
+    active = np.ones(T.shape[0], dtype=np.int64)
+    for k, sp in enumerate(plan.loops):
+        for x in sp:
+            active = active * (T[:, k, x] // T[:, k + 1, x])
+    cycles = compute_cycles(arch, instances, active)
+    for t in bound:
+        cycles = np.maximum(cycles, t)
+    return energy, cycles
+
+
 def evaluate_item(item: WorkItem) -> ItemResult:
-    """Exact counts of every mapping of the item (fast path), the best ``keep`` and optionally all rows."""
-    tiles = item.group_data.tiles
-    T = _resolved(tiles)
+    """Exact counts of every legal mapping of the item, the best ``keep`` and optionally all rows."""
+    n = len(item.arch.levels)
+    keep = tuple(frozenset(t.name for t in item.nest.tensors) for _ in range(n))
+    tiles = np.concatenate([p.data.tiles for p in item.parts])
+    terms = OrderTerms(item.nest, item.plan.loops, keep, tiles)
     best: list[Scored] = []
-    table: dict[str, list] | None = {} if item.rows else None
-    for o in range(item.order_lo, item.order_hi):
-        structure = structure_of(item, o)
-        batch = Evaluator(item.nest, structure).evaluate(tiles)
-        assert batch.exact.all(), "divisor tiles are always in the fast path's exact class"
-        energy, cycles = batch_cost(batch, item.arch, T, structure)
-        a, b, c = _rank(item.objective, energy, cycles)
-        pick = np.lexsort((np.arange(len(a)), c, b, a))[:item.keep]
-        best.extend(Scored((float(a[r]), float(b[r]), float(c[r]), item.group, o, int(r)),
-                           float(energy[r]), float(cycles[r]), item.group, o, int(r)) for r in pick)
-        best = sorted(best, key=lambda s: s.key)[:item.keep]
+    tables = []
+    start, evaluated = 0, 0
+    for part in item.parts:
+        rows = slice(start, start + len(part.data.tiles))
+        start = rows.stop
+        found, count, table = _evaluate_part(item, terms, part, rows)
+        best = sorted(best + found, key=lambda s: s.key)[:item.keep]
+        evaluated += count
         if table is not None:
-            _append_rows(table, item, o, batch, energy, cycles)
-    out_table = None if table is None else {k: np.concatenate(v) for k, v in table.items()}
-    return ItemResult(item.index, item.size, tuple(best), out_table)
+            tables.append(table)
+    table = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]} if tables else None
+    return ItemResult(item.index, evaluated, tuple(best), table)
 
 
-def _append_rows(table: dict, item: WorkItem, order: int, batch: BatchCounts,
-                 energy: np.ndarray, cycles: np.ndarray) -> None:
-    B = len(energy)
-    add = table.setdefault
-    add("group", []).append(np.full(B, item.group))
-    add("order", []).append(np.full(B, order))
-    add("row", []).append(np.arange(B))
-    add("energy_pj", []).append(energy)
-    add("cycles", []).append(cycles)
-    for l, per in enumerate(batch.counts):
+def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+    counts, T = item_counts(item, terms, part, rows)
+    energy, cycles = costs_of(counts, item.arch, T, item.plan, item.nest.instances)
+    B = T.shape[0]
+    legal = part.legal[part.first_lo:part.first_hi]
+    shape = legal.shape + (B,)
+    energy = np.broadcast_to(energy, shape).reshape(-1)
+    cycles = np.broadcast_to(cycles, shape).reshape(-1)
+    ok = np.broadcast_to(legal[..., None], shape).reshape(-1)
+    a, b, c = _rank(item.objective, energy, cycles)
+    a = np.where(ok, a, np.inf)
+    flat = np.flatnonzero(ok)
+    best: list[Scored] = []
+    if len(flat):
+        kth = min(item.keep, len(flat)) - 1
+        limit = np.partition(a[flat], kth)[kth]
+        cand = flat[a[flat] <= limit]
+        cand = cand[np.lexsort((cand, c[cand], b[cand], a[cand]))][:item.keep]
+        base = part.first_lo * part.per_first
+        for f in cand:
+            order, row = base + int(f) // B, int(f) % B
+            best.append(Scored((float(a[f]), float(b[f]), float(c[f]), part.group, order, row),
+                               float(energy[f]), float(cycles[f]), part.group, order, row))
+    table = _rows(item, part, counts, energy, cycles, flat, shape) if item.rows else None
+    return best, len(flat), table
+
+
+def _rows(item: WorkItem, part: Part, counts, energy, cycles, flat: np.ndarray, shape) -> dict:
+    B = shape[-1]
+    base = part.first_lo * part.per_first
+    table = {"group": np.full(len(flat), part.group), "order": base + flat // B, "row": flat % B,
+             "energy_pj": energy[flat], "cycles": cycles[flat]}
+    for l, per in enumerate(counts):
         name = item.arch.levels[l].name
-        for x, c in per.items():
+        for x, cnt in per.items():
             for what in COUNT_NAMES:
-                if what in c:
-                    add(f"{name}.{x}.{what}", []).append(np.broadcast_to(c[what], (B,)).astype(np.int64))
-        if batch.footprint[l] is not None:
-            add(f"{name}.footprint", []).append(batch.footprint[l])
+                if what in cnt:
+                    table[f"{name}.{x}.{what}"] = np.broadcast_to(cnt[what], shape).reshape(-1)[flat]
+    return table
 
 
-def work_items(groups: Sequence[Group], plans: Sequence[SpatialPlan], nest: FastNest, arch, *,
-               objective: str, keep: int, rows: bool, chunk: int,
-               budget: int | None) -> list[WorkItem]:
-    """The space cut into items of about ``chunk`` evaluations, in index order, up to ``budget`` evaluations."""
-    items: list[WorkItem] = []
+def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequence[SpatialPlan],
+               nest: FastNest, arch, *, objective: str, keep: int, rows: bool, chunk: int,
+               budget: int | None, max_rows: int = 4096) -> list[WorkItem]:
+    """The space cut into items of about ``chunk`` legal evaluations (small groups of one plan
+    together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations."""
+    parts: list[Part] = []
     left = budget
     for g, group in enumerate(groups):
-        per_order = len(group.tiles)
-        step = max(1, chunk // max(per_order, 1))
-        for lo in range(0, group.orders, step):
-            hi = min(group.orders, lo + step)
-            if left is not None:
-                if left <= 0:
-                    return items
-                hi = min(hi, lo + max(1, left // per_order))
-            item = WorkItem(len(items), nest, arch, plans[group.plan], g, group, lo, hi, objective, keep, rows)
-            items.append(item)
-            if left is not None:
-                left -= item.size
-            if hi < min(group.orders, lo + step):
-                return items
+        mask = legal[g]
+        n0 = mask.shape[0]
+        per0 = mask.reshape(n0, -1).sum(axis=1) * len(group.tiles)
+        lo = 0
+        while lo < n0:
+            if left is not None and left <= 0:
+                break
+            hi, size = lo, 0
+            while hi < n0 and (hi == lo or size + per0[hi] <= chunk):
+                size += int(per0[hi])
+                hi += 1
+                if left is not None and size >= left:
+                    break
+            if size:
+                parts.append(Part(g, group, lo, hi, mask))
+                if left is not None:
+                    left -= size
+            lo = hi
+    items: list[WorkItem] = []
+    batch: list[Part] = []
+    for part in parts:
+        if batch and (batch[0].data.plan != part.data.plan or sum(p.size for p in batch) + part.size > chunk
+                      or sum(len(p.data.tiles) for p in batch) + len(part.data.tiles) > max_rows):
+            items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+                                  objective, keep, rows))
+            batch = []
+        batch.append(part)
+    if batch:
+        items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+                              objective, keep, rows))
     return items

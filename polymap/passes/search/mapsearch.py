@@ -17,9 +17,11 @@ with the ISL path alone, under the same budget.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import combinations, product
 from typing import Callable, Mapping as MappingT
+
+import numpy as np
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents
@@ -27,6 +29,7 @@ from polymap.passes.counting.cost_model import CostReport, active_compute_units,
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import capacity_problems, fanout_problems
 from polymap.passes.counting.fastcount import Evaluator, Structure, fast_counts
+from polymap.passes.counting.fastcount_orders import all_orders
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
 from polymap.passes.dependences.dependences import memory_based
 from polymap.passes.dependences.loop_classes import distance_set
@@ -87,6 +90,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     table: list[ItemResult] = field(default_factory=list)
     context: object = None  # (FastNest, Mapspace) for the CSV writer
+    phases: dict = field(default_factory=dict)  # seconds: build, legality, evaluate, confirm
 
     @property
     def best(self) -> Found | None:
@@ -115,16 +119,9 @@ def carrying_loops(model, nest: int, loops: tuple[str, ...]) -> frozenset[int]:
     return frozenset(out)
 
 
-def _class_key(orders, plan: SpatialPlan, tiles_row, carrying: frozenset[int]) -> tuple:
-    """The time dims that decide legality: loops that carry a dependence, with trip count > 1, in time order."""
-    n = len(orders)
-    key = []
-    for k in range(n):
-        inner = tiles_row[k + 1] if k + 1 < n else [1] * len(tiles_row[k])
-        for x in orders[k]:
-            if x in carrying and tiles_row[k][x] // inner[x] > 1:
-                key.append((k, x, x in plan.loops[k]))
-    return tuple(key)
+def _level_key(perm: tuple[int, ...], spatial: frozenset[int], carrying: frozenset[int]) -> tuple:
+    """The time dims of one level that decide legality: carrying loops that step, in time order."""
+    return tuple((x, True) for x in sorted(spatial & carrying)) + tuple((x, False) for x in perm if x in carrying)
 
 
 # --------------------------------------------------------------------------- mappings
@@ -172,18 +169,36 @@ def _spatial_plans(model, nest: FastNest, arch, options: SearchOptions, carrying
     return tuple(SpatialPlan(tuple(p)) for p in product(*per_level))
 
 
-def _legal_orders(model, space: Mapspace, group: Group, nest: FastNest, arch, carrying, cache: dict) -> list[int]:
+def legal_mask(model, space: Mapspace, group: Group, nest: FastNest, arch, carrying: frozenset[int],
+               cache: dict) -> np.ndarray:
+    """Legality of every order combination of the group (shape: permutations per level), decided once
+    per class: two instances in dependence differ only in carrying loops, so the mapped schedule orders
+    them by those loops' time dims alone (``docs/design.md``)."""
     plan = space.plans[group.plan]
+    perms = [all_orders(p) for p in group.pattern]
+    ids, reps = [], []
+    for k, level_perms in enumerate(perms):
+        keys: dict = {}
+        level_ids = np.empty(len(level_perms), dtype=np.int64)
+        for i, perm in enumerate(level_perms):
+            level_ids[i] = keys.setdefault(_level_key(perm, plan.loops[k], carrying), len(keys))
+        ids.append(level_ids)
+        reps.append([int(np.flatnonzero(level_ids == j)[0]) for j in range(len(keys))])
+    table = np.empty(tuple(len(r) for r in reps), dtype=bool)
     first = group.tiles[0].tolist()
-    legal = []
-    for o in range(group.orders):
-        orders = full_orders(group, plan, len(nest.loops), o)
-        key = (plan, _class_key(orders, plan, first, carrying))
+    for combo in np.ndindex(*table.shape):
+        index = [reps[k][j] for k, j in enumerate(combo)]
+        # the carrying dims in time order, levels flattened: the same sequence is the same order
+        # of dependent instances (tile sizes only move the boundaries within one loop's dims)
+        key = (sum((_level_key(perms[k][i], plan.loops[k], carrying) for k, i in enumerate(index)), ()),
+               tuple(sorted(x for s in plan.loops for x in s)), group.inner)
         if key not in cache:
-            cache[key] = is_legal(model, mapping_of(model, nest, arch, plan, orders, first))
-        if cache[key]:
-            legal.append(o)
-    return legal
+            orders = tuple(tuple(sorted(plan.loops[k])) + perms[k][i] for k, i in enumerate(index))
+            full = tuple(o + tuple(x for x in range(len(nest.loops)) if x not in o) for o in orders)
+            full = full + (tuple(range(len(nest.loops))),)
+            cache[key] = is_legal(model, mapping_of(model, nest, arch, plan, full, first))
+        table[combo] = cache[key]
+    return table[np.ix_(*ids)]
 
 
 # --------------------------------------------------------------------------- the search
@@ -201,18 +216,18 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
     carrying = carrying_loops(model, nest, fast.loops)
     plans = _spatial_plans(model, fast, arch, options, carrying, notes)
     space = build_mapspace(fast, arch, plans, symmetric=options.symmetric, fixed=carrying)
+    phases = {"build": time.monotonic() - start}
     cache: dict = {}
-    groups, illegal = [], 0
-    for g in space.groups:
-        legal = _legal_orders(model, space, g, fast, arch, carrying, cache)
-        illegal += (g.orders - len(legal)) * len(g.tiles)
-        groups.extend(_split_orders(g, legal))
+    groups = space.groups
+    masks = [legal_mask(model, space, g, fast, arch, carrying, cache) for g in groups]
+    illegal = sum(int((~m).sum()) * len(g.tiles) for g, m in zip(groups, masks))
     space.pruned["illegal"] = illegal
+    phases["legality"] = time.monotonic() - start - phases["build"]
     kept = max(options.top * 4, options.top + 8)
-    items = work_items(groups, space.plans, fast, arch, objective=options.objective, keep=kept,
+    items = work_items(groups, masks, space.plans, fast, arch, objective=options.objective, keep=kept,
                        rows=options.csv_rows, chunk=options.chunk, budget=options.max_evaluations)
     total = sum(it.size for it in items)
-    remaining = sum(g.size for g in groups)
+    remaining = sum(g.size for g in groups) - illegal
     executor = executor or LocalExecutor(1)
     results: list[ItemResult] = []
     best: list[Scored] = []
@@ -226,26 +241,12 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
             elapsed = max(time.monotonic() - start, 1e-9)
             progress(Progress(done, total, pruned, best[0].key[0] if best else None, done / elapsed))
     results.sort(key=lambda r: r.index)
+    phases["evaluate"] = time.monotonic() - start - phases["build"] - phases["legality"]
     found = _confirm(model, fast, arch, params, space, groups, best, options)
-    out = SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
-                       done, time.monotonic() - start, total >= remaining, "fast", notes,
-                       results if options.csv_rows else [], (fast, space, groups))
-    return out
-
-
-def _split_orders(group: Group, legal: list[int]) -> list[Group]:
-    """The group restricted to its legal orders: one group per run of consecutive legal orders."""
-    if len(legal) == group.orders:
-        return [group]
-    out, run = [], []
-    for o in legal:
-        if run and o != run[-1] + 1:
-            out.append(replace(group, lo=run[0], hi=run[-1] + 1))
-            run = []
-        run.append(o)
-    if run:
-        out.append(replace(group, lo=run[0], hi=run[-1] + 1))
-    return out
+    phases["confirm"] = time.monotonic() - start - sum(phases.values())
+    return SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
+                        done, time.monotonic() - start, total >= remaining, "fast", notes,
+                        results if options.csv_rows else [], (fast, space, groups), phases)
 
 
 def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best: list[Scored],

@@ -76,6 +76,7 @@ class Group:
     plan: int  # index into Mapspace.plans
     pattern: tuple[tuple[int, ...], ...]  # per level but the innermost: temporal loops of trip > 1
     tiles: np.ndarray  # (B, levels, loops); tiles[:, 0] is the whole loop
+    inner: tuple[int, ...] = ()  # innermost level: loops that carry a dependence and have tile > 1
     lo: int = 0  # the group's orders are [lo, hi) of the pattern's permutations
     hi: int | None = None
 
@@ -235,8 +236,8 @@ def build_mapspace(nest: FastNest, arch, plans: tuple[SpatialPlan, ...], *,
             pruned["symmetry"] += int((~keep).sum()) * orders_all
             tiles = tiles[keep]
         kept = 0
-        for pattern, rows in _patterns(tiles, plan, n, m):
-            g = Group(p, pattern, rows)
+        for pattern, inner, rows in _patterns(tiles, plan, n, m, fixed):
+            g = Group(p, pattern, rows, inner)
             groups.append(g)
             kept += g.size
         pruned["order dominance"] += len(tiles) * orders_all - kept
@@ -281,8 +282,9 @@ def _plan_configs(nest: FastNest, arch, plan: SpatialPlan, per_loop, fanouts):
     return rows, lost
 
 
-def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int):
-    """``(pattern, rows)`` groups: per level but the innermost, the temporal loops with trip count > 1."""
+def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int]):
+    """``(pattern, inner, rows)`` groups: per level but the innermost, the temporal loops with trip
+    count > 1; at the innermost, the loops of ``fixed`` (carrying dependences) with tile > 1."""
     if not len(tiles):
         return
     trips = tiles[:, :-1] // tiles[:, 1:]  # (B, n-1, m): level k walks tiles of level k+1
@@ -291,10 +293,15 @@ def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int):
         for x in plan.loops[k]:
             temporal[k, x] = False
     moving = (trips > 1) & temporal[None]
-    weights = 1 << np.arange((n - 1) * m, dtype=np.int64)
-    keys = (moving.reshape(len(tiles), -1) * weights).sum(axis=1)
-    for key in np.unique(keys):
-        rows = tiles[keys == key]
-        bits = moving[np.flatnonzero(keys == key)[0]]
+    inner = (tiles[:, -1] > 1) & np.isin(np.arange(m), sorted(fixed))[None]
+    bits_all = np.concatenate([moving.reshape(len(tiles), -1), inner], axis=1)
+    weights = 1 << np.arange(bits_all.shape[1], dtype=np.int64)
+    keys = (bits_all * weights).sum(axis=1)
+    order = np.argsort(keys, kind="stable")
+    bounds = np.flatnonzero(np.diff(keys[order])) + 1
+    for members in np.split(order, bounds):
+        rows = tiles[members]
+        first = members[0]
+        bits = moving[first]
         pattern = tuple(tuple(int(x) for x in np.flatnonzero(bits[k])) for k in range(n - 1))
-        yield pattern, rows
+        yield pattern, tuple(int(x) for x in np.flatnonzero(inner[first])), rows

@@ -23,7 +23,7 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.model import Mapping, nest_loops
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.fit import fit_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping
@@ -47,12 +47,48 @@ def remember(cache: TuningCache, key: CacheKey, tuned: TunedChoice, params: Mapp
     nests = []
     for nc in tuned.choice.nests:
         m = measured.get(nc.nest)
+        mp = nc.chosen.mapping
         nests.append({"nest": nc.nest, "source": nc.chosen.source,
-                      "mapping": None if nc.chosen.mapping is None else nc.chosen.mapping.to_dict(),
+                      "mapping": None if mp is None else mp.to_dict(), "exact": None if mp is None else exact_form(mp),
                       "measured_s": None if m is None else m.measurement.seconds})
     entry = {"kernel": tuned.choice.kernel.name, "k": tuned.k, "params": dict(params), "nests": nests,
              "tuning": [t.to_json() for t in tuned.tuning]}
     cache.store(key, entry)
+
+
+def exact_form(mapping: Mapping) -> dict | None:
+    """Every field of a plain mapping (no fusion, schedule or wavefront), tiles left whole as null.
+
+    The mapping-file form (``to_dict``) reads back with inheritance: a loop a
+    level leaves out takes the enclosing tile. A mapping built in code may
+    mean the whole loop there instead, and generate other code; this form
+    reads back to the very mapping that was measured.
+    """
+    if mapping.nests or mapping.schedule or any(lm.wavefront for lm in mapping.levels):
+        return None
+    return {"kernel": mapping.kernel, "nest": mapping.nest, "loops": list(mapping.loops),
+            "levels": [{"level": lm.level, "tile": list(lm.tile), "order": list(lm.order),
+                        "spatial": list(lm.spatial), "keep": list(lm.keep)} for lm in mapping.levels]}
+
+
+def from_exact_form(data: dict, kernel: ir.Kernel, arch) -> Mapping:
+    """The mapping of :func:`exact_form`, checked against the kernel and the architecture (ValueError)."""
+    nest = data["nest"]
+    loops = tuple(data["loops"])
+    if not isinstance(nest, int) or not 0 <= nest < len(kernel.nests()) or data["kernel"] != kernel.name:
+        raise ValueError("the mapping names another kernel or nest")
+    if sorted(loops) != sorted(nest_loops(kernel, nest)):
+        raise ValueError(f"the mapping's loops {', '.join(loops)} are not the nest's")
+    if [lv["level"] for lv in data["levels"]] != list(arch.level_names):
+        raise ValueError("the mapping's levels are not the architecture's")
+    tensors = set(nest_tensors(kernel, nest))
+    levels = []
+    for lv in data["levels"]:
+        if not set(lv["keep"]) <= tensors:
+            raise ValueError(f"level {lv['level']} keeps tensors the nest does not use")
+        levels.append(LevelMapping(str(lv["level"]), tuple(lv["tile"]), tuple(lv["order"]), tuple(lv["spatial"]),
+                                   tuple(lv["keep"])))
+    return Mapping(kernel.name, nest, loops, tuple(levels))
 
 
 def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: MappingT[str, int], *,
@@ -96,7 +132,10 @@ def _checked_nest(model, item: dict, arch, params: MappingT[str, int]) -> NestCh
         counted = original_mapping(model.kernel, nest, arch)
         cand = Candidate(label, None, counted, True)
         return NestChoice(nest, cand, (cand,))
-    mapping: Mapping = mapping_from_dict(item["mapping"], kernel=model.kernel, arch=arch)
+    if item.get("exact") is not None:
+        mapping = from_exact_form(item["exact"], model.kernel, arch)
+    else:
+        mapping = mapping_from_dict(item["mapping"], kernel=model.kernel, arch=arch)
     if mapping.nest != nest:
         raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
     values = dict(params)

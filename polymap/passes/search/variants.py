@@ -27,7 +27,10 @@ def neighbours(mapping: Mapping, kernel, arch, extents: dict[str, int]) -> Itera
     """(what changed, mapping) for every valid neighbour of ``mapping`` (see the module docstring)."""
     # as a file reads it: a tile left out inherits the enclosing level's (a Mapping built in code may
     # say "whole loop" there instead)
-    mapping = mapping_from_dict(mapping.to_dict(), kernel=kernel, arch=arch)
+    try:
+        mapping = mapping_from_dict(mapping.to_dict(), kernel=kernel, arch=arch)
+    except MappingError:
+        return  # not expressible as a file (an inner tile larger than its parent's): no neighbours
     base = mapping.to_dict()
     n = len(mapping.levels)
     seen = {repr(base)}

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from typing import Mapping as MappingT
+from typing import Callable, Mapping as MappingT
 
 from polymap import ir
 from polymap.codegen.c.emitter import emit_c
 from polymap.errors import PolymapError
+from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
 from polymap.passes.counting.counting import count_mapping
@@ -43,7 +44,7 @@ class ReportOptions:
 @dataclass(frozen=True)
 class KernelFacts:
     kernel: ir.Kernel
-    arch: object
+    arch: Architecture
     params: dict[str, int]
     mapping: Mapping | None  # the mapping the cost, legality and tile sections are about
     mapping_source: str  # "given" | "default choice" | "none"
@@ -63,14 +64,14 @@ class KernelFacts:
     code_refusal: str
 
 
-def _svg(draw_to) -> str:
+def _svg(draw_to: Callable[[io.StringIO], object]) -> str:
     buf = io.StringIO()
     draw_to(buf)
     text = buf.getvalue()
     return text[text.index("<svg"):] if "<svg" in text else text
 
 
-def gather(kernel: ir.Kernel, arch, mappings: tuple[Mapping, ...], params: MappingT[str, int], *,
+def gather(kernel: ir.Kernel, arch: Architecture, mappings: tuple[Mapping, ...], params: MappingT[str, int], *,
            source: str, options: ReportOptions = ReportOptions()) -> KernelFacts:
     """Every section's data for ``kernel`` under ``mappings`` (the first is the one costed and checked)."""
     model = build_model(kernel)
@@ -96,7 +97,8 @@ def gather(kernel: ir.Kernel, arch, mappings: tuple[Mapping, ...], params: Mappi
                        labels, code, code_refusal)
 
 
-def _cost(model: KernelModel, mapping: Mapping, arch, params, extents) -> tuple[CostReport | None, str]:
+def _cost(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int],
+          extents: MappingT[str, int]) -> tuple[CostReport | None, str]:
     problems = [p.describe() for p in fanout_problems(mapping, arch, extents)]
     problems += [p.describe() for p in capacity_problems(model, mapping, arch, params)]
     if problems:
@@ -105,7 +107,8 @@ def _cost(model: KernelModel, mapping: Mapping, arch, params, extents) -> tuple[
     return evaluate(counts, arch, active_units=active_compute_units(mapping, arch, extents)), ""
 
 
-def _slice(model: KernelModel, deps: list[Dependence], verdict: Verdict | None, params, options: ReportOptions):
+def _slice(model: KernelModel, deps: list[Dependence], verdict: Verdict | None, params: MappingT[str, int],
+           options: ReportOptions) -> tuple[SlicePicture | None, str, str, tuple[str, ...]]:
     """The iteration-space picture, through the first witness when there is one."""
     witness = next((v.witness for v in (verdict.violations if verdict else ()) if v.witness is not None), None)
     statement, fixed, start = options.statement, dict(options.fixed), None

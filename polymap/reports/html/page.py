@@ -38,7 +38,7 @@ def _table(head: list[str], rows: list[list[str]], numeric: set[int] = frozenset
     return "".join(out)
 
 
-def _num(v) -> str:
+def _num(v: int | float | None) -> str:
     return "-" if v is None else f"{v:,}" if isinstance(v, int) else f"{v:,.4g}"
 
 

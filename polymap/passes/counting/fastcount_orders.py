@@ -1,0 +1,164 @@
+"""Fast exact counts of every loop order of a batch of tiles at once.
+
+Before -> after::
+
+    tiles (B configs), spatial sets, the loops each level may permute
+      ->  entries[l][X] of shape (n_0, n_1, ..., n_{L-2}, B): one per order combination and config
+
+Why this is exact and cheap. In :meth:`Evaluator._entries
+<polymap.passes.counting.fastcount.Evaluator._entries>` the elements that
+enter level ``l`` are the first residency's plus, for every temporal time
+dimension ``j`` (loop ``y`` at level ``k``), a term that depends on the
+tiles, on ``k``, ``y``, and on which loops stand *after* ``y`` in level
+``k``'s order (they restart; the others keep their interval); the levels
+between ``k`` and ``l`` enter through their spatial sets only. So level
+``k``'s order ``pi`` contributes ``sum_i term(k, pi[i], set(pi[i+1:]))``
+and the orders of different levels add up. The terms are computed once per
+``(k, y, after)`` (at most ``m 2^(m-1)`` per level), each order's sum per
+level follows, and every combination of per-level orders is a broadcast
+sum: the same integers as :class:`Evaluator` computes one structure at a
+time (``tests/test_fastcount_orders.py`` compares them).
+"""
+from __future__ import annotations
+
+from itertools import permutations
+
+import numpy as np
+
+from polymap.passes.counting import fastcount_forms as F
+from polymap.passes.counting.fastcount import Evaluator, Structure, _tensor_sum
+from polymap.passes.counting.fastcount_nest import FastNest
+
+
+class OrderTerms:
+    """The per-``(level, loop, after)`` terms of one batch of tiles (see the module doc)."""
+
+    def __init__(self, nest: FastNest, spatial: tuple[frozenset[int], ...], keep: tuple[frozenset[str], ...],
+                 tiles: np.ndarray):
+        n, m = len(spatial), len(nest.loops)
+        self.nest, self.spatial, self.keep, self.n, self.m = nest, spatial, keep, n, m
+        self.ev = Evaluator(nest, Structure(tuple(tuple(range(m)) for _ in range(n)), spatial, keep))
+        self.T = self.ev.resolve(np.asarray(tiles, dtype=np.int64))
+        ones = np.ones(self.T.shape[0], dtype=np.int64)
+        self.chains = []
+        for x in range(m):
+            states = [(ones, self.T[:, 0, x].copy())]
+            per = [states]
+            for k in range(1, n):
+                states = F.split_all(states, self.T[:, k, x])
+                per.append(states)
+            self.chains.append(per)
+        self.cache: dict = {}
+        self.unused = {t.name: tuple(x for x in range(m) if x not in t.loops) for t in nest.tensors}
+
+    def kept(self, l: int):
+        return [t for t in self.nest.tensors if t.name in self.keep[l]]
+
+    def first(self, l: int, rows: slice = slice(None)) -> dict[str, np.ndarray]:
+        """``sum |D(first residency)|`` over the instances of level ``l``, per kept tensor (of ``rows``)."""
+        states = {}
+        for x in range(self.m):
+            s = self.chains[x][0]
+            for k in range(l):
+                split = F.split_all if x in self.spatial[k] else F.split_first
+                s = split(s, self.T[:, k + 1, x])
+            states[x] = s
+        return {t.name: (_tensor_sum(t, states, self.m) * np.ones(self.T.shape[0], dtype=np.int64))[rows]
+                for t in self.kept(l)}
+
+    def term(self, k: int, y: int, after: frozenset[int], l: int) -> dict[str, np.ndarray]:
+        """Elements entering level ``l`` at the steps of loop ``y`` at level ``k``, per kept tensor.
+
+        ``|D(r')| - |D(r) & D(r')|`` summed over the steps is a product over the tensor's
+        subscripts (and a count per loop it does not use) of sums over each loop's pair states,
+        and a loop's pair states depend only on whether it is ``y``, after ``y`` or before it:
+        those pieces are computed once per level pair and combined here.
+        """
+        variant = {x: "step" if x == y else ("after" if x in after else "before") for x in range(self.m)}
+        out = {}
+        for t in self.kept(l):
+            size = both = 1
+            for sub in t.subscripts:
+                s, b = self._sub_sums(k, l, sub, tuple(variant[x] for x, _ in sub))
+                size, both = size * s, both * b
+            rest = 1
+            for x in self.unused[t.name]:
+                rest = rest * self._total(k, l, x, variant[x])
+            out[t.name] = (size - both) * rest
+        return out
+
+    def _pair_states(self, k: int, l: int, x: int, variant: str):
+        key = ("pairs", k, l, x, variant)
+        if key not in self.cache:
+            T, chains = self.T, self.chains
+            if variant == "step":
+                pairs, start = F.pair_step(chains[x][k], T[:, k + 1, x]), k + 1
+            else:
+                start = k + (0 if variant == "after" else 1)
+                pairs = F.as_pairs(chains[x][start])
+            for j in range(start, l):
+                step = F.pair_spatial if x in self.spatial[j] else F.pair_temporal
+                pairs = step(pairs, T[:, j + 1, x])
+            self.cache[key] = pairs
+        return self.cache[key]
+
+    def _total(self, k: int, l: int, x: int, variant: str):
+        key = ("total", k, l, x, variant)
+        if key not in self.cache:
+            self.cache[key] = F.total(self._pair_states(k, l, x, variant))
+        return self.cache[key]
+
+    def _sub_sums(self, k: int, l: int, sub: tuple, variants: tuple[str, ...]):
+        key = ("sub", k, l, sub, variants)
+        if key not in self.cache:
+            pairs = {x: self._pair_states(k, l, x, v) for (x, _), v in zip(sub, variants)}
+            self.cache[key] = F.group_pair_sums(sub, pairs)
+        return self.cache[key]
+
+    def level_sums(self, k: int, perms: list[tuple[int, ...]], l: int,
+                   rows: slice = slice(None)) -> dict[str, np.ndarray]:
+        """Per kept tensor of level ``l``: ``(len(perms), B)``, level ``k``'s contribution for each order.
+
+        An order is a permutation of the level's moving loops; the loops that do not step
+        (trip count 1 in ``rows``, or spatial) count as standing before them, which gives the
+        same counts as anywhere else, so the terms serve every group of rows alike.
+        """
+        names = [t.name for t in self.kept(l)]
+        B = len(range(*rows.indices(self.T.shape[0])))
+        if not perms or not perms[0]:
+            return {x: np.zeros((len(perms), B), dtype=np.int64) for x in names}
+        keys: dict = {}
+        ids = np.array([[keys.setdefault((y, frozenset(perm[i + 1:])), len(keys))
+                         for i, y in enumerate(perm)] for perm in perms], dtype=np.int64)
+        stacked = {x: np.empty((len(keys), B), dtype=np.int64) for x in names}
+        for (y, after), j in keys.items():
+            t = self.term(k, y, after, l)
+            for x in names:
+                stacked[x][j] = np.broadcast_to(t[x], (self.T.shape[0],))[rows]
+        return {x: stacked[x][ids].sum(axis=1) for x in names}
+
+
+def all_orders(items: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every permutation, in the order of :func:`itertools.permutations` (lexicographic by position)."""
+    return list(permutations(items))
+
+
+def entries_by_order(terms: OrderTerms, perms: tuple[list[tuple[int, ...]], ...],
+                     rows: slice = slice(None)) -> list[dict[str, np.ndarray] | None]:
+    """``entries[l][X]`` of shape ``(len(perms[0]), ..., len(perms[L-2]), B)`` for every level ``l >= 1``.
+
+    ``perms[k]`` are level ``k``'s orders of its moving loops (temporal, trip count > 1 in ``rows``).
+    """
+    n = terms.n
+    shape_of = [len(p) for p in perms]
+    out: list[dict[str, np.ndarray] | None] = [None]
+    for l in range(1, n):
+        acc = {x: v.reshape((1,) * len(perms) + (-1,)) for x, v in terms.first(l, rows).items()}
+        for k in range(l):
+            sums = terms.level_sums(k, perms[k], l, rows)
+            shape = [1] * len(perms) + [-1]
+            shape[k] = shape_of[k]
+            for x, v in sums.items():
+                acc[x] = acc[x] + v.reshape(shape)
+        out.append(acc)
+    return out

@@ -1,0 +1,97 @@
+"""compile verifies what it writes, at sizes that cut every tile, and never writes failed code as good;
+the C file keeps the original rounding (issue 14: gramschmidt, durbin)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polymap.codegen.c.emitter as c_emitter
+from polymap.cli import main
+from polymap.codegen.build import load_kernel
+from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.verify_sizes import loop_params, verification_sizes
+from polymap.driver import load_program
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.poly import build_model
+from polymap.reference import execute
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def kernel_of(name: str):
+    return load_program(EXAMPLES / f"{name}.loop").kernels[0]
+
+
+def tiled(kernel, tile: dict) -> Mapping:
+    loops = nest_loops(kernel, 0)
+    keep = nest_tensors(kernel, 0)
+    return Mapping(kernel.name, 0, loops, (
+        LevelMapping("DRAM", (None,) * len(loops), tuple(loops), (), keep),
+        LevelMapping("GLB", tuple(tile.get(x) for x in loops), tuple(loops), (), keep)))
+
+
+def test_sizes_cut_every_tile_of_every_parameter():
+    k = kernel_of("gemm")
+    m = tiled(k, {"i": 8, "j": 5, "k": 4})
+    vecs = verification_sizes(k, build_model(k), (m,), {"M": 500, "N": 500, "K": 500})
+    for p, t in (("M", 8), ("N", 5), ("K", 4)):
+        seen = {v[p] for v in vecs}
+        assert {t - 1, t, t + 1, 2 * t + 1, 1} <= seen, (p, seen)
+    assert all(v["M"] <= 500 for v in vecs) and len(vecs) < 60
+
+
+def test_sizes_stay_in_the_context_and_below_the_compiled_sizes():
+    k = kernel_of("trmv")
+    m = tiled(k, {"i": 16, "j": 16})
+    vecs = verification_sizes(k, build_model(k), (m,), {"N": 20})
+    assert vecs and all(1 <= v["N"] <= 20 for v in vecs)
+    assert loop_params(k)["j"] == {"N"}  # through i
+
+
+def test_gramschmidt_c_rounds_as_the_original_program():
+    # M < N: the columns past M are round-off, amplified to O(1); FMA contraction showed as 1.01 relative
+    k = kernel_of("polybench/gramschmidt")
+    fn = load_kernel(emit_c(k, build_model(k)), k)
+    rng = np.random.default_rng(0)
+    params = {"M": 20, "N": 30}
+    a = rng.random((20, 30))
+    want = execute(k, {"A": a}, params)
+    got = {"A": a.copy(), "R": np.zeros((30, 30)), "Q": np.zeros((20, 30))}
+    fn(got, params)
+    for name in ("A", "R", "Q"):
+        assert np.array_equal(got[name], want[name]), name
+
+
+def test_reassociation_is_the_users_choice():
+    k = kernel_of("gemm")
+    assert "fp-contract=off" in emit_c(k, build_model(k))
+    assert "fp-contract" not in emit_c(k, build_model(k), reassociate=True)
+
+
+def test_compile_reports_what_it_checked(tmp_path, capsys):
+    rc = main(["compile", str(EXAMPLES / "gemm.loop"), "-D", "M=40", "-D", "N=30", "-D", "K=20",
+               "-o", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "size vectors exercising every tile edge" in out
+    doc = json.loads((tmp_path / "gemm.json").read_text())["verification"]
+    assert doc["passed"] and doc["sizes_checked"] and not doc["full_size"]
+
+
+def test_code_that_fails_verification_is_not_written_as_good(tmp_path, capsys, monkeypatch):
+    real = c_emitter.emit_c
+
+    def broken(*args, **kwargs):  # a miscompile: C starts at 1, not 0
+        return real(*args, **kwargs).replace("= 0.0f;  /* init */", "= 1.0f;  /* init */")
+
+    monkeypatch.setattr(c_emitter, "emit_c", broken)
+    rc = main(["compile", str(EXAMPLES / "gemm.loop"), "-D", "M=16", "-D", "N=16", "-D", "K=16",
+               "-o", str(tmp_path), "--target", "c"])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert "differs from the reference" in err and "gemm.unverified.c" in err
+    assert not (tmp_path / "gemm.c").exists() and (tmp_path / "gemm.unverified.c").exists()
