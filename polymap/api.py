@@ -40,7 +40,7 @@ from typing import Any, Callable, Mapping as MappingT, Sequence
 import numpy as np
 
 from polymap import ir
-from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.c import emitter as c_emitter
 from polymap.codegen.loop_emitter import emit_loop
 from polymap.codegen.numpy.emitter import emit_numpy
 from polymap.codegen.runner import numpy_mapping_arg, run_generated
@@ -488,7 +488,7 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
     if progress:
         progress("generating code...")
     costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
-    c_source = emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
+    c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)
     numpy_maps = tuple(mappings) if choice is None else tuple(numpy_mappings(m, arch_obj, values))
