@@ -22,6 +22,7 @@ from polymap.passes.counting.fastcount import BatchCounts, Structure
 from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.passes.search.mapspace import Group, SpatialPlan
+from polymap.machine.arch import Architecture
 
 OBJECTIVES = ("energy", "cycles", "edp")
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
@@ -87,7 +88,7 @@ class ItemResult:
     table: dict | None  # column name -> array, every evaluated mapping (for --csv)
 
 
-def batch_cost(batch: BatchCounts, arch, T: np.ndarray, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
+def batch_cost(batch: BatchCounts, arch: Architecture, T: np.ndarray, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
     """``(energy pJ, cycles)`` arrays from a batch's counts, by the formulas of ``mapping.md``.
 
     The same formulas as :func:`polymap.passes.counting.cost_model.evaluate`, on arrays.
@@ -145,7 +146,7 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return counts, T
 
 
-def costs_of(counts, arch, T: np.ndarray, plan: SpatialPlan, instances: int):
+def costs_of(counts, arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
     """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
     energy = compute_energy(arch, instances)
     bound = []
@@ -231,7 +232,7 @@ def _rows(item: WorkItem, part: Part, counts, energy, cycles, flat: np.ndarray, 
 
 
 def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequence[SpatialPlan],
-               nest: FastNest, arch, *, objective: str, keep: int, rows: bool, chunk: int,
+               nest: FastNest, arch: Architecture, *, objective: str, keep: int, rows: bool, chunk: int,
                budget: int | None, max_rows: int = 4096) -> list[WorkItem]:
     """The space cut into items of about ``chunk`` legal evaluations (small groups of one plan
     together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations."""

@@ -26,6 +26,7 @@ from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel
 from polymap.passes.legality.legality import check_mapping
+from polymap.machine.arch import Architecture
 
 #: the largest box (elements) one non-contraction statement may broadcast over
 MAX_ELEMENTS = 1 << 24
@@ -65,7 +66,7 @@ def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int]) -> d
     return {x: None if tiles[x] >= extents.get(x, 1) else tiles[x] for x in loops}
 
 
-def numpy_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int]) -> Mapping | None:
+def numpy_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int]) -> Mapping | None:
     """The mapping of the module docstring, or None (original schedule) when a split block is illegal."""
     kernel = model.kernel
     loops = tuple(nest_loops(kernel, nest))
@@ -83,7 +84,7 @@ def numpy_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int
     return mapping
 
 
-def numpy_mappings(model: KernelModel, arch, params: MappingT[str, int]) -> tuple[Mapping, ...]:
+def numpy_mappings(model: KernelModel, arch: Architecture, params: MappingT[str, int]) -> tuple[Mapping, ...]:
     """The NumPy target's mapping of every nest that has loops."""
     out = []
     for nest in range(len(model.kernel.nests())):
