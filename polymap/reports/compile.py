@@ -16,7 +16,7 @@ that run more than one iteration) and binding, then what was verified::
       nest 0: register tiles
         L2   tile i=64,j=256,k=256  order j,k,i  keeps A, B, C
         ...
-      verified against the reference execution (c, numpy) at 3 size vectors exercising every tile edge:
+      verified against the reference (c, numpy) at 3 size vectors exercising every tile edge:
         largest absolute difference 9.2e-05 (C, numpy),
         3.2e-07 of C's largest magnitude; the tolerance on that ratio is 1.2e-05
 """
@@ -136,10 +136,10 @@ def verification_line(result: SizedVerification) -> str:
     targets = ", ".join(t.target for t in result.results[0].targets) if result.results else "-"
     largest = result.largest()
     if largest is None:
-        return f"verified against the reference execution ({targets}): no output to compare"
+        return f"verified against the reference ({targets}): no output to compare"
     target, c = largest
     verdict = "within" if c.passed else "OVER"
-    return (f"verified against the reference execution ({targets}) at {result.what()}: largest absolute "
+    return (f"verified against the reference ({targets}) at {result.what()}: largest absolute "
             f"difference {c.max_abs:.3g} "
             f"(tensor {c.tensor}, {target} code), which is {c.max_rel:.3g} of the largest magnitude in the "
             f"reference {c.tensor}; {verdict} the tolerance of {c.tolerance:.3g} on that ratio")
