@@ -146,7 +146,7 @@ def _compile_found(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, 
 
 def document(result: api.CompiledKernel) -> dict:
     """The ``--json`` entry of one kernel."""
-    doc = compile_document(result.name, dict(result.params), result.arch, result.why, result.mappings,
+    doc = compile_document(result.name, dict(result.params), result.arch, result.why, result.written_mappings,
                            result.costs, result.choice, result.extra)
     return with_outcome(doc, result.files, result.verification)
 
