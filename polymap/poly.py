@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Mapping, TypeVar
+from typing import Callable, Iterable, Mapping, TypeVar, Union
 
 from polymap import ir
 from polymap.errors import AnalysisError, Diagnostic
@@ -92,6 +92,10 @@ def cond_text(e: ir.Expr, *, negate: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- the model
+
+
+#: Any ISL set or map, union or not (what parameters can be fixed in and points counted of).
+IslObject = Union[isl.Set, isl.Map, isl.UnionSet, isl.UnionMap, isl.BasicSet, isl.BasicMap]
 
 
 @dataclass(frozen=True)
@@ -172,14 +176,14 @@ class KernelModel:
         return _union_map([a.relation for s in self.statements for a in s.writes], self.context)
 
 
-def _union_set(sets, context: isl.Set) -> isl.UnionSet:
+def _union_set(sets: Iterable[isl.Set], context: isl.Set) -> isl.UnionSet:
     out = isl.UnionSet.empty(context.get_space())
     for s in sets:
         out = out.union(isl.UnionSet.from_set(s))
     return out
 
 
-def _union_map(maps, context: isl.Set) -> isl.UnionMap:
+def _union_map(maps: Iterable[isl.Map], context: isl.Set) -> isl.UnionMap:
     out = isl.UnionMap.empty(context.get_space())
     for m in maps:
         out = out.union(isl.UnionMap.from_map(m))
@@ -224,7 +228,7 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
     """
     out: dict[int, tuple[int, ...]] = {}
 
-    def items(nodes):
+    def items(nodes: Iterable[ir.Node]):
         for n in nodes:
             if isinstance(n, ir.If):
                 yield from items(n.then)
@@ -232,7 +236,7 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
             else:
                 yield n
 
-    def walk(nodes, prefix):
+    def walk(nodes: Iterable[ir.Node], prefix: tuple[int, ...]):
         for rank, n in enumerate(items(nodes)):
             if isinstance(n, ir.Assign):
                 out[id(n)] = prefix + (rank,)
@@ -297,19 +301,19 @@ def param_set(model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int
     return isl.Set(f"{_params_prefix(kernel)} -> {{ : {conds} }}")
 
 
-def fix_params(obj, model_or_kernel, values: Mapping[str, int]):
+def fix_params(obj: IslObject, model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]):
     """``obj`` (any ISL set or map, union or not) with the parameters fixed to ``values``."""
     return obj.intersect_params(param_set(model_or_kernel, values))
 
 
-def count(obj) -> "isl.PwQPolynomial | isl.UnionPwQPolynomial":
+def count(obj: IslObject) -> "isl.PwQPolynomial | isl.UnionPwQPolynomial":
     """The number of points (pairs, for a map) of ``obj``, as ISL's piecewise quasi-polynomial."""
     if isinstance(obj, (isl.Map, isl.UnionMap)):
         obj = obj.wrap()
     return obj.card()
 
 
-def to_int(qp, values: Mapping[str, int] | None = None) -> int:
+def to_int(qp: isl.PwQPolynomial | isl.UnionPwQPolynomial, values: Mapping[str, int] | None = None) -> int:
     """Evaluate a (union) piecewise quasi-polynomial count at parameter ``values``.
 
     Iterates the pieces (extracting by space can silently give 0) and sums

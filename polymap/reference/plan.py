@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from polymap.reference.vector_values import LIMIT, Fallback
+from polymap.reference.vector_values import LIMIT, Fallback, VEnv
 from polymap.reference.vector_tree import IfNode, LoopNode
+from polymap.reference.index import Context
 
 
 @dataclass
@@ -46,7 +47,7 @@ class _TooBig(Exception):
     pass
 
 
-def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan | None:
+def plan_region(tree: tuple, env: dict, ctx: Context, cap: int, least: int = 0) -> Plan | None:
     """The statements of ``tree`` (a loop) with their instances, if distribution is exact.
 
     None when there are more than ``cap`` or fewer than ``least`` instances.
@@ -73,7 +74,7 @@ def plan_region(tree: tuple, env: dict, ctx, cap: int, least: int = 0) -> Plan |
 # --------------------------------------------------------------------------- enumeration
 
 
-def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
+def _walk(nodes: tuple, venv: VEnv, n: int, comps: list, depth: int, plan: Plan, cap: int) -> None:
     for pos, node in enumerate(nodes):
         here = comps + [("c", pos)]
         if isinstance(node, LoopNode):
@@ -95,7 +96,7 @@ def _walk(nodes, venv, n, comps, depth, plan: Plan, cap: int) -> None:
             plan.instances += n
 
 
-def _expand(node, venv, n, comps, depth, plan: Plan, cap: int) -> None:
+def _expand(node: LoopNode, venv: VEnv, n: int, comps: list, depth: int, plan: Plan, cap: int) -> None:
     (lo, lo_min, lo_max), (hi, hi_min, hi_max), step = node.lower(venv), node.upper(venv), node.step
     if max(-lo_min, lo_max, -hi_min, hi_max) > LIMIT // 2:
         raise Fallback("loop bounds too large")
@@ -162,7 +163,7 @@ def _flat(fns: tuple, shape: tuple[int, ...], venv: dict, n: int) -> np.ndarray:
     return np.full(n, flat, np.int64)
 
 
-def _size(ctx, tensor: str) -> int:
+def _size(ctx: Context, tensor: str) -> int:
     return int(np.prod(ctx.shapes[tensor], dtype=np.int64))
 
 
@@ -241,7 +242,7 @@ def _distinct(keys: np.ndarray, size: int) -> bool:
 # --------------------------------------------------------------------------- between statements
 
 
-def _check_distribution(stmts: list[StatementInstances], ctx) -> None:
+def _check_distribution(stmts: list[StatementInstances], ctx: Context) -> None:
     """Every conflicting pair of instances of two statements runs textually-first first."""
     by_tensor: dict[str, list[tuple[int, bool, list[np.ndarray]]]] = {}
     for k, s in enumerate(stmts):

@@ -40,6 +40,7 @@ from polymap.islcheck import isl
 from polymap.codegen.ast_build import user_statement
 from polymap.codegen.c.expr import C_TYPES, ast_expr, c_name
 from polymap.mapping.model import Mapping
+from polymap.poly import KernelModel
 
 #: a buffer larger than this (bytes) is allocated with malloc instead of on the stack
 STACK_BYTES = 64 * 1024
@@ -87,7 +88,7 @@ def _bare(ref: ir.Ref) -> tuple[str, ...] | None:
     return names
 
 
-def plan_packs(model, mapping: Mapping) -> dict[tuple[str, tuple[str, ...]], Pack]:
+def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[str, ...]], Pack]:
     """The packed references of ``mapping``'s nest (see the module docstring)."""
     n = len(mapping.levels)
     if n < 3:
@@ -189,7 +190,7 @@ def packed_index(pack: Pack, values: dict[str, str], coords: dict | None = None)
     return " + ".join(terms) or "0"
 
 
-def _first_user(node: isl.AstNode, loops: tuple[str, ...], model, inner: set[str]):
+def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, inner: set[str]):
     """A statement under ``node`` that has every loop of ``loops``, and the iterators inside ``node``."""
     t = node.get_type()
     if t == isl.ast_node_type.for_:

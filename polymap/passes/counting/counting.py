@@ -120,7 +120,7 @@ def _card_by_points(obj):
 ENUMERATION_LIMIT = 2_000_000
 
 
-def _enumerable(model: KernelModel, mapping, params) -> bool:
+def _enumerable(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> bool:
     """A schedule, fused or wavefront mapping at sizes small enough to count by enumeration."""
     plain = not getattr(mapping, "schedule", ()) and len(mapped_nests(mapping)) == 1 \
         and not any(getattr(lm, "wavefront", ()) for lm in mapping.levels)

@@ -44,6 +44,7 @@ from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
 from polymap.machine.arch import Architecture
+from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Structure:
         return [(k, x, x in self.spatial[k]) for k in range(before) for x in self.orders[k]]
 
 
-def tiles_of(mappings, nest: FastNest) -> np.ndarray:
+def tiles_of(mappings: Sequence[Mapping], nest: FastNest) -> np.ndarray:
     """``(B, levels, loops)`` tile extents (0 for ``None``, the whole enclosing tile)."""
     return np.array([[[0 if t is None else t for t in lm.tile] for lm in m.levels] for m in mappings],
                     dtype=np.int64)
@@ -100,7 +101,7 @@ class BatchCounts:
         return Counts(nest.kernel, nest.params, self.instances, tuple(levels), None, mapping)
 
 
-def _opt(arr, b):
+def _opt(arr: np.ndarray | None, b: int):
     return None if arr is None else int(arr[b])
 
 
@@ -242,7 +243,7 @@ class Evaluator:
         return out
 
 
-def _product(values):
+def _product(values: Sequence[np.ndarray]):
     out = 1
     for v in values:
         out = out * v

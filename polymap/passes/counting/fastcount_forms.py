@@ -27,11 +27,11 @@ State = tuple  # (count, L)
 Pair = tuple  # (count, LI, LJ, d)
 
 
-def ceil_div(a, b):
+def ceil_div(a: np.ndarray, b: np.ndarray):
     return -(-a // b)
 
 
-def split_all(states: list[State], t) -> list[State]:
+def split_all(states: list[State], t: np.ndarray) -> list[State]:
     """Every child tile of extent ``t`` of every interval (full tiles and the remainder)."""
     out = []
     for cnt, length in states:
@@ -41,7 +41,7 @@ def split_all(states: list[State], t) -> list[State]:
     return out
 
 
-def split_first(states: list[State], t) -> list[State]:
+def split_first(states: list[State], t: np.ndarray) -> list[State]:
     """The first child tile of every interval."""
     return [(cnt, np.minimum(t, length)) for cnt, length in states]
 
@@ -51,7 +51,7 @@ def as_pairs(states: list[State]) -> list[Pair]:
     return [(cnt, length, length, np.zeros_like(length)) for cnt, length in states]
 
 
-def pair_temporal(pairs: list[Pair], t) -> list[Pair]:
+def pair_temporal(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
     """A temporal loop after the changing one: ``r`` sits in its last child, ``r'`` in its first."""
     out = []
     for cnt, li, lj, d in pairs:
@@ -60,7 +60,7 @@ def pair_temporal(pairs: list[Pair], t) -> list[Pair]:
     return out
 
 
-def pair_spatial(pairs: list[Pair], t) -> list[Pair]:
+def pair_spatial(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
     """A spatial loop after the changing one: ``r`` and ``r'`` take the same child (the instance).
 
     Needs ``I`` and ``J`` to have the same number of children (checked by the caller).
@@ -74,7 +74,7 @@ def pair_spatial(pairs: list[Pair], t) -> list[Pair]:
     return out
 
 
-def pair_step(states: list[State], t) -> list[Pair]:
+def pair_step(states: list[State], t: np.ndarray) -> list[Pair]:
     """The changing loop: ``r`` in child ``v``, ``r'`` in child ``v + 1`` (``v`` not the last)."""
     out = []
     for cnt, length in states:
@@ -85,7 +85,7 @@ def pair_step(states: list[State], t) -> list[Pair]:
     return out
 
 
-def total(states) -> np.ndarray:
+def total(states: list[State]) -> np.ndarray:
     """How many intervals (or pairs) the states describe."""
     return sum(s[0] for s in states)
 
@@ -108,17 +108,17 @@ def image_size(terms: tuple, lengths: dict) -> np.ndarray | int:
     return (lu - 1) * np.minimum(a, lw) + lw
 
 
-def _overlap(li, lj, d):
+def _overlap(li: np.ndarray, lj: np.ndarray, d: np.ndarray):
     """``|[0, LI) & [d, d + LJ)|``."""
     return np.maximum(np.minimum(li, d + lj) - np.maximum(0, d), 0)
 
 
-def _count_residue(lo, hi, rho: int, a: int):
+def _count_residue(lo: np.ndarray, hi: np.ndarray, rho: int, a: int):
     """``#{x in [lo, hi) : x = rho (mod a)}`` (0 when the range is empty)."""
     return np.maximum((hi - 1 - rho) // a - (lo - 1 - rho) // a, 0)
 
 
-def strided_overlap(a: int, lui, lwi, luj, lwj, delta):
+def strided_overlap(a: int, lui: np.ndarray, lwi: np.ndarray, luj: np.ndarray, lwj: np.ndarray, delta: np.ndarray):
     """``|S(LuI, LwI) & (delta + S(LuJ, LwJ))|`` with ``S(Lu, Lw) = {a u + w : u < Lu, w < Lw}``.
 
     ``x`` is in ``S(Lu, Lw)`` iff ``0 <= x < a (Lu - 1) + Lw`` and ``x mod a < Lw``,

@@ -49,12 +49,13 @@ class OrderTerms:
                 per.append(states)
             self.chains.append(per)
         self.cache: dict = {}
+        self.unused = {t.name: tuple(x for x in range(m) if x not in t.loops) for t in nest.tensors}
 
     def kept(self, l: int):
         return [t for t in self.nest.tensors if t.name in self.keep[l]]
 
-    def first(self, l: int) -> dict[str, np.ndarray]:
-        """``sum |D(first residency)|`` over the instances of level ``l``, per kept tensor."""
+    def first(self, l: int, rows: slice = slice(None)) -> dict[str, np.ndarray]:
+        """``sum |D(first residency)|`` over the instances of level ``l``, per kept tensor (of ``rows``)."""
         states = {}
         for x in range(self.m):
             s = self.chains[x][0]
@@ -62,7 +63,8 @@ class OrderTerms:
                 split = F.split_all if x in self.spatial[k] else F.split_first
                 s = split(s, self.T[:, k + 1, x])
             states[x] = s
-        return {t.name: _tensor_sum(t, states, self.m) for t in self.kept(l)}
+        return {t.name: (_tensor_sum(t, states, self.m) * np.ones(self.T.shape[0], dtype=np.int64))[rows]
+                for t in self.kept(l)}
 
     def term(self, k: int, y: int, after: frozenset[int], l: int) -> dict[str, np.ndarray]:
         """Elements entering level ``l`` at the steps of loop ``y`` at level ``k``, per kept tensor.
@@ -80,9 +82,8 @@ class OrderTerms:
                 s, b = self._sub_sums(k, l, sub, tuple(variant[x] for x, _ in sub))
                 size, both = size * s, both * b
             rest = 1
-            for x in range(self.m):
-                if x not in t.loops:
-                    rest = rest * self._total(k, l, x, variant[x])
+            for x in self.unused[t.name]:
+                rest = rest * self._total(k, l, x, variant[x])
             out[t.name] = (size - both) * rest
         return out
 
@@ -114,29 +115,27 @@ class OrderTerms:
             self.cache[key] = F.group_pair_sums(sub, pairs)
         return self.cache[key]
 
-    def level_sums(self, k: int, perms: list[tuple[int, ...]], rest: tuple[int, ...], l: int) -> dict[str, np.ndarray]:
+    def level_sums(self, k: int, perms: list[tuple[int, ...]], l: int,
+                   rows: slice = slice(None)) -> dict[str, np.ndarray]:
         """Per kept tensor of level ``l``: ``(len(perms), B)``, level ``k``'s contribution for each order.
 
-        An order is a permutation of the level's moving loops followed by ``rest`` (loops that
-        do not step: trip count 1, or spatial ones, which are skipped).
+        An order is a permutation of the level's moving loops; the loops that do not step
+        (trip count 1 in ``rows``, or spatial) count as standing before them, which gives the
+        same counts as anywhere else, so the terms serve every group of rows alike.
         """
         names = [t.name for t in self.kept(l)]
-        B = self.T.shape[0]
+        B = len(range(*rows.indices(self.T.shape[0])))
         if not perms or not perms[0]:
             return {x: np.zeros((len(perms), B), dtype=np.int64) for x in names}
-        tail = frozenset(rest)
         keys: dict = {}
-        ids = np.array([[keys.setdefault((y, frozenset(perm[i + 1:]) | tail), len(keys))
+        ids = np.array([[keys.setdefault((y, frozenset(perm[i + 1:])), len(keys))
                          for i, y in enumerate(perm)] for perm in perms], dtype=np.int64)
-        out = {}
         stacked = {x: np.empty((len(keys), B), dtype=np.int64) for x in names}
         for (y, after), j in keys.items():
             t = self.term(k, y, after, l)
             for x in names:
-                stacked[x][j] = t[x]
-        for x in names:
-            out[x] = stacked[x][ids].sum(axis=1)
-        return out
+                stacked[x][j] = np.broadcast_to(t[x], (self.T.shape[0],))[rows]
+        return {x: stacked[x][ids].sum(axis=1) for x in names}
 
 
 def all_orders(items: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -144,20 +143,19 @@ def all_orders(items: tuple[int, ...]) -> list[tuple[int, ...]]:
     return list(permutations(items))
 
 
-def entries_by_order(terms: OrderTerms, moving: tuple[tuple[int, ...], ...],
-                     perms: tuple[list[tuple[int, ...]], ...]) -> list[dict[str, np.ndarray] | None]:
+def entries_by_order(terms: OrderTerms, perms: tuple[list[tuple[int, ...]], ...],
+                     rows: slice = slice(None)) -> list[dict[str, np.ndarray] | None]:
     """``entries[l][X]`` of shape ``(len(perms[0]), ..., len(perms[L-2]), B)`` for every level ``l >= 1``.
 
-    ``moving[k]`` are level ``k``'s temporal loops with trip count > 1 (the others come after them).
+    ``perms[k]`` are level ``k``'s orders of its moving loops (temporal, trip count > 1 in ``rows``).
     """
-    n, m = terms.n, terms.m
+    n = terms.n
     shape_of = [len(p) for p in perms]
     out: list[dict[str, np.ndarray] | None] = [None]
     for l in range(1, n):
-        acc = {x: v.reshape((1,) * len(perms) + (-1,)) for x, v in terms.first(l).items()}
+        acc = {x: v.reshape((1,) * len(perms) + (-1,)) for x, v in terms.first(l, rows).items()}
         for k in range(l):
-            rest = tuple(x for x in range(m) if x not in moving[k])
-            sums = terms.level_sums(k, perms[k], rest, l)
+            sums = terms.level_sums(k, perms[k], l, rows)
             shape = [1] * len(perms) + [-1]
             shape[k] = shape_of[k]
             for x, v in sums.items():

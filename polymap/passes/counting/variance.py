@@ -30,6 +30,7 @@ from polymap import ir
 from polymap.mapping.model import Mapping, resolved_tile
 from polymap.passes.counting.footprint import DTYPE_BYTES
 from polymap.tensors import shape_of
+from polymap.machine.arch import Architecture
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ def row_sets(stride_bytes: int, sets: int, line_bytes: int) -> int:
     return sets // gcd(stride_bytes // line_bytes, sets)
 
 
-def variance(kernel: ir.Kernel, mapping: Mapping, arch, cycle_terms: tuple[tuple[str, float], ...],
+def variance(kernel: ir.Kernel, mapping: Mapping, arch: Architecture, cycle_terms: tuple[tuple[str, float], ...],
              extents: MappingT[str, int], params: MappingT[str, int], *,
              options: VarianceOptions = VarianceOptions()) -> Variance:
     """The pessimistic cycles of ``mapping`` from its nominal ``cycle_terms`` (see the module docstring)."""
@@ -105,7 +106,7 @@ def effective_tile(mapping: Mapping, level: int, extents: MappingT[str, int]) ->
     return tile
 
 
-def _vectors(mapping: Mapping, arch, extents: MappingT[str, int]) -> list[Bound]:
+def _vectors(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> list[Bound]:
     lanes = max(1, arch.compute.instances // arch.levels[-1].instances)
     last = len(mapping.levels) - 1
     order = [x for x in mapping.levels[last].order if extents.get(x, 0) > 1]
@@ -136,7 +137,7 @@ def _threads(mapping: Mapping, extents: MappingT[str, int]) -> list[Bound]:
     return out
 
 
-def _sets(kernel: ir.Kernel, mapping: Mapping, arch, extents: MappingT[str, int], params: MappingT[str, int],
+def _sets(kernel: ir.Kernel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int], params: MappingT[str, int],
           options: VarianceOptions) -> list[Bound]:
     out = []
     for k in range(1, len(mapping.levels)):

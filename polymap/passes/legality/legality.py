@@ -36,7 +36,7 @@ each pair of statements are computed once (cached per model / per check).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping as MappingT
+from typing import Callable, Mapping as MappingT, Sequence
 
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, StatementModel, cached
@@ -54,6 +54,9 @@ from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
 from polymap.passes.schedule.tiling import mapped_schedule
 from polymap.machine.arch import Architecture
 from polymap.passes.schedule.tiling import MappedSchedule
+from polymap.passes.dependences.dependences import Dependence
+from polymap.passes.dependences.loop_classes import LoopClass
+from polymap.passes.legality.reaching_writers import Dataflow
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ def _groups(model: KernelModel, rel: isl.UnionMap, near: tuple[int, int]) -> dic
     return out
 
 
-def _witnessed(model: KernelModel, rel, near, given, seen: set, kind: str, make) -> list[Violation]:
+def _witnessed(model: KernelModel, rel: isl.UnionMap, near: tuple[int, int], given: MappingT[str, int] , seen: set, kind: str, make: Callable[[W.Choice, str, tuple[int, ...], str], Violation]) -> list[Violation]:
     """One violation per group of ``rel`` not ``seen`` yet (for ``kind``), phrased by ``make``."""
     out = []
     for (s, t, tensor), maps in sorted(_groups(model, rel, near).items()):
@@ -117,29 +120,29 @@ def _witnessed(model: KernelModel, rel, near, given, seen: set, kind: str, make)
     return out
 
 
-def _violations(model: KernelModel, stmts, order: ScheduleOrder, given) -> list[Violation]:
+def _violations(model: KernelModel, stmts: Sequence[StatementModel], order: ScheduleOrder, given: MappingT[str, int] ) -> list[Violation]:
     """The violations of :func:`~polymap.passes.legality.reaching_writers.writer_changes`, one per
     (kind, source, sink, tensor), each with the closest witness pair."""
     ch = writer_changes(model, stmts, order)
     old = original_dataflow(model, tuple(stmts))
     seen: set = set()
 
-    def raw(c, tensor, el, text):
+    def raw(c: W.Choice, tensor: str, el: tuple[int, ...], text: str) -> Violation:
         w, r = c.instances
         return Violation("RAW", W.raw_read_first(w, r, text), w.statement, r.statement, tensor,
                          W.Witness(w, r, tensor, el, c.params))
 
-    def war(c, tensor, el, text):
+    def war(c: W.Choice, tensor: str, el: tuple[int, ...], text: str) -> Violation:
         r, w2 = c.instances
         return Violation("WAR", W.war_write_first(r, w2, text), r.statement, w2.statement, tensor,
                          W.Witness(r, w2, tensor, el, c.params))
 
-    def between(c, tensor, el, text):
+    def between(c: W.Choice, tensor: str, el: tuple[int, ...], text: str) -> Violation:
         w, r, w2 = c.instances
         return Violation("WAW", W.waw_in_between(w, r, w2, text), w2.statement, w.statement, tensor,
                          W.Witness(w2, w, tensor, el, c.params))
 
-    def final(c, tensor, el, text):
+    def final(c: W.Choice, tensor: str, el: tuple[int, ...], text: str) -> Violation:
         x, f = c.instances
         return Violation("WAW", W.waw_final(x, f, text), x.statement, f.statement, tensor,
                          W.Witness(x, f, tensor, el, c.params))
@@ -153,7 +156,7 @@ def _violations(model: KernelModel, stmts, order: ScheduleOrder, given) -> list[
     return out
 
 
-def _write_before_writer(old, between: isl.UnionMap) -> isl.UnionMap:
+def _write_before_writer(old: Dataflow, between: isl.UnionMap) -> isl.UnionMap:
     """The triples ``[w -> r] -> w2`` of ``between`` where ``w2`` came before ``w`` originally."""
     pairs = old.order.keep(between.domain_factor_domain(), flip=True)  # w -> w2 with w2 <o w
     return between.intersect(old.flows.domain_map().apply_range(pairs))
@@ -199,7 +202,7 @@ def is_legal_schedule(model: KernelModel, mapped: MappedSchedule) -> bool:
 # --------------------------------------------------------------------------- spatial loops
 
 
-def _carried_at(mapped: MappedSchedule, dep, d: int) -> isl.Map:
+def _carried_at(mapped: MappedSchedule, dep: Dependence, d: int) -> isl.Map:
     """The pairs of ``dep`` that agree on mapped dims ``< d`` and differ at ``d``."""
     n = len(mapped.dims)
     t = ", ".join(f"t{k}" for k in range(n))
@@ -239,7 +242,7 @@ def spatial_findings(model: KernelModel, mapped: MappedSchedule, *, params: Mapp
     return violations, notes
 
 
-def _spatial_violation(model: KernelModel, dep, carried: isl.Map, loop: str, level: str, params: MappingT[str, int]) -> Violation:
+def _spatial_violation(model: KernelModel, dep: Dependence, carried: isl.Map, loop: str, level: str, params: MappingT[str, int]) -> Violation:
     choice = W.choose(model, [carried], params, tagged=False)
     assert choice is not None, "a non-empty relation has a point"
     (a, b), values = choice.instances, dict(choice.params)
@@ -264,7 +267,7 @@ def _effective_order(mapping: Mapping) -> list[str]:
     return out + [x for x in mapping.loops if x not in out]
 
 
-def reduction_outward_notes(model: KernelModel, mapping: Mapping, classes, original: tuple[str, ...]) -> list[str]:
+def reduction_outward_notes(model: KernelModel, mapping: Mapping, classes: MappingT[str, LoopClass], original: tuple[str, ...]) -> list[str]:
     """Say so when a reduction loop now runs outside a parallel loop that used to enclose it."""
     new = _effective_order(mapping)
     notes = []

@@ -36,6 +36,7 @@ from typing import Any, Mapping as MappingT
 from polymap import ir, pretty
 from polymap.machine.presets import FILE_PRESETS
 from polymap.machine.hostinfo import CPUINFO, host_info
+from polymap.machine.arch import Architecture
 
 FORMAT = 1
 
@@ -83,7 +84,7 @@ def arch_fingerprint(spec: str) -> str:
     return "file:" + hashlib.sha256(data).hexdigest()
 
 
-def architecture_fingerprint(arch) -> str:
+def architecture_fingerprint(arch: Architecture) -> str:
     """For an :class:`~polymap.machine.arch.Architecture` given as an object: its data, hashed."""
     return "data:" + hashlib.sha256(json.dumps(arch.to_dict(), sort_keys=True).encode()).hexdigest()
 

@@ -41,6 +41,8 @@ from polymap.passes.legality.legality import is_legal_schedule
 from polymap.passes.schedule.tiling import mapped_schedule
 from polymap.passes.search.register_mapping import register_mapping
 from polymap.machine.arch import Architecture
+from polymap.machine.arch import Level
+from typing import Iterable
 
 _SIZES = (512, 256, 128, 64, 32, 16, 8, 4, 2)
 
@@ -76,12 +78,12 @@ def choose_mapping(model: KernelModel, nest: int, arch: Architecture, params: Ma
     return untiled if _legal(model, untiled) else None
 
 
-def _untiled(kernel: str, nest: int, loops, arch: Architecture, keep) -> Mapping:
+def _untiled(kernel: str, nest: int, loops: tuple[str, ...], arch: Architecture, keep: tuple[str, ...]) -> Mapping:
     levels = tuple(LevelMapping(lv.name, (None,) * len(loops), tuple(loops), (), keep) for lv in arch.levels)
     return Mapping(kernel, nest, tuple(loops), levels)
 
 
-def _tiled(kernel: str, nest: int, loops, arch: Architecture, keep, tiles, point_order) -> Mapping:
+def _tiled(kernel: str, nest: int, loops: tuple[str, ...], arch: Architecture, keep: tuple[str, ...], tiles: list[tuple[int | None, ...]], point_order: tuple[str, ...]) -> Mapping:
     n = len(arch.levels)
     levels = []
     for k, lv in enumerate(arch.levels):
@@ -90,7 +92,7 @@ def _tiled(kernel: str, nest: int, loops, arch: Architecture, keep, tiles, point
     return Mapping(kernel, nest, tuple(loops), tuple(levels))
 
 
-def _tiles(model: KernelModel, nest: int, loops, arch: Architecture, extents: MappingT[str, int]) -> list[tuple]:
+def _tiles(model: KernelModel, nest: int, loops: tuple[str, ...], arch: Architecture, extents: MappingT[str, int]) -> list[tuple]:
     """Per level, the tile: None at the backing store, square where there is a capacity, 1 innermost."""
     n = len(arch.levels)
     out: list[tuple] = []
@@ -109,7 +111,7 @@ def _tiles(model: KernelModel, nest: int, loops, arch: Architecture, extents: Ma
     return out
 
 
-def _capacity_bytes(level) -> int | None:
+def _capacity_bytes(level: Level) -> int | None:
     if level.capacity_bytes is not None:
         return level.capacity_bytes
     if level.capacity_elements is not None:
@@ -132,7 +134,7 @@ def _footprint(model: KernelModel, nest: int, size: int, extents: MappingT[str, 
     return sum(prod(box) * numpy_dtype(dtypes[t]).itemsize for t, box in boxes.items())
 
 
-def _point_order(model: KernelModel, nest: int, loops) -> tuple[str, ...]:
+def _point_order(model: KernelModel, nest: int, loops: tuple[str, ...]) -> tuple[str, ...]:
     """The original order with the written tensors' unit-stride loop moved innermost."""
     for s in reversed(model.nest_statements(nest)):
         idx = s.stmt.target.indices
@@ -142,7 +144,7 @@ def _point_order(model: KernelModel, nest: int, loops) -> tuple[str, ...]:
     return tuple(loops)
 
 
-def _with_spatial(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int], tiles) -> Mapping:
+def _with_spatial(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int], tiles: list[tuple[int | None, ...]]) -> Mapping:
     """Make the outermost parallel loop spatial across the first level with several instances."""
     fan_level = next((k for k in range(len(arch.levels) - 1)
                       if arch.inner_instances(k) // arch.levels[k].instances > 1), None)
@@ -186,7 +188,7 @@ def dependence_violation(model: KernelModel, mapping: Mapping) -> isl.UnionMap |
     stmts = model.nest_statements(mapping.nest)
     space = model.context.get_space()
 
-    def union(maps):
+    def union(maps: Iterable[isl.Map]):
         out = isl.UnionMap.empty(space)
         for m in maps:
             out = out.union(isl.UnionMap.from_map(m))

@@ -21,38 +21,50 @@ from polymap.passes.counting.fastcount import BatchCounts, Structure
 from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.passes.search.mapspace import Group, SpatialPlan
+from polymap.machine.arch import Architecture
 
 OBJECTIVES = ("energy", "cycles", "edp")
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
 
 @dataclass(frozen=True)
-class WorkItem:
+class Part:
     """Level 0's orders ``[first_lo, first_hi)`` of one group, with every order of the other levels
     and every tile config; ``legal`` masks the group's order combinations (shape: perms per level)."""
+
+    group: int
+    data: Group
+    first_lo: int
+    first_hi: int
+    legal: np.ndarray
+
+    @property
+    def size(self) -> int:
+        """Legal mappings in the part."""
+        return int(self.legal[self.first_lo:self.first_hi].sum()) * len(self.data.tiles)
+
+    @property
+    def per_first(self) -> int:
+        """Order combinations per order of level 0."""
+        return int(np.prod(self.legal.shape[1:], dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    """Parts of groups of one spatial plan, evaluated together (their tiles share the order terms)."""
 
     index: int
     nest: FastNest
     arch: object  # polymap.machine.arch.Architecture (plain frozen data)
     plan: SpatialPlan
-    group: int
-    group_data: Group
-    first_lo: int
-    first_hi: int
-    legal: np.ndarray
+    parts: tuple[Part, ...]
     objective: str
     keep: int  # best entries to return
     rows: bool  # return every evaluated mapping (for --csv)
 
     @property
     def size(self) -> int:
-        """Legal mappings in the item."""
-        return int(self.legal[self.first_lo:self.first_hi].sum()) * len(self.group_data.tiles)
-
-    @property
-    def per_first(self) -> int:
-        """Order combinations per order of level 0."""
-        return int(np.prod(self.legal.shape[1:], dtype=np.int64))
+        return sum(p.size for p in self.parts)
 
 
 @dataclass(frozen=True)
@@ -75,7 +87,7 @@ class ItemResult:
     table: dict | None  # column name -> array, every evaluated mapping (for --csv)
 
 
-def batch_cost(batch: BatchCounts, arch, T: np.ndarray, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
+def batch_cost(batch: BatchCounts, arch: Architecture, T: np.ndarray, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
     """``(energy pJ, cycles)`` arrays from a batch's counts, by the formulas of ``mapping.md``.
 
     The same formulas as :func:`polymap.passes.counting.cost_model.evaluate`, on arrays.
@@ -117,26 +129,24 @@ def _rank(objective: str, energy: np.ndarray, cycles: np.ndarray) -> tuple[np.nd
     return edp, energy, cycles
 
 
-def item_counts(item: WorkItem):
-    """``(counts[l][X][name], footprints, T, structure0)``: arrays of shape (orders..., B) for the item."""
-    g, nest, n = item.group_data, item.nest, len(item.arch.levels)
-    keep = tuple(frozenset(t.name for t in nest.tensors) for _ in range(n))
-    terms = OrderTerms(nest, item.plan.loops, keep, g.tiles)
+def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+    """``(counts[l][X][name], T)``: arrays of shape (orders..., B) for one part (its ``rows`` of ``terms``)."""
+    g, nest, n = part.data, item.nest, len(item.arch.levels)
     perms = [all_orders(p) for p in g.pattern]
-    perms[0] = perms[0][item.first_lo:item.first_hi]
-    moving = tuple(g.pattern)
-    entries = entries_by_order(terms, moving, tuple(perms))
+    perms[0] = perms[0][part.first_lo:part.first_hi]
+    entries = entries_by_order(terms, tuple(perms), rows)
+    T = terms.T[rows]
     counts = []
     for l in range(n):
         per = {}
         for t in nest.tensors:
-            if l == 0 or t.name in keep[l]:
-                per[t.name] = terms.ev._tensor_counts(l, t, terms.T, entries)
+            if l == 0 or t.name in terms.keep[l]:
+                per[t.name] = terms.ev._tensor_counts(l, t, T, entries)
         counts.append(per)
-    return counts, terms.T
+    return counts, T
 
 
-def costs_of(counts, arch, T: np.ndarray, plan: SpatialPlan, instances: int):
+def costs_of(counts, arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
     """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
     energy = instances * arch.compute.energy
     bound = []
@@ -162,10 +172,30 @@ def costs_of(counts, arch, T: np.ndarray, plan: SpatialPlan, instances: int):
 
 def evaluate_item(item: WorkItem) -> ItemResult:
     """Exact counts of every legal mapping of the item, the best ``keep`` and optionally all rows."""
-    counts, T = item_counts(item)
+    n = len(item.arch.levels)
+    keep = tuple(frozenset(t.name for t in item.nest.tensors) for _ in range(n))
+    tiles = np.concatenate([p.data.tiles for p in item.parts])
+    terms = OrderTerms(item.nest, item.plan.loops, keep, tiles)
+    best: list[Scored] = []
+    tables = []
+    start, evaluated = 0, 0
+    for part in item.parts:
+        rows = slice(start, start + len(part.data.tiles))
+        start = rows.stop
+        found, count, table = _evaluate_part(item, terms, part, rows)
+        best = sorted(best + found, key=lambda s: s.key)[:item.keep]
+        evaluated += count
+        if table is not None:
+            tables.append(table)
+    table = {k: np.concatenate([t[k] for t in tables]) for k in tables[0]} if tables else None
+    return ItemResult(item.index, evaluated, tuple(best), table)
+
+
+def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+    counts, T = item_counts(item, terms, part, rows)
     energy, cycles = costs_of(counts, item.arch, T, item.plan, item.nest.instances)
     B = T.shape[0]
-    legal = item.legal[item.first_lo:item.first_hi]
+    legal = part.legal[part.first_lo:part.first_hi]
     shape = legal.shape + (B,)
     energy = np.broadcast_to(energy, shape).reshape(-1)
     cycles = np.broadcast_to(cycles, shape).reshape(-1)
@@ -179,21 +209,19 @@ def evaluate_item(item: WorkItem) -> ItemResult:
         limit = np.partition(a[flat], kth)[kth]
         cand = flat[a[flat] <= limit]
         cand = cand[np.lexsort((cand, c[cand], b[cand], a[cand]))][:item.keep]
-        base = item.first_lo * item.per_first
+        base = part.first_lo * part.per_first
         for f in cand:
             order, row = base + int(f) // B, int(f) % B
-            best.append(Scored((float(a[f]), float(b[f]), float(c[f]), item.group, order, row),
-                               float(energy[f]), float(cycles[f]), item.group, order, row))
-    table = None
-    if item.rows:
-        table = _rows(item, counts, energy, cycles, flat, shape)
-    return ItemResult(item.index, len(flat), tuple(best), table)
+            best.append(Scored((float(a[f]), float(b[f]), float(c[f]), part.group, order, row),
+                               float(energy[f]), float(cycles[f]), part.group, order, row))
+    table = _rows(item, part, counts, energy, cycles, flat, shape) if item.rows else None
+    return best, len(flat), table
 
 
-def _rows(item: WorkItem, counts, energy, cycles, flat: np.ndarray, shape) -> dict:
+def _rows(item: WorkItem, part: Part, counts, energy, cycles, flat: np.ndarray, shape) -> dict:
     B = shape[-1]
-    base = item.first_lo * item.per_first
-    table = {"group": np.full(len(flat), item.group), "order": base + flat // B, "row": flat % B,
+    base = part.first_lo * part.per_first
+    table = {"group": np.full(len(flat), part.group), "order": base + flat // B, "row": flat % B,
              "energy_pj": energy[flat], "cycles": cycles[flat]}
     for l, per in enumerate(counts):
         name = item.arch.levels[l].name
@@ -205,10 +233,11 @@ def _rows(item: WorkItem, counts, energy, cycles, flat: np.ndarray, shape) -> di
 
 
 def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequence[SpatialPlan],
-               nest: FastNest, arch, *, objective: str, keep: int, rows: bool, chunk: int,
-               budget: int | None) -> list[WorkItem]:
-    """The space cut into items of about ``chunk`` legal evaluations, in index order, up to ``budget``."""
-    items: list[WorkItem] = []
+               nest: FastNest, arch: Architecture, *, objective: str, keep: int, rows: bool, chunk: int,
+               budget: int | None, max_rows: int = 4096) -> list[WorkItem]:
+    """The space cut into items of about ``chunk`` legal evaluations (small groups of one plan
+    together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations."""
+    parts: list[Part] = []
     left = budget
     for g, group in enumerate(groups):
         mask = legal[g]
@@ -217,7 +246,7 @@ def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequ
         lo = 0
         while lo < n0:
             if left is not None and left <= 0:
-                return items
+                break
             hi, size = lo, 0
             while hi < n0 and (hi == lo or size + per0[hi] <= chunk):
                 size += int(per0[hi])
@@ -225,9 +254,20 @@ def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequ
                 if left is not None and size >= left:
                     break
             if size:
-                items.append(WorkItem(len(items), nest, arch, plans[group.plan], g, group, lo, hi, mask,
-                                      objective, keep, rows))
+                parts.append(Part(g, group, lo, hi, mask))
                 if left is not None:
                     left -= size
             lo = hi
+    items: list[WorkItem] = []
+    batch: list[Part] = []
+    for part in parts:
+        if batch and (batch[0].data.plan != part.data.plan or sum(p.size for p in batch) + part.size > chunk
+                      or sum(len(p.data.tiles) for p in batch) + len(part.data.tiles) > max_rows):
+            items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+                                  objective, keep, rows))
+            batch = []
+        batch.append(part)
+    if batch:
+        items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+                              objective, keep, rows))
     return items

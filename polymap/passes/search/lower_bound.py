@@ -40,6 +40,7 @@ import numpy as np
 
 from polymap.passes.counting.fastcount_forms import image_size
 from polymap.passes.counting.fastcount_nest import FastNest
+from polymap.machine.arch import Architecture
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def hbl_entries(work: float, capacity: int, instances: int, s: tuple[float, ...]
     return max(0.0, T * work / (c * (capacity + T) ** sigma) - instances * T)
 
 
-def level_bounds(nest: FastNest, arch) -> list[Bound]:
+def level_bounds(nest: FastNest, arch: Architecture) -> list[Bound]:
     """One bound per level below the backing store that has a capacity."""
     s = hbl_exponents(nest)
     accessed = sum(_elements(nest, t) for t in nest.tensors)

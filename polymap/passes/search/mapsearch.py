@@ -37,6 +37,8 @@ from polymap.passes.search.explore import ItemResult, Scored, WorkItem, evaluate
 from polymap.passes.search.mapspace import Group, Mapspace, SpatialPlan, build_mapspace, full_orders
 from polymap.passes.search.search import is_legal
 from polymap.passes.search.space import SearchSpace
+from polymap.machine.arch import Architecture
+from polymap.poly import KernelModel
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def objective_value(objective: str, energy: float, cycles: float) -> float:
 # --------------------------------------------------------------------------- legality
 
 
-def carrying_loops(model, nest: int, loops: tuple[str, ...]) -> frozenset[int]:
+def carrying_loops(model: KernelModel, nest: int, loops: tuple[str, ...]) -> frozenset[int]:
     """Loops with a non-zero distance in some memory-based dependence of the nest."""
     out: set[int] = set()
     stmts = model.nest_statements(nest)
@@ -126,7 +128,7 @@ def _level_key(perm: tuple[int, ...], spatial: frozenset[int], carrying: frozens
 # --------------------------------------------------------------------------- mappings
 
 
-def mapping_of(model, nest: FastNest, arch, plan: SpatialPlan, orders, tiles_row) -> Mapping:
+def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan, orders, tiles_row) -> Mapping:
     loops = nest.loops
     keep = tuple(t.name for t in nest.tensors)
     levels = []
@@ -138,7 +140,7 @@ def mapping_of(model, nest: FastNest, arch, plan: SpatialPlan, orders, tiles_row
     return Mapping(model.kernel.name, nest.nest, loops, tuple(levels))
 
 
-def _spatial_plans(model, nest: FastNest, arch, options: SearchOptions, carrying, notes: list[str]):
+def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, options: SearchOptions, carrying, notes: list[str]):
     n, m = len(arch.levels), len(nest.loops)
     fan = [arch.inner_instances(k) // arch.levels[k].instances for k in range(n)]
     per_level = []
@@ -168,7 +170,7 @@ def _spatial_plans(model, nest: FastNest, arch, options: SearchOptions, carrying
     return tuple(SpatialPlan(tuple(p)) for p in product(*per_level))
 
 
-def legal_mask(model, space: Mapspace, group: Group, nest: FastNest, arch, carrying: frozenset[int],
+def legal_mask(model: KernelModel, space: Mapspace, group: Group, nest: FastNest, arch: Architecture, carrying: frozenset[int],
                cache: dict) -> np.ndarray:
     """Legality of every order combination of the group (shape: permutations per level), decided once
     per class: two instances in dependence differ only in carrying loops, so the mapped schedule orders
@@ -203,7 +205,7 @@ def legal_mask(model, space: Mapspace, group: Group, nest: FastNest, arch, carry
 # --------------------------------------------------------------------------- the search
 
 
-def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: SearchOptions = SearchOptions(),
+def search_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, options: SearchOptions = SearchOptions(),
                 executor: Executor | None = None, progress: Callable[[Progress], None] | None = None) -> SearchResult:
     """The best ``options.top`` legal, fitting mappings of ``nest`` on ``arch`` (module doc)."""
     start = time.monotonic()
@@ -248,7 +250,7 @@ def search_nest(model, nest: int, arch, params: MappingT[str, int], *, options: 
                         results if options.csv_rows else [], (fast, space, groups), phases)
 
 
-def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best: list[Scored],
+def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups, best: list[Scored],
              options: SearchOptions) -> list[Found]:
     out: list[Found] = []
     extents = loop_extents(model.kernel, fast.nest, dict(params))
@@ -268,7 +270,7 @@ def _confirm(model, fast: FastNest, arch, params, space: Mapspace, groups, best:
     return out
 
 
-def _search_isl(model, nest, arch, params, options: SearchOptions, why: str, start: float) -> SearchResult:
+def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions, why: str, start: float) -> SearchResult:
     space = SearchSpace.build(model, nest, arch, dict(params))
     result = SearchResult(model.kernel.name, nest, options.objective, [], path="isl", notes=[why])
     if space is None:

@@ -42,6 +42,7 @@ import numpy as np
 
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.fastcount_nest import FastNest
+from polymap.machine.arch import Architecture
 
 PrunedCounts = dict  # reason -> mappings removed
 
@@ -158,7 +159,7 @@ def footprints(nest: FastNest, lengths: np.ndarray) -> tuple[np.ndarray, np.ndar
     return elems, nbytes
 
 
-def _fits(nest: FastNest, arch, tiles: np.ndarray) -> np.ndarray:
+def _fits(nest: FastNest, arch: Architecture, tiles: np.ndarray) -> np.ndarray:
     ok = np.ones(len(tiles), dtype=bool)
     for k in range(1, len(arch.levels)):
         lv = arch.levels[k]
@@ -214,7 +215,7 @@ def _canonical(tiles: np.ndarray, plan: SpatialPlan, sigmas) -> np.ndarray:
 # --------------------------------------------------------------------------- building
 
 
-def build_mapspace(nest: FastNest, arch, plans: tuple[SpatialPlan, ...], *,
+def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan, ...], *,
                    symmetric: bool = True, fixed: frozenset[int] = frozenset()) -> Mapspace:
     """Every tile config of every plan that fits, grouped by trip pattern (see the module doc)."""
     n, m = len(arch.levels), len(nest.loops)
@@ -243,7 +244,7 @@ def build_mapspace(nest: FastNest, arch, plans: tuple[SpatialPlan, ...], *,
     return Mapspace(nest, fanouts, plans, groups, space, pruned)
 
 
-def _plan_configs(nest: FastNest, arch, plan: SpatialPlan, per_loop, fanouts):
+def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loop, fanouts):
     """``(B, n, m)`` tiles of ``plan`` that fit and fan out, and how many (full) configs each rule removed."""
     n, m = len(arch.levels), len(nest.loops)
     lost = {"capacity": 0, "fan-out": 0, "spatial trip 1": 0}

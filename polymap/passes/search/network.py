@@ -20,6 +20,7 @@ from polymap.passes.search.executors import Executor
 from polymap.passes.search.lower_bound import Bound, level_bounds
 from polymap.passes.search.mapsearch import Progress, SearchOptions, SearchResult, search_nest
 from polymap.poly import build_model
+from polymap.machine.arch import Architecture
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class NetworkResult:
         return tuple(f"{l.kernel} nest {l.nest}" for l in self.layers if l.result.best is None)
 
 
-def search_kernels(kernels: Sequence[ir.Kernel], arch, defines: MappingT[str, int], *,
+def search_kernels(kernels: Sequence[ir.Kernel], arch: Architecture, defines: MappingT[str, int], *,
                    options: SearchOptions, executor: Executor,
                    progress: Callable[[str, Progress], None] | None = None) -> NetworkResult:
     """Search every nest of every kernel (``defines`` override the defaults of each that has them)."""

@@ -31,6 +31,7 @@ from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel
 from polymap.passes.legality.legality import check_mapping
+from polymap.machine.arch import Architecture
 
 #: the largest box (elements) one non-contraction statement may broadcast over
 MAX_ELEMENTS = 1 << 24
@@ -71,7 +72,7 @@ def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int], *,
     return {x: None if tiles[x] >= extents.get(x, 1) else tiles[x] for x in loops}
 
 
-def numpy_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
+def numpy_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
                   reassociate: bool = False) -> Mapping | None:
     """The mapping of the module docstring, or None (original schedule) when a split block is illegal."""
     kernel = model.kernel
@@ -90,7 +91,7 @@ def numpy_mapping(model: KernelModel, nest: int, arch, params: MappingT[str, int
     return mapping
 
 
-def numpy_mappings(model: KernelModel, arch, params: MappingT[str, int], *,
+def numpy_mappings(model: KernelModel, arch: Architecture, params: MappingT[str, int], *,
                    reassociate: bool = False) -> tuple[Mapping, ...]:
     """The NumPy target's mapping of every nest that has loops (``reassociate``: as compile's flag)."""
     out = []

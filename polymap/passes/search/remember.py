@@ -32,6 +32,8 @@ from polymap.codegen.verify import verify as check_against_reference
 from polymap.passes.counting.counting import capacity_violations
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import check_mapping
+from polymap.machine.arch import Architecture
+from polymap.poly import KernelModel
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def exact_form(mapping: Mapping) -> dict | None:
                         "spatial": list(lm.spatial), "keep": list(lm.keep)} for lm in mapping.levels]}
 
 
-def from_exact_form(data: dict, kernel: ir.Kernel, arch) -> Mapping:
+def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture) -> Mapping:
     """The mapping of :func:`exact_form`, checked against the kernel and the architecture (ValueError)."""
     nest = data["nest"]
     loops = tuple(data["loops"])
@@ -91,7 +93,7 @@ def from_exact_form(data: dict, kernel: ir.Kernel, arch) -> Mapping:
     return Mapping(kernel.name, nest, loops, tuple(levels))
 
 
-def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: MappingT[str, int], *,
+def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
            k: int = 0, verify: bool = True) -> Recall:
     """The remembered choice for ``kernel`` at ``params``, checked (see the module docstring).
 
@@ -124,7 +126,7 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch, params: M
     return Recall("hit", choice, ())
 
 
-def _checked_nest(model, item: dict, arch, params: MappingT[str, int]) -> NestChoice:
+def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: MappingT[str, int]) -> NestChoice:
     """One nest of an entry as a NestChoice, or ValueError saying what is wrong with it."""
     nest, source = int(item["nest"]), str(item["source"])
     label = f"cache ({source})"

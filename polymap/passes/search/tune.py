@@ -32,6 +32,7 @@ from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, ev
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.variants import neighbours
 from polymap.poly import KernelModel
+from polymap.machine.arch import Architecture
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class TunedChoice:
     k: int = 0
 
 
-def tune(candidates: Sequence[TuneCandidate], *, kernel: ir.Kernel, model: KernelModel, nest: int, arch,
+def tune(candidates: Sequence[TuneCandidate], *, kernel: ir.Kernel, model: KernelModel, nest: int, arch: Architecture,
          params: MappingT[str, int], fixed: Sequence[Mapping] = (), options: TuneOptions = TuneOptions(),
          timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> NestTuning:
     """Time ``candidates`` (the model's ranking, best first) of nest ``nest``; the fastest is chosen.
@@ -147,7 +148,7 @@ def usable_candidates(nc: NestChoice) -> list[Candidate]:
     return [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
 
 
-def tune_choice(choice: KernelChoice, *, arch, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
+def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
                 timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> TunedChoice:
     """Measure the best ``options.k`` candidates of every nest of ``choice``; keep the fastest of each."""
     nests = list(choice.nests)
@@ -171,7 +172,7 @@ def tune_choice(choice: KernelChoice, *, arch, params: MappingT[str, int], optio
     return TunedChoice(dataclasses.replace(choice, nests=tuple(nests)), tuple(tunings), options.k)
 
 
-def widen(model: KernelModel, nc: NestChoice, arch, params: MappingT[str, int], *, k: int, seconds: float,
+def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: MappingT[str, int], *, k: int, seconds: float,
           progress: Callable[[str], None] | None = None) -> NestChoice:
     """``nc`` with neighbours of its candidates (:mod:`polymap.passes.search.variants`), checked and
     counted, until ``k`` are legal and fit or ``seconds`` have passed; ranked as compile ranks."""

@@ -21,9 +21,11 @@ from typing import Iterator
 from polymap.mapping.files import mapping_from_dict
 from polymap.errors import MappingError
 from polymap.mapping.model import Mapping, resolved_tile
+from polymap import ir
+from polymap.machine.arch import Architecture
 
 
-def neighbours(mapping: Mapping, kernel, arch, extents: dict[str, int]) -> Iterator[tuple[str, Mapping]]:
+def neighbours(mapping: Mapping, kernel: ir.Kernel, arch: Architecture, extents: dict[str, int]) -> Iterator[tuple[str, Mapping]]:
     """(what changed, mapping) for every valid neighbour of ``mapping`` (see the module docstring)."""
     # as a file reads it: a tile left out inherits the enclosing level's (a Mapping built in code may
     # say "whole loop" there instead)
@@ -74,7 +76,7 @@ def _with_tile(base: dict, k: int, mapping: Mapping, own: dict[str, int], x: str
     return data
 
 
-def _valid(data: dict, seen: set[str], label: str, kernel, arch) -> Iterator[tuple[str, Mapping]]:
+def _valid(data: dict, seen: set[str], label: str, kernel: ir.Kernel, arch: Architecture) -> Iterator[tuple[str, Mapping]]:
     text = repr(data)
     if text in seen:
         return
