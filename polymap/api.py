@@ -491,7 +491,8 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
     c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)
-    numpy_maps = tuple(mappings) if choice is None else tuple(numpy_mappings(m, arch_obj, values))
+    numpy_maps = (tuple(mappings) if choice is None
+                  else tuple(numpy_mappings(m, arch_obj, values, reassociate=options.reassociate)))
     numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps), reassociate=options.reassociate)
     recorded: dict[str, Any] = {}
     if choice is not None:  # mappings said of the kernel as written (renamed loops become schedule entries)

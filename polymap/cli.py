@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--mapping", metavar="M.yaml", help="a mapping file, or compile's NAME.json")
     p.add_argument("--arch", default=None, help="architecture (preset or YAML file) to check fan-out and "
                    "capacities against (default: the preset whose level names the mapping uses)")
+    p.add_argument("--suggest", metavar="OUT.yaml", default=None,
+                   help="write the mapping file of the suggested skew (for the --arch; default: host)")
 
     p = _sub(sub, "cost", "exact traffic, energy and cycles of a mapping",
              "Exact fills, writebacks, reads and updates per level and tensor, then energy, cycles, the "

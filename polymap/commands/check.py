@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import yaml
+
 from polymap import api, ir
 from polymap.commands.common import mapping_arch
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
@@ -17,7 +19,11 @@ from polymap.errors import IllegalTransformation, InputError
 from polymap.mapping.model import nest_loops
 from polymap.limits import require_tractable
 from polymap.passes.legality.legality import Verdict
-from polymap.poly import build_model
+from polymap.machine.arch import Architecture
+from polymap.machine.presets import load_architecture
+from polymap.passes.legality.legality import check_mapping
+from polymap.passes.schedule.suggest import suggested_mapping
+from polymap.poly import KernelModel, build_model
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -76,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
             mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
             what = f"mapping {args.mapping}"
             verdict = api.check(kernel, mapping=mappings, arch=arch, params=params)
+            nest = mappings[0].nest
         else:
             nest, loops, order = _order_of(kernel, args.order, several=len(kernels) > 1)
             what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
@@ -83,12 +90,34 @@ def main(args: argparse.Namespace) -> int:
         legal &= verdict.legal
         docs.append(verdict_json(kernel.name, verdict))
         reports.append(verdict_report(kernel.name, what, verdict))
+        if args.suggest:
+            note = _write_suggestion(args, kernel, build_model(kernel), nest, arch, params)
+            docs[-1]["suggestion"] = note
+            reports[-1] += f"\n  {note}"
+        if getattr(args, "suggest", None):
+            note = _write_suggestion(args, kernel, model, mapping.nest if args.mapping else nest, arch, params)
+            docs[-1]["suggestion"] = note
+            reports[-1] += f"\n  {note}"
     doc = docs[0] if len(docs) == 1 else {"kernels": docs}
     report = "\n\n".join(reports)
     if not legal:
         raise IllegalTransformation(report, doc)
     print(json.dumps(doc, indent=2) if args.json else report)
     return 0
+
+
+def _write_suggestion(args: argparse.Namespace, kernel: ir.Kernel, model: KernelModel, nest: int,
+                      arch: Architecture | None, params: dict[str, int] | None) -> str:
+    """Write the suggested skew's mapping file (``--suggest``); say what was written and whether it is legal."""
+    arch = arch if arch is not None else load_architecture(args.arch or "host", limits=args.limits)
+    mapping = suggested_mapping(model, nest, arch)
+    if mapping is None:
+        return f"no skew to suggest for nest {nest}; {args.suggest} not written"
+    with open(args.suggest, "w") as out:
+        yaml.safe_dump(mapping.to_dict(), out, sort_keys=False, default_flow_style=None)
+    verdict = check_mapping(model, mapping, params=params)
+    return (f"wrote {args.suggest}: nest {nest} skewed as suggested and tiled by 16 on {arch.name} "
+            f"({'legal' if verdict.legal else 'still ILLEGAL'}); try check, transform and compile on it")
 
 
 def _order_of(kernel: ir.Kernel, text: str, *, several: bool) -> tuple[int, tuple[str, ...], tuple[str, ...]]:

@@ -29,6 +29,7 @@ from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.cost_model import CostReport, Objective
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice
+from polymap.passes.search.isl_schedule import describe as describe_schedule
 from polymap.reports.cost import report_json
 
 OBJECTIVE_WORDS = {Objective.CYCLES: "fewest cycles, then energy", Objective.ENERGY: "least energy, then cycles",
@@ -155,6 +156,8 @@ def summary_lines(kernel: str, why: str, mappings: Sequence[Mapping], extents: S
             lines.append(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
         for nc in choice.nests:
             lines += ["  " + line for line in nest_choice_lines(nc)]
+            if nc.chosen.mapping is not None:  # a schedule (skew, shift, fusion) in words
+                lines += ["    " + line for line in describe_schedule(nc.chosen.mapping, choice.model)]
     mapped = {m.nest for m in mappings}
     for m, ext, keep in zip(mappings, extents, tensors):
         lines.append(f"  nest {m.nest} mapping:")

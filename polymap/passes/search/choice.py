@@ -51,6 +51,7 @@ from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
+from polymap.passes.search.isl_schedule import isl_mappings
 from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
@@ -153,6 +154,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     params = dict(params)
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
+    proposals += list(isl_mappings(model, nest, arch, params))
     found, stopped = _search(model, nest, arch, params, options, budget)
     proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
