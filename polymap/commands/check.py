@@ -94,10 +94,6 @@ def main(args: argparse.Namespace) -> int:
             note = _write_suggestion(args, kernel, build_model(kernel), nest, arch, params)
             docs[-1]["suggestion"] = note
             reports[-1] += f"\n  {note}"
-        if getattr(args, "suggest", None):
-            note = _write_suggestion(args, kernel, model, mapping.nest if args.mapping else nest, arch, params)
-            docs[-1]["suggestion"] = note
-            reports[-1] += f"\n  {note}"
     doc = docs[0] if len(docs) == 1 else {"kernels": docs}
     report = "\n\n".join(reports)
     if not legal:
