@@ -33,7 +33,7 @@ class Context:
         self.dtypes = {d.name: d.dtype for d in kernel.decls}
 
 
-def compile_extreme(exprs: tuple[ir.Expr, ...], pick) -> Callable[[Env], int]:
+def compile_extreme(exprs: tuple[ir.Expr, ...], pick: Callable[..., int]) -> Callable[[Env], int]:
     """The max (``pick=max``) or min of integer expressions: loop bounds, ``min(...)``."""
     fns = tuple(compile_index(e) for e in exprs)
     if len(fns) == 1:
@@ -151,7 +151,7 @@ def compile_condition(expr: ir.Expr) -> Callable[[Env], bool]:
     raise SemanticError(f"not an affine condition: {expr!r}", loc(expr))
 
 
-def loc(node) -> ir.Loc | None:
+def loc(node: object) -> ir.Loc | None:
     """Diagnostics point nowhere rather than at line 0 for IR built by hand."""
     return loc_of(getattr(node, "loc", None))
 
