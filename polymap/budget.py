@@ -90,6 +90,8 @@ class Budget:
             return
 
         def alarm(signum: int, frame: Any) -> None:
+            # again in a second, should a finaliser or a C extension's callback swallow this one
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
             raise _Deadline()
 
         previous = signal.signal(signal.SIGALRM, alarm)
