@@ -91,7 +91,7 @@ def check_rank(ref: ir.Ref, shape: tuple[int, ...]) -> None:
                             f"with {len(ref.indices)} subscripts", loc(ref))
 
 
-def out_of_bounds(ref: ir.Ref, idx, shape, env: Env, ctx: Context) -> SemanticError:
+def out_of_bounds(ref: ir.Ref, idx: tuple[int, ...], shape: tuple[int, ...], env: Env, ctx: Context) -> SemanticError:
     where = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ctx.params)
     return SemanticError(
         f"'{ref.tensor}' is accessed at {list(idx)}{' when ' + where if where else ''}, "
