@@ -78,17 +78,17 @@ def rates(budget: int) -> None:
               f"({r.evaluated / r.seconds:,.0f}/s counting every phase)")
 
 
-def resnet_layer(workers: int) -> None:
-    print(f"2. ResNet-18 layer3_1_conv1 on eyeriss, exhaustive, {workers} workers")
+def resnet_layer(executor, label: str):
     k = load_program(ROOT / "examples" / "networks" / "resnet18.loop").kernel("layer3_1_conv1")
     m, params = build_model(k), param_values(k)
     r = search_nest(m, 0, load_architecture("eyeriss"), params, options=SearchOptions(max_evaluations=None),
-                    executor=LocalExecutor(workers))
-    print("  " + _line("layer3_1_conv1", r))
+                    executor=executor)
+    print("  " + _line(f"layer3_1_conv1 ({label})", r))
     print("  pruned: " + ", ".join(f"{why} {n:.4g}" for why, n in r.pruned.items()))
     for note in r.notes:
         print(f"  note: {note}")
     print(f"  best mapping: {r.best.mapping.to_dict()['levels']}")
+    return [f.mapping for f in r.found]
 
 
 def gemm_bound(executor, label: str):
@@ -107,19 +107,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=int, default=3_000_000, help="evaluations for the rate runs")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--resnet-on-dask", action="store_true", help="also search the ResNet layer on Dask")
+    ap.add_argument("--dask-only", action="store_true", help="only parts 3 and 4")
     args = ap.parse_args()
     t = time.monotonic()
-    rates(args.budget)
-    resnet_layer(args.workers)
-    print("3. GEMM on a two-level architecture (DRAM + 4224 elements) vs the lower bound")
+    if not args.dask_only:
+        rates(args.budget)
+        print(f"2. ResNet-18 layer3_1_conv1 on eyeriss, exhaustive, {args.workers} workers")
+        resnet_layer(LocalExecutor(args.workers), f"{args.workers} local workers")
+        print("3. GEMM on a two-level architecture (DRAM + 4224 elements) vs the lower bound")
     local = gemm_bound(LocalExecutor(args.workers), f"{args.workers} local workers")
-    print("4. the same search on a local Dask cluster (scheduler + 2 workers on 127.0.0.1)")
+    print("4. the same searches on a local Dask cluster (scheduler + 2 workers on 127.0.0.1)")
     from dask.distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster:
         remote = gemm_bound(DaskExecutor(cluster.scheduler_address), "Dask")
-    print(f"  same best mapping as the local run: {remote == local}")
+        print(f"  gemm: same best mapping as the local run: {remote == local}")
+        if args.resnet_on_dask:
+            on_dask = resnet_layer(DaskExecutor(cluster.scheduler_address), "Dask")
+            print(f"  layer3_1_conv1: best {on_dask[0].to_dict()['levels']}")
     print(f"total {time.monotonic() - t:.0f} s")
 
 

@@ -144,3 +144,16 @@ def test_dot_edges_carry_distances_and_loops(tmp_path, capsys):
     text = dot.read_text()
     assert '"acc" -> "acc" [label="RAW C: (0,0,1) k\\nWAR C: (0,0,1) k\\nWAW C: (0,0,1) k"' in text
     assert '"init" -> "acc" [label="RAW C: (0,0) loop-independent' in text
+
+
+def test_readme_cost_tour_reproduces(capsys):
+    """Every line of the README's ``cost`` tour appears in the command's output, in order."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    command = "$ polymap cost examples/gemm.loop --arch toy --mapping examples/gemm_toy.yaml -D M=64 -D N=64 -D K=64"
+    block = readme[readme.index(command) + len(command):].split("```")[0]
+    shown = [line.rstrip() for line in block.strip("\n").splitlines() if line.strip() and line.strip() != "..."]
+    assert main(["cost", str(EX / "gemm.loop"), "--arch", "toy", "--mapping", str(EX / "gemm_toy.yaml"),
+                 "-D", "M=64", "-D", "N=64", "-D", "K=64"]) == 0
+    actual = iter(line.rstrip() for line in capsys.readouterr().out.splitlines())
+    for line in shown:
+        assert any(line == got for got in actual), f"README line not reproduced (or out of order): {line!r}"

@@ -79,7 +79,8 @@ def search_text(net: NetworkResult, arch) -> str:
         for note in r.notes:
             lines.append(f"  note: {note}")
         if not r.found:
-            lines.append("  no legal mapping fits this architecture")
+            lines.append(f"  none of the {r.evaluated:,} mappings searched is legal and fits this architecture "
+                         f"(every tensor kept at every level; bypass is not searched)")
             continue
         lines.append(f"  {'rank':>4}  {'energy pJ':>14}  {'cycles':>12}  {'EDP':>10}  ok  mapping")
         for rank, f in enumerate(r.found, 1):
