@@ -180,7 +180,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
                       reassociate=reassociate)
     py_path = out_dir / f"{kernel.name}.py"
     # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
-    numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
+    numpy_maps = (numpy_mappings(model, arch, params, reassociate=reassociate) if choice is not None
+                  else tuple(mappings))
     numpy_source = _numpy_source(kernel, model, numpy_maps, reassociate=reassociate)
     if numpy_source is None and "numpy" in targets:
         print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
