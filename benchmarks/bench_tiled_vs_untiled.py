@@ -100,15 +100,36 @@ def timed(fn, arrays, params, warm: bool) -> float:
     return time.perf_counter() - t
 
 
+def isl_choice(kernel, params: dict):
+    """``(kernel, model, mappings, what)``: isl's schedule candidate of every nest that has one
+    (``--isl``: the code of the scheduler's skewed, fused mappings, not ranked)."""
+    from polymap.passes.frontend.rename import distinct_loop_names
+    from polymap.passes.legality.legality import check_mapping
+    from polymap.passes.search.isl_schedule import isl_mappings
+
+    renamed = distinct_loop_names(kernel)
+    model = build_model(renamed)
+    mappings, what = [], []
+    for nest in range(len(renamed.nests())):
+        found = [(s, m) for s, m in isl_mappings(model, nest, load_architecture("host"), params)
+                 if check_mapping(model, m, params=params).legal][:1]
+        mappings += [m for _, m in found]
+        what += [s for s, _ in found] or ["original"]
+    return renamed, model, tuple(mappings), ", ".join(what)
+
+
 def run_one(name: str, path: Path, params: dict, budget: float, *, search_seconds: float,
-            repeat: int) -> tuple[float, float, str, str]:
+            repeat: int, isl: bool = False) -> tuple[float, float, str, str]:
     kernel = load_program(path).kernels[0]
     params = {p.name: params.get(p.name, p.default) for p in kernel.params}
     model = build_model(kernel)
-    choice = choose(kernel, load_architecture("host"), params, search_seconds=search_seconds)
-    mappings = choice.mappings
+    if isl:
+        chosen_kernel, chosen_model, mappings, isl_what = isl_choice(kernel, params)
+    else:
+        choice = choose(kernel, load_architecture("host"), params, search_seconds=search_seconds)
+        chosen_kernel, chosen_model, mappings = choice.kernel, choice.model, choice.mappings
     original = load_kernel(emit_c(kernel, model, None), kernel, flags=SEQUENTIAL)
-    chosen_src = emit_c(choice.kernel, choice.model, mappings, params=params)
+    chosen_src = emit_c(chosen_kernel, chosen_model, mappings, params=params)
     tiled = load_kernel(chosen_src, kernel)
     inputs = random_inputs(kernel, params, seed=0, well_conditioned=needs_well_conditioned(kernel))
     results, times = [], []
@@ -132,8 +153,8 @@ def run_one(name: str, path: Path, params: dict, budget: float, *, search_second
         results.append(arrays)
     same = all(np.allclose(results[0][d.name], results[1][d.name], rtol=1e-3, atol=1e-3, equal_nan=True)
                for d in kernel.decls if d.role in ("out", "inout"))
-    what = ", ".join(n.chosen.source if n.chosen.mapping is not None else "original"
-                     for n in choice.nests) or "original"
+    what = isl_what if isl else (", ".join(n.chosen.source if n.chosen.mapping is not None else "original"
+                                           for n in choice.nests) or "original")
     if "omp parallel" in chosen_src:
         what += " | omp"
     return times[0], times[1], "ok" if same else "DIFFERENT", what
@@ -150,6 +171,8 @@ def main() -> None:
                          "spinning on a core that another process needs (the machine is shared)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per version (median)")
     ap.add_argument("--search-seconds", type=float, default=2.0, help="search time cap per nest")
+    ap.add_argument("--isl", action="store_true",
+                    help="time isl's schedule candidate (skewed, fused, wavefront) of each nest instead of compile's choice")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = args.threads
     os.environ["OMP_WAIT_POLICY"] = args.wait_policy  # read when libgomp loads (with the first kernel)
@@ -161,7 +184,7 @@ def main() -> None:
     for name, path, params in cases(args.kernels, args.scale):
         try:
             t0, t1, check, what = run_one(name, path, params, args.budget,
-                                          search_seconds=args.search_seconds, repeat=args.repeat)
+                                          search_seconds=args.search_seconds, repeat=args.repeat, isl=args.isl)
         except Exception as exc:  # report and go on: one kernel must not hide the others
             print(f"{name:16s} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             continue

@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--order", help="loop order outer->inner, e.g. i,k,j")
     g.add_argument("--mapping", help="a mapping YAML file")
     p.add_argument("--arch", default=None, help="architecture (preset name or YAML file)")
+    p.add_argument("--suggest", metavar="OUT.yaml", default=None,
+                   help="write the mapping file of the suggested skew (for the --arch, default host)")
 
     p = sub.add_parser("cost", help="exact traffic, energy and cycles of a mapping")
     _common(p)

@@ -186,3 +186,22 @@ def test_renamed_mapping_in_original_terms(toy):
     # no loop twice in any level's order
     for lv in data["levels"]:
         assert len(lv["order"]) == len(set(lv["order"]))
+
+
+def test_isl_candidate_in_original_terms_is_legal_on_the_kernel_as_written():
+    """An isl schedule of the renamed jacobi-2d, said of the file as written (i_2 -> i), reads back legal."""
+    from polymap.machine.presets import load_architecture
+    from polymap.mapping.renamed import in_original_terms
+    from polymap.passes.frontend.rename import distinct_loop_names
+    from polymap.passes.legality.legality import check_mapping
+    from polymap.passes.search.isl_schedule import isl_mappings
+    from polymap.poly import build_model
+
+    host = load_architecture("host")
+    original = parse((EXAMPLES / "polybench" / "jacobi-2d.loop").read_text(), "jacobi-2d.loop").kernels[0]
+    renamed = distinct_loop_names(original)
+    (_, m), *_ = isl_mappings(build_model(renamed), 0, host, {})
+    data = json.loads(json.dumps(in_original_terms(original, renamed, m).to_dict()))
+    assert data["schedule"]["to_a"] == {"s0": "t", "s1": "2*t + i + 1", "s2": "2*t + j + 1"}
+    back = mapping_from_dict(data, kernel=original, arch=host, source_name="j.json")
+    assert check_mapping(build_model(original), back).legal

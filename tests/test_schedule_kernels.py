@@ -135,3 +135,14 @@ def test_fused_attention_keeps_score_rows_in_the_buffer():
     s1 = counts.level("L1").tensor("S")
     assert s0.reads == 0 and s1.fills == 0
     assert counts.level("L1").footprint >= params["N"]  # one row of S at once
+
+
+@pytest.mark.parametrize("name", ["jacobi-1d", "fdtd-2d"])
+def test_barvinok_counts_of_schedules_equal_simulation(name, monkeypatch):
+    """Above the enumeration limit the same relations are counted by barvinok: same numbers."""
+    from polymap.passes.counting import counting
+
+    monkeypatch.setattr(counting, "ENUMERATION_LIMIT", 0)
+    k, m, params, _ = _case(name)
+    counts = count_mapping(build_model(k), m, ARCH, params=params)
+    assert counts_as_dict(counts) == simulate(k, m, params)

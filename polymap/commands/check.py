@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 
+import yaml
+
 from polymap import ir
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, InputError
@@ -117,12 +119,32 @@ def main(args) -> int:
         legal &= verdict.legal
         docs.append(verdict_json(kernel.name, verdict))
         reports.append(verdict_report(kernel.name, what, verdict))
+        if getattr(args, "suggest", None):
+            note = _write_suggestion(args, kernel, model, mapping.nest if args.mapping else nest, arch, params)
+            docs[-1]["suggestion"] = note
+            reports[-1] += f"\n  {note}"
     doc = docs[0] if len(docs) == 1 else {"kernels": docs}
     report = "\n\n".join(reports)
     if not legal:
         raise IllegalTransformation(report, doc)
     print(json.dumps(doc, indent=2) if args.json else report)
     return 0
+
+
+def _write_suggestion(args, kernel: ir.Kernel, model, nest: int, arch, params) -> str:
+    """Write the suggested skew's mapping file (``--suggest``); say what was written and whether it is legal."""
+    from polymap.machine.presets import load_architecture
+    from polymap.passes.schedule.suggest import suggested_mapping
+
+    arch = arch if arch is not None else load_architecture(args.arch or "host", limits=args.limits)
+    mapping = suggested_mapping(model, nest, arch)
+    if mapping is None:
+        return f"no skew to suggest for nest {nest}; {args.suggest} not written"
+    with open(args.suggest, "w") as out:
+        yaml.safe_dump(mapping.to_dict(), out, sort_keys=False, default_flow_style=None)
+    verdict = check_mapping(model, mapping, params=params)
+    return (f"wrote {args.suggest}: nest {nest} skewed as suggested and tiled by 16 on {arch.name} "
+            f"({'legal' if verdict.legal else 'still ILLEGAL'}); try check, transform and compile on it")
 
 
 def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:

@@ -26,6 +26,7 @@ from polymap.driver import (
 )
 from polymap.errors import IllegalTransformation, InputError, InvalidMapping, VerificationFailure
 from polymap.mapping.renamed import in_original_terms
+from polymap.passes.search.isl_schedule import describe as describe_schedule
 from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.poly import KernelModel, build_model
@@ -179,7 +180,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
                       reassociate=reassociate)
     py_path = out_dir / f"{kernel.name}.py"
     # compile's own choice gives the NumPy target its own mappings (whole-array blocks); a given one is shared
-    numpy_maps = numpy_mappings(model, arch, params) if choice is not None else tuple(mappings)
+    numpy_maps = (numpy_mappings(model, arch, params, reassociate=reassociate) if choice is not None
+                  else tuple(mappings))
     numpy_source = _numpy_source(kernel, model, numpy_maps, reassociate=reassociate)
     if numpy_source is None and "numpy" in targets:
         print(f"note: no NumPy code generator in this build; {py_path} not written", file=sys.stderr)
@@ -226,6 +228,8 @@ def _compile_one(kernel: ir.Kernel, model: KernelModel, mappings, why, arch, par
                 print(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
             for nc in choice.nests:
                 print("\n".join("  " + line for line in explain(nc, arch)))
+                if nc.chosen.mapping is not None:  # a schedule (skew, shift, fusion) in words
+                    print("\n".join("    " + line for line in describe_schedule(nc.chosen.mapping, choice.model)))
         if tuning:
             from polymap.passes.search.tune import tuning_lines
 
@@ -293,6 +297,8 @@ def _level_text(m, k: int) -> str:
     text += " order " + ",".join(lv.order)
     if lv.spatial:
         text += " spatial " + ",".join(lv.spatial)
+    if lv.wavefront:
+        text += " wavefront " + ",".join(lv.wavefront)
     return text
 
 

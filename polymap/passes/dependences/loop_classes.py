@@ -220,6 +220,21 @@ def skew_hint(model: KernelModel, statements, band: tuple[str, ...],
     every distance component is >= 0, so any order and rectangular tiles of
     the band are legal.
     """
+    skews = skew_coefficients(model, statements, band, deps)
+    if not skews:
+        return None
+    parts = []
+    for b, coeffs in skews.items():
+        terms = [f"{'' if c == 1 else f'{c}*'}{band[m]}" for m, c in enumerate(coeffs) if c]
+        parts.append(f"{b} -> {b} + {' + '.join(terms)}")
+    return (f"skewing {', '.join(parts)} would make the band ({', '.join(band)}) permutable, "
+            f"so that it can be reordered and tiled")
+
+
+def skew_coefficients(model: KernelModel, statements, band: tuple[str, ...],
+                      deps: Iterable[Dependence] | None = None) -> dict[str, tuple[int, ...]] | None:
+    """``{loop b: coefficients of the loops before it}`` of the skew :func:`skew_hint` words
+    (``{"i": (1,)}``: ``i -> i + t``); None when no small skew makes the band permutable."""
     names = {s.name for s in statements}
     deps = memory_based(model, statements) if deps is None else [d for d in deps if d.source in names and d.sink in names]
     per_dep = []
@@ -238,14 +253,7 @@ def skew_hint(model: KernelModel, statements, band: tuple[str, ...],
                 break
         else:
             return None
-    if not skews:
-        return None
-    parts = []
-    for b, coeffs in skews.items():
-        terms = [f"{'' if c == 1 else f'{c}*'}{band[m]}" for m, c in enumerate(coeffs) if c]
-        parts.append(f"{b} -> {b} + {' + '.join(terms)}")
-    return (f"skewing {', '.join(parts)} would make the band ({', '.join(band)}) permutable, "
-            f"so that it can be reordered and tiled")
+    return skews or None
 
 
 def _skew_ok(common, delta, b, outer, coeffs) -> bool:

@@ -31,6 +31,7 @@ from typing import Callable, Mapping as MappingT
 from polymap import ir
 from polymap.budget import Budget, ChildFailed
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, mapping_loop_extents, nest_loops, nest_tensors
+from polymap.passes.search.isl_schedule import isl_mappings
 from polymap.poly import KernelModel, build_model
 
 
@@ -126,7 +127,8 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
     kernel = model.kernel
     proposals: list[tuple[str, Mapping | None]] = []
     for source, make in (("register tiles", lambda: register_mappings(model, nest, arch, params)),
-                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))])):
+                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))]),
+                         ("isl schedule", lambda: isl_mappings(model, nest, arch, params))):
         try:
             proposals.extend(make())
         except Exception as exc:  # a heuristic that fails is just no candidate

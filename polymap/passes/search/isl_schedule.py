@@ -1,0 +1,196 @@
+"""Candidates from isl's scheduler: skewed, shifted, fused schedules turned into mappings.
+
+isl's scheduler (Pluto-like: outer coincidence, maximal permutable bands)
+gets the nest's conflicts (every pair of instances touching one element, one
+of them writing, source first in the original order) as validity,
+proximity (reuse close in time) and coincidence (parallel loops). Its flat
+schedule becomes one ``schedule`` entry per statement, loops ``s0, s1, ...``
+shared by all statements (so the sweeps of a time step are fused)::
+
+    seidel-2d   relax[t, i, j] -> [t, t + i, 2t + i + j]
+      ->  schedule: {relax: {s0: t, s1: t + i, s2: 2*t + i + j}}
+    jacobi-2d   to_b[t, i, j] -> [t, 2t + i, 2t + j], to_a[..] -> [t, 1 + 2t + i, 1 + 2t + j]
+
+The outermost band is permutable: it is tiled in the new coordinates at the
+cache levels (tile sizes from a few shapes, ranked by compile's exact
+counts), its outer coincident loops run in parallel, and when none is
+coincident the tiles of its first two loops are walked by wavefront (the
+tiles of one diagonal are independent). Nothing of isl's view is trusted:
+every candidate goes through compile's exact check like the others.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from polymap.islcheck import isl
+from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
+from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.passes.schedule.schedule_order import conflict_pairs
+from polymap.passes.counting.counting import ENUMERATION_LIMIT
+from polymap.poly import KernelModel, count, to_int
+
+#: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
+#: compile must stay within a few).
+MAX_STATEMENTS = 8
+
+#: Tile extents tried for the band's loops: (first loop, the others).
+TILE_SHAPES = ((8, 64), (16, 32))
+
+
+@dataclass(frozen=True)
+class IslSchedule:
+    """isl's schedule of one nest: per statement its coordinates; the outer band's shape."""
+
+    entries: tuple[ScheduleEntry, ...]
+    loops: tuple[str, ...]
+    band: int  # members of the outermost band (its loops are loops[:band])
+    coincident: tuple[bool, ...]  # per band member
+
+
+def _aff_text(aff: isl.Aff, iterators: tuple[str, ...], params: tuple[str, ...]) -> str | None:
+    """``2*t + i + 1`` from an affine ISL expression (None when it has divisions or fractions)."""
+    if aff.dim(isl.dim_type.div) or not aff.get_denominator_val().is_one():
+        return None
+    terms = []
+    for kind, names in ((isl.dim_type.in_, iterators), (isl.dim_type.param, params)):
+        for j, name in enumerate(names):
+            c = aff.get_coefficient_val(kind, j).to_python()
+            if c:
+                terms.append(name if c == 1 else f"-{name}" if c == -1 else f"{c}*{name}")
+    const = aff.get_constant_val().to_python()
+    if const or not terms:
+        terms.append(str(const))
+    text = " + ".join(terms)
+    return text.replace("+ -", "- ")
+
+
+def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
+    """isl's schedule of ``nest`` with the exact conflicts as validity, proximity and coincidence."""
+    stmts = model.nest_statements(nest)
+    if not stmts or len(stmts) > MAX_STATEMENTS:
+        return None
+    ctx = model.context
+    domain = isl.UnionSet.empty(ctx.get_space())
+    for s in stmts:
+        domain = domain.union(isl.UnionSet.from_set(s.domain))
+    deps = isl.UnionMap.empty(ctx.get_space())
+    for _, _, rel in conflict_pairs(model, stmts):
+        deps = deps.union(isl.UnionMap.from_map(rel))
+    sc = isl.ScheduleConstraints.on_domain(domain.intersect_params(ctx)).set_context(ctx)
+    deps = deps.coalesce()
+    sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
+    schedule = sc.compute_schedule()
+    node = schedule.get_root().get_child(0)
+    band, coincident = 0, ()
+    if node.get_type() == isl.schedule_node_type.band and node.band_get_permutable():
+        band = node.band_n_member()
+        coincident = tuple(bool(node.band_member_get_coincident(j)) for j in range(band))
+    flat = schedule.get_map()
+    taken = set(model.params) | {d.name for d in model.kernel.decls} | {x for s in stmts for x in s.loops}
+    entries = []
+    n = None
+    loops: tuple[str, ...] = ()
+    for s in stmts:
+        maps: list[isl.Map] = []
+        flat.foreach_map(lambda x: maps.append(x) if x.get_tuple_name(isl.dim_type.in_) == s.name else None)
+        if len(maps) != 1:
+            return None
+        m = maps[0]
+        width = m.dim(isl.dim_type.out)
+        if n is None:
+            n = width
+            names, k = [], 0
+            while len(names) < n:
+                if f"s{k}" not in taken:
+                    names.append(f"s{k}")
+                k += 1
+            loops = tuple(names)
+        if width != n:
+            return None
+        pma = isl.PwMultiAff.from_map(m)
+        if pma.n_piece() != 1:
+            return None
+        exprs = []
+        for j in range(n):
+            pieces: list = []
+            pma.get_pw_aff(j).foreach_piece(lambda _set, aff: pieces.append(aff))
+            text = _aff_text(pieces[0], s.loops, model.params) if len(pieces) == 1 else None
+            if text is None:
+                return None
+            exprs.append(text)
+        entries.append(ScheduleEntry(s.name, loops, tuple(exprs),
+                                     tuple(expression_isl(e, s.loops + model.params) for e in exprs)))
+    return IslSchedule(tuple(entries), loops, band, coincident)
+
+
+def _instances(model: KernelModel, nest: int, params) -> int:
+    values = {p: params[p] for p in model.params if p in params}
+    if len(values) < len(model.params):
+        return 0
+    return sum(to_int(count(s.domain), values) for s in model.nest_statements(nest))
+
+
+def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
+    """The entry only walks the statement's own iterators in their order (constants between):
+    the original order again, which compile's other candidates already cover."""
+    moving = [e for e in entry.exprs if not e.lstrip("-").isdigit()]
+    return tuple(moving) == model.statement(entry.statement).loops
+
+
+def isl_mappings(model: KernelModel, nest: int, arch, params) -> list[tuple[str, Mapping]]:
+    """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band)."""
+    if params and _instances(model, nest, params) > ENUMERATION_LIMIT:
+        return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
+    sched = isl_schedule(model, nest)
+    if sched is None or sched.band < 1 or all(_as_written(model, e) for e in sched.entries):
+        return []
+    loops = sched.loops
+    keep = nest_tensors(model.kernel, nest)
+    names = arch.level_names
+    n = len(names)
+    if n < 3:
+        return []
+    out = []
+    for first, rest in TILE_SHAPES:
+        tile = tuple((first if k == 0 else rest) if k < sched.band else None for k in range(len(loops)))
+        wave: tuple[str, ...] = ()
+        if not any(sched.coincident) and sched.band >= 2:
+            wave = (loops[0], loops[1])
+        tiled = max(1, n - 3)  # the level holding one tile of the band (L2 on host); below: points
+        lms = []
+        for l in range(n):
+            t = (None,) * len(loops) if l < tiled else tile if l < n - 1 else (1,) * len(loops)
+            lms.append(LevelMapping(names[l], t, loops, (), keep, wave if l == tiled - 1 else ()))
+        m = Mapping(model.kernel.name, nest, loops, tuple(lms), (), sched.entries)
+        source = f"isl schedule {first}x{rest}" + (" wavefront" if wave else "")
+        out.append((source, m))
+    return out
+
+
+def describe(mapping: Mapping, model: KernelModel) -> list[str]:
+    """The schedule of a mapping in words: which statements were skewed, shifted or fused, and why legal."""
+    if not mapping.schedule:
+        return []
+    lines = []
+    for e in mapping.schedule:
+        st = model.statement(e.statement)
+        kinds = set()
+        for expr in e.exprs:
+            if len([x for x in st.loops if re.search(rf"\b{x}\b", expr)]) > 1:
+                kinds.add("skewed")
+            if re.search(r"[+-] \d+$", expr) and re.search(r"[A-Za-z_]", expr):
+                kinds.add("shifted")
+        where = ", ".join(f"{x} = {v}" for x, v in zip(e.loops, e.exprs))
+        lines.append(f"{e.statement}({', '.join(st.loops)}) runs at ({where})"
+                     + (f": {' and '.join(sorted(kinds))}" if kinds else ""))
+    if len(mapping.schedule) > 1:
+        lines.append("the statements share the loops " + ", ".join(mapping.loops)
+                     + ": their instances are interleaved (fused) along them")
+    waves = [(lv.level, lv.wavefront) for lv in mapping.levels if lv.wavefront]
+    for level, (a, b) in waves:
+        lines.append(f"at {level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
+                     f"the tiles of one diagonal do not depend on each other")
+    lines.append("legal: every read still gets its value from the same write and every element keeps "
+                 "its last write (checked exactly with the dependences, not taken from the scheduler)")
+    return lines
