@@ -38,12 +38,10 @@ from math import prod
 
 import numpy as np
 
-from polymap.passes.counting.fastcount_forms import image_size
-from polymap.passes.counting.fastcount_nest import FastNest
-from polymap.machine.arch import Architecture
-from polymap.machine.arch import Level
-from polymap.passes.counting.fastcount_nest import TensorShape
+from polymap.machine.arch import Architecture, Level
 from polymap.passes.counting.counting import Counts
+from polymap.passes.counting.fastcount_forms import image_size
+from polymap.passes.counting.fastcount_nest import FastNest, TensorShape
 
 
 @dataclass(frozen=True)
