@@ -25,7 +25,8 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import InputError
-from polymap.limits import Limits, require_integers
+from polymap.limits import Limits, require_integers, require_tractable
+from polymap.poly import build_model
 from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
 
@@ -38,6 +39,8 @@ def main(args: argparse.Namespace) -> int:
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
     require_integers(kernel, params, limits=args.limits, what="a run")
+    if args.target != "reference":  # generated code: compile's analyses first
+        require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the code generation")
     arrays = _inputs(kernel, args.inputs, limits=args.limits)
     validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")
     mapping = None

@@ -146,7 +146,7 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return counts, T
 
 
-def costs_of(counts, arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
+def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
     """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
     energy = compute_energy(arch, instances)
     bound = []
@@ -217,7 +217,8 @@ def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return best, len(flat), table
 
 
-def _rows(item: WorkItem, part: Part, counts, energy, cycles, flat: np.ndarray, shape) -> dict:
+def _rows(item: WorkItem, part: Part, counts: list[dict], energy: np.ndarray, cycles: np.ndarray,
+          flat: np.ndarray, shape: tuple[int, ...]) -> dict:
     B = shape[-1]
     base = part.first_lo * part.per_first
     table = {"group": np.full(len(flat), part.group), "order": base + flat // B, "row": flat % B,

@@ -129,7 +129,8 @@ def _level_key(perm: tuple[int, ...], spatial: frozenset[int], carrying: frozens
 # --------------------------------------------------------------------------- mappings
 
 
-def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan, orders, tiles_row) -> Mapping:
+def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan,
+               orders: tuple[tuple[int, ...], ...], tiles_row: list[list[int]]) -> Mapping:
     loops = nest.loops
     keep = tuple(t.name for t in nest.tensors)
     levels = []
@@ -141,7 +142,8 @@ def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: Spa
     return Mapping(model.kernel.name, nest.nest, loops, tuple(levels))
 
 
-def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, options: SearchOptions, carrying, notes: list[str]):
+def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, options: SearchOptions,
+                   carrying: frozenset[int], notes: list[str]) -> tuple[SpatialPlan, ...]:
     n, m = len(arch.levels), len(nest.loops)
     fan = [arch.inner_instances(k) // arch.levels[k].instances for k in range(n)]
     per_level = []
@@ -251,7 +253,7 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                         results if options.csv_rows else [], (fast, space, groups), phases)
 
 
-def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups, best: list[Scored],
+def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups: list[Group], best: list[Scored],
              options: SearchOptions) -> list[Found]:
     out: list[Found] = []
     extents = loop_extents(model.kernel, fast.nest, dict(params))

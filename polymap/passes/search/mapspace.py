@@ -191,13 +191,13 @@ def symmetries(nest: FastNest, fixed: frozenset[int] = frozenset()) -> list[tupl
     return out
 
 
-def _maps_to_itself(subscripts, sigma) -> bool:
+def _maps_to_itself(subscripts: tuple, sigma: tuple[int, ...]) -> bool:
     """The renamed subscripts are the same multiset (a permutation of the tensor's dimensions)."""
     image = sorted(tuple((sigma[x], a) for x, a in sub) for sub in subscripts)
     return image == sorted(tuple(sub) for sub in subscripts)
 
 
-def _canonical(tiles: np.ndarray, plan: SpatialPlan, sigmas) -> np.ndarray:
+def _canonical(tiles: np.ndarray, plan: SpatialPlan, sigmas: list[tuple[int, ...]]) -> np.ndarray:
     """Rows kept by the symmetry pruning: no symmetry maps the (plan, tiles) to a smaller row."""
     keep = np.ones(len(tiles), dtype=bool)
     flat = tiles.reshape(len(tiles), -1)
@@ -245,7 +245,8 @@ def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan,
     return Mapspace(nest, fanouts, plans, groups, space, pruned)
 
 
-def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loop, fanouts):
+def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loop: list[np.ndarray],
+                  fanouts: tuple[int, ...]):
     """``(B, n, m)`` tiles of ``plan`` that fit and fan out, and how many (full) configs each rule removed."""
     n, m = len(arch.levels), len(nest.loops)
     lost = {"capacity": 0, "fan-out": 0, "spatial trip 1": 0}

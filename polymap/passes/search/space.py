@@ -24,6 +24,8 @@ from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
 from typing import Mapping as MappingT
+from polymap.machine.arch import Level
+from polymap.passes.counting.fastcount import BatchCounts
 
 MAX_PERMUTED = 4  # all orders up to this many loops
 
@@ -64,7 +66,7 @@ class SearchSpace:
                 legal.append(o)
         return cls(**{**space.__dict__, "orders": tuple(legal)})
 
-    def mapping(self, order, sides, spatial: tuple[int, str] | None = None) -> Mapping:
+    def mapping(self, order: tuple[str, ...], sides: tuple[int | None, ...], spatial: tuple[int, str] | None = None) -> Mapping:
         """One order at every level, square tiles of the given sides, optionally one spatial loop."""
         levels = []
         for k, lv in enumerate(self.arch.levels):
@@ -96,7 +98,7 @@ class SearchSpace:
                        for k, lm in enumerate(template.levels))
         return Mapping(template.kernel, template.nest, template.loops, levels)
 
-    def batch_objective(self, batch, template: Mapping, tiles: np.ndarray):
+    def batch_objective(self, batch: BatchCounts, template: Mapping, tiles: np.ndarray):
         """``(energy, cycles, ok)`` arrays: ok = exact, fitting, and within fan-out.
 
         The formulas are :mod:`~polymap.passes.counting.cost_model`'s and the
@@ -139,7 +141,7 @@ def _fanout(arch: Architecture, k: int) -> int:
     return fanout_available(arch, k)
 
 
-def _resolve(tiles: np.ndarray, extents: dict, loops) -> np.ndarray:
+def _resolve(tiles: np.ndarray, extents: dict, loops: tuple[str, ...]) -> np.ndarray:
     b, n, m = tiles.shape
     out = np.empty((b, n + 1, m), dtype=np.int64)
     out[:, 0] = [extents[x] for x in loops]
@@ -150,7 +152,7 @@ def _resolve(tiles: np.ndarray, extents: dict, loops) -> np.ndarray:
     return out
 
 
-def _orders(loops):
+def _orders(loops: tuple[str, ...]):
     if len(loops) <= MAX_PERMUTED:
         return list(permutations(loops))
     out = [tuple(loops)]
@@ -161,7 +163,7 @@ def _orders(loops):
     return out
 
 
-def _capacity_elements(model: KernelModel, nest: int, level) -> int | None:
+def _capacity_elements(model: KernelModel, nest: int, level: Level) -> int | None:
     if level.capacity_elements is not None:
         return level.capacity_elements
     if level.capacity_bytes is not None:
