@@ -10,7 +10,9 @@ processor; it prints which (threadpoolctl). Then per dtype and size:
 GFLOP/s (2 N^3 / median time) of NumPy's matmul and of the C that
 ``compile`` chooses (register tiles shaped by the host's vector unit,
 packed panels), and for f32 at the first size the NumPy module ``compile``
-writes (its own choice) against ``a @ b``. Goals (issue 10): f32 >= 1.0x,
+writes (its own choice) against ``a @ b``. By default the code keeps the
+original rounding as compile does (no FMA contraction; the NumPy module
+folds products in order); ``--reassociate`` measures ``compile --reassociate``. Goals (issue 10): f32 >= 1.0x,
 f64 >= 0.9x of matmul, the NumPy module within 1.5x. All C is built with
 ``cc -O3 -march=native -fopenmp -shared -fPIC`` and run on OMP_NUM_THREADS
 threads. A benchmark, not a test: numbers depend on the machine and on who
@@ -35,10 +37,10 @@ import numpy as np  # noqa: E402
 
 from polymap.codegen.build import load_kernel  # noqa: E402
 from polymap.codegen.c.emitter import emit_c  # noqa: E402
-from polymap.codegen.numpy.emitter import load_numpy  # noqa: E402
+from polymap.codegen.numpy.emitter import emit_numpy  # noqa: E402
 from polymap.driver import parse  # noqa: E402
 from polymap.machine.presets import load_architecture  # noqa: E402
-from polymap.passes.search.choice import choose, fit_keeps  # noqa: E402
+from polymap.passes.search.choice import ChoiceOptions, choose, fit_keeps  # noqa: E402
 from polymap.passes.search.numpy_choice import numpy_mappings  # noqa: E402
 from polymap.passes.search.register_mapping import Blocking, register_mapping  # noqa: E402
 from polymap.poly import build_model  # noqa: E402
@@ -87,14 +89,18 @@ def main() -> None:
     ap.add_argument("--blocking", help="MR,NR,KC,MC,NC instead of compile's choice")
     ap.add_argument("--threads", default=os.environ.get("OMP_NUM_THREADS", "2"))
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--search-seconds", type=float, default=2.0, help="search time cap (compile's default: 4)")
+    ap.add_argument("--reassociate", action="store_true",
+                    help="as compile --reassociate: FMA contraction in the C, one @ in the NumPy module")
+    ap.add_argument("--search-evaluations", type=int, default=ChoiceOptions().search_evaluations,
+                    help="tile vectors the search evaluates per loop order (compile's default)")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     arch = load_architecture("host")
     print(f"numpy {np.__version__}: {blas_info()}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, OMP_NUM_THREADS={args.threads}, "
           f"vector unit {arch.vector}")
-    print(f"load average {os.getloadavg()[0]:.1f}; GFLOP/s from medians of {args.repeat}")
+    print(f"load average {os.getloadavg()[0]:.1f}; GFLOP/s from medians of {args.repeat}; "
+          f"{'--reassociate (FMA, @)' if args.reassociate else 'exact rounding (no FMA, products folded in order)'}")
     print(f"{'dtype':>5} {'N':>6} {'numpy':>8} {'polymap':>8}   poly/numpy   choice")
     for dtype in args.dtypes:
         kernel = parse(GEMM % {"t": dtype}, "gemm.loop").kernels[0]
@@ -107,13 +113,13 @@ def main() -> None:
                 mappings = (fit_keeps(model, register_mapping(model, 0, arch, params, blocking=b), arch, params),)
                 what = f"blocking {args.blocking}"
             else:  # what `polymap compile` chooses (gemm has no shared loop names: the kernel is unchanged)
-                choice = choose(kernel, arch, params, search_seconds=args.search_seconds)
+                choice = choose(kernel, arch, params, options=ChoiceOptions(search_evaluations=args.search_evaluations))
                 mappings = choice.mappings
                 what = ", ".join(nc.chosen.source for nc in choice.nests)
                 if mappings:
                     rf, l1, l2 = (dict(zip(mappings[0].loops, mappings[0].levels[k].tile)) for k in (-1, -2, -3))
                     what += f" (RF {rf['i']}x{rf['j']}, KC {l1['k']}, MC {l1['i']}, L2 i {l2['i']})"
-            tiled = load_kernel(emit_c(kernel, model, mappings, params=params), kernel)
+            tiled = load_kernel(emit_c(kernel, model, mappings, params=params, reassociate=args.reassociate), kernel)
             rng = np.random.default_rng(0)
             a = rng.random((n, n)).astype(nt)
             b = rng.random((n, n)).astype(nt)
@@ -121,8 +127,11 @@ def main() -> None:
             arrays = {"A": a, "B": b, "C": c}
             fns = {"numpy": lambda: np.matmul(a, b), "polymap": lambda: tiled(arrays, params)}
             if dtype == "f32" and n == args.sizes[0]:
-                np_maps = numpy_mappings(model, arch, params)
-                module = load_numpy(kernel, model, np_maps[0] if np_maps else None)
+                np_maps = numpy_mappings(model, arch, params, reassociate=args.reassociate)
+                namespace: dict = {}
+                exec(emit_numpy(kernel, model, np_maps[0] if np_maps else None, reassociate=args.reassociate),
+                     namespace)
+                module = namespace["gemm"]
                 fns["module"] = lambda: module(A=a, B=b, C=c, M=n, N=n, K=n)
             t = medians(fns, args.repeat)
             np.testing.assert_allclose(c, a @ b, rtol=1e-3 if dtype == "f32" else 1e-9)

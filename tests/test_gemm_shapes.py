@@ -3,7 +3,8 @@
 The AVX-512 shape (14 x 32 f32, 14 x 16 f64) and the AVX2 shape (6 x 16,
 6 x 8) are each built twice: with ``-mavx512f`` (the 64-byte variant and
 its masked edges) and with ``-mavx2 -mfma`` (the 32-byte variant and
-maskload/maskstore), so that every shape runs in every variant. A build
+maskload/maskstore), so that every shape runs in every variant; one more
+build with plain ``-march=x86-64`` runs the 16-byte variant. A build
 whose instructions this processor lacks is skipped (and says so). The
 mapping is compile's: capacity blocking, keeps fitted to the host, A and B
 packed. Each run is an executable that reads its inputs from a file and
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compile
 HOST = load_architecture("host")
 FLAGS = cpu_flags(CPUINFO.read_text()) if CPUINFO.exists() else frozenset()
 SHAPES = {"avx512": VectorUnit("avx512", 64, 32, True), "avx2": VectorUnit("avx2", 32, 16, True)}
-BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-mfma", "-mno-avx512f"), "avx2")}
+BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-mfma", "-mno-avx512f"), "avx2"),
+          "sse2": (("-march=x86-64",), "sse2")}
 
 GEMM = """
 kernel g(M, N, K) {
@@ -78,7 +80,8 @@ def _mapping(model, shape: str, dtype: str, params: dict):
 
 
 # every shape in every build at the small sizes; the large size once per shape, in its own build
-CASES = [(shape, build, dtype) for shape in SHAPES for build in BUILDS for dtype in ("f32", "f64")]
+CASES = [(shape, build, dtype) for shape in SHAPES for build in ("avx512", "avx2") for dtype in ("f32", "f64")]
+CASES.append(("avx512", "sse2", "f32"))  # the plain x86-64 build: 16-byte vectors, generic edges
 
 
 @pytest.mark.slow

@@ -20,10 +20,19 @@ def test_gemm_is_one_matmul_without_python_loops():
     kernel = load_program(ROOT / "examples" / "gemm.loop").kernels[0]
     model = build_model(kernel)
     params = {"M": 1024, "N": 1024, "K": 1024}
-    maps = numpy_mappings(model, HOST, params)
-    src = emit_numpy(kernel, model, maps[0])
+    maps = numpy_mappings(model, HOST, params, reassociate=True)
+    src = emit_numpy(kernel, model, maps[0], reassociate=True)
     body = src.split("def gemm(", 1)[1]
     assert body.count(" @ ") == 1 and "for " not in body
+
+
+def test_in_order_rounding_bounds_the_box():
+    # without reassociation the products are folded in order over the whole box: blocks keep it small
+    kernel = load_program(ROOT / "examples" / "gemm.loop").kernels[0]
+    model = build_model(kernel)
+    params = {"M": 1024, "N": 1024, "K": 1024}
+    blocks = numpy_blocks(model, 0, params)
+    assert (blocks["i"] or 1024) * (blocks["j"] or 1024) * (blocks["k"] or 1024) <= MAX_ELEMENTS
 
 
 def test_broadcasting_statement_is_blocked():

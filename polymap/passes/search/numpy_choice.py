@@ -10,9 +10,14 @@ whole-array expression. A block is split only to bound the temporaries::
     gemm 1024^3 on host (C target: 14 x 32 register tiles)
       NumPy: every level whole  ->  C[0:M, 0:N] += A[0:M, 0:K] @ B[0:K, 0:N]   (one call)
 
-A contraction (a product of references) materialises only its target's box;
-any other statement may broadcast over the whole box, so that box is kept at
-most :data:`MAX_ELEMENTS` elements by halving its longest loop. A blocking
+With ``reassociate`` (``compile --reassociate``) a contraction (a product of
+references) is one ``@``/``einsum`` and materialises only its target's box
+(kept under :data:`MAX_TARGET_ELEMENTS`); without it the emitter keeps the
+original rounding by folding the products in order (``ufunc.accumulate``
+over the whole box), so, like any other statement, the box is kept at most
+:data:`MAX_ELEMENTS` elements by halving its longest loop: the module is
+then a short Python loop over blocks, bounded in memory, and far slower
+than ``@``. A blocking
 is kept only when legal (loops sharing a name would fuse; compile renames
 them apart first); otherwise the nest keeps its original schedule (no
 mapping), which is always right.
@@ -47,14 +52,15 @@ def _is_product(e: ir.Expr) -> bool:
     return False
 
 
-def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int]) -> dict[str, int | None]:
+def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int], *,
+                 reassociate: bool = False) -> dict[str, int | None]:
     """Per loop, the block (None: whole) that bounds every statement's temporaries."""
     loops = nest_loops(model.kernel, nest)
     extents = loop_extents(model.kernel, nest, params, model=model)
     tiles = {x: max(1, extents.get(x, 1)) for x in loops}
     for s in model.nest_statements(nest):
         stmt = s.stmt
-        if stmt.op in ("+=", "-=") and _is_product(stmt.value):
+        if reassociate and stmt.op in ("+=", "-=") and _is_product(stmt.value):
             box, limit = [x for x in s.loops if any(x in _vars(i) for i in stmt.target.indices)], MAX_TARGET_ELEMENTS
         else:
             box, limit = list(s.loops), MAX_ELEMENTS
@@ -66,13 +72,14 @@ def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int]) -> d
     return {x: None if tiles[x] >= extents.get(x, 1) else tiles[x] for x in loops}
 
 
-def numpy_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int]) -> Mapping | None:
+def numpy_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
+                  reassociate: bool = False) -> Mapping | None:
     """The mapping of the module docstring, or None (original schedule) when a split block is illegal."""
     kernel = model.kernel
     loops = tuple(nest_loops(kernel, nest))
     if not loops:
         return None
-    blocks = numpy_blocks(model, nest, params)
+    blocks = numpy_blocks(model, nest, params, reassociate=reassociate)
     keep = nest_tensors(kernel, nest)
     whole = tuple(None for _ in loops)
     inner = tuple(blocks[x] for x in loops)
@@ -84,11 +91,12 @@ def numpy_mapping(model: KernelModel, nest: int, arch: Architecture, params: Map
     return mapping
 
 
-def numpy_mappings(model: KernelModel, arch: Architecture, params: MappingT[str, int]) -> tuple[Mapping, ...]:
-    """The NumPy target's mapping of every nest that has loops."""
+def numpy_mappings(model: KernelModel, arch: Architecture, params: MappingT[str, int], *,
+                   reassociate: bool = False) -> tuple[Mapping, ...]:
+    """The NumPy target's mapping of every nest that has loops (``reassociate``: as compile's flag)."""
     out = []
     for nest in range(len(model.kernel.nests())):
-        m = numpy_mapping(model, nest, arch, params)
+        m = numpy_mapping(model, nest, arch, params, reassociate=reassociate)
         if m is not None:
             out.append(m)
     return tuple(out)
