@@ -21,7 +21,6 @@ every candidate goes through compile's exact check like the others.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 
 from polymap.islcheck import isl
@@ -143,9 +142,7 @@ def isl_mappings(model: KernelModel, nest: int, arch, params) -> list[tuple[str,
     """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band)."""
     if params and _instances(model, nest, params) > ENUMERATION_LIMIT:
         return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
-    start = time.perf_counter()
     sched = isl_schedule(model, nest)
-    seconds = time.perf_counter() - start
     if sched is None or sched.band < 1 or all(_as_written(model, e) for e in sched.entries):
         return []
     loops = sched.loops
@@ -166,7 +163,7 @@ def isl_mappings(model: KernelModel, nest: int, arch, params) -> list[tuple[str,
             t = (None,) * len(loops) if l < tiled else tile if l < n - 1 else (1,) * len(loops)
             lms.append(LevelMapping(names[l], t, loops, (), keep, wave if l == tiled - 1 else ()))
         m = Mapping(model.kernel.name, nest, loops, tuple(lms), (), sched.entries)
-        source = f"isl schedule {first}x{rest}" + (" wavefront" if wave else "") + f" (scheduled in {seconds:.2f} s)"
+        source = f"isl schedule {first}x{rest}" + (" wavefront" if wave else "")
         out.append((source, m))
     return out
 
