@@ -18,24 +18,6 @@ import polymap
 
 ROOT = Path(polymap.__file__).resolve().parent
 
-# TODO(orchestration): these modules (the orchestration engineer's files) still import polymap
-# modules inside functions; they go as that work lands. Delete each entry when its file is clean.
-LOCAL_IMPORTS_PENDING: frozenset[str] = frozenset({
-    "polymap.api",
-    "polymap.codegen.runner",
-    "polymap.commands.calibrate",
-    "polymap.commands.check",
-    "polymap.commands.compile",
-    "polymap.commands.cost",
-    "polymap.commands.deps",
-    "polymap.commands.run",
-    "polymap.commands.search",
-    "polymap.commands.transform",
-    "polymap.passes.counting.cost_model",
-    "polymap.passes.search.choice",
-})
-
-
 def module_name(path: Path) -> str:
     rel = path.relative_to(ROOT.parent).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
@@ -120,8 +102,7 @@ def test_no_import_cycle():
 
 
 def test_no_function_local_import_of_polymap():
-    assert LOCAL_IMPORTS_PENDING <= set(MODULES)
     local = [f"{MODULES[m].relative_to(ROOT.parent)}:{line}: imports {target} inside a function"
-             for m in MODULES if m not in LOCAL_IMPORTS_PENDING
+             for m in MODULES
              for target, line, in_function in imports(m) if in_function]
     assert not local, "\n".join(local)
