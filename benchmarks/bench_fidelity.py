@@ -33,7 +33,7 @@ from polymap.machine.presets import load_architecture
 from polymap.mapping.model import loop_extents
 from polymap.passes.counting.cost_model import evaluate
 from polymap.passes.counting.variance import variance
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, usable_candidates, widen
 
@@ -102,7 +102,7 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
     kernel = load_program(ROOT / path).kernels[0]
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
-    choice = choose(kernel, host, values, search_top=min(top, 8), search_seconds=12.0)
+    choice = choose(kernel, host, values, options=ChoiceOptions(search_top=min(top, 8)))
     out = []
     for nc in choice.nests:
         nc = widen(choice.model, nc, host, values, k=top, seconds=60.0)

@@ -40,7 +40,7 @@ from polymap.codegen.c.emitter import emit_c  # noqa: E402
 from polymap.codegen.numpy.emitter import emit_numpy  # noqa: E402
 from polymap.driver import parse  # noqa: E402
 from polymap.machine.presets import load_architecture  # noqa: E402
-from polymap.passes.search.choice import choose, fit_keeps  # noqa: E402
+from polymap.passes.search.choice import ChoiceOptions, choose, fit_keeps  # noqa: E402
 from polymap.passes.search.numpy_choice import numpy_mappings  # noqa: E402
 from polymap.passes.search.register_mapping import Blocking, register_mapping  # noqa: E402
 from polymap.poly import build_model  # noqa: E402
@@ -91,7 +91,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--reassociate", action="store_true",
                     help="as compile --reassociate: FMA contraction in the C, one @ in the NumPy module")
-    ap.add_argument("--search-seconds", type=float, default=2.0, help="search time cap (compile's default: 4)")
+    ap.add_argument("--search-evaluations", type=int, default=ChoiceOptions().search_evaluations,
+                    help="tile vectors the search evaluates per loop order (compile's default)")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     arch = load_architecture("host")
@@ -112,7 +113,7 @@ def main() -> None:
                 mappings = (fit_keeps(model, register_mapping(model, 0, arch, params, blocking=b), arch, params),)
                 what = f"blocking {args.blocking}"
             else:  # what `polymap compile` chooses (gemm has no shared loop names: the kernel is unchanged)
-                choice = choose(kernel, arch, params, search_seconds=args.search_seconds)
+                choice = choose(kernel, arch, params, options=ChoiceOptions(search_evaluations=args.search_evaluations))
                 mappings = choice.mappings
                 what = ", ".join(nc.chosen.source for nc in choice.nests)
                 if mappings:

@@ -7,7 +7,7 @@
 loop order, what PolyBench's C is) built sequential like the original
 program, ``cc -O3 -march=native -shared -fPIC`` (no -fopenmp: its pragmas
 are ignored); "polymap" what ``compile`` chooses on the ``host`` preset
-(:func:`polymap.passes.search.choice.choose`, ``--search-seconds`` per nest),
+(:func:`polymap.passes.search.choice.choose`, ``--search-evaluations`` per loop order),
 emitted for the sizes at hand, built with ``-fopenmp`` too and run on
 OMP_NUM_THREADS (2) threads. ``--repeat`` timed runs each, the median
 reported. Sizes are
@@ -33,7 +33,7 @@ from polymap.machine.presets import load_architecture
 from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.verify import needs_well_conditioned
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.driver import load_program
 from polymap.poly import build_model
 from polymap.tensors import allocate, random_inputs
@@ -118,7 +118,7 @@ def isl_choice(kernel, params: dict):
     return renamed, model, tuple(mappings), ", ".join(what)
 
 
-def run_one(name: str, path: Path, params: dict, budget: float, *, search_seconds: float,
+def run_one(name: str, path: Path, params: dict, budget: float, *, search_evaluations: int,
             repeat: int, isl: bool = False) -> tuple[float, float, str, str]:
     kernel = load_program(path).kernels[0]
     params = {p.name: params.get(p.name, p.default) for p in kernel.params}
@@ -126,7 +126,8 @@ def run_one(name: str, path: Path, params: dict, budget: float, *, search_second
     if isl:
         chosen_kernel, chosen_model, mappings, isl_what = isl_choice(kernel, params)
     else:
-        choice = choose(kernel, load_architecture("host"), params, search_seconds=search_seconds)
+        choice = choose(kernel, load_architecture("host"), params,
+                        options=ChoiceOptions(search_evaluations=search_evaluations))
         chosen_kernel, chosen_model, mappings = choice.kernel, choice.model, choice.mappings
     original = load_kernel(emit_c(kernel, model, None), kernel, flags=SEQUENTIAL)
     chosen_src = emit_c(chosen_kernel, chosen_model, mappings, params=params)
@@ -170,7 +171,8 @@ def main() -> None:
                     help="OMP_WAIT_POLICY: passive (default) keeps a thread waiting at a barrier from "
                          "spinning on a core that another process needs (the machine is shared)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per version (median)")
-    ap.add_argument("--search-seconds", type=float, default=2.0, help="search time cap per nest")
+    ap.add_argument("--search-evaluations", type=int, default=ChoiceOptions().search_evaluations,
+                    help="tile vectors the search evaluates per loop order")
     ap.add_argument("--isl", action="store_true",
                     help="time isl's schedule candidate (skewed, fused, wavefront) of each nest instead of compile's choice")
     args = ap.parse_args()
@@ -184,7 +186,7 @@ def main() -> None:
     for name, path, params in cases(args.kernels, args.scale):
         try:
             t0, t1, check, what = run_one(name, path, params, args.budget,
-                                          search_seconds=args.search_seconds, repeat=args.repeat, isl=args.isl)
+                                          search_evaluations=args.search_evaluations, repeat=args.repeat, isl=args.isl)
         except Exception as exc:  # report and go on: one kernel must not hide the others
             print(f"{name:16s} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             continue

@@ -15,21 +15,32 @@ from __future__ import annotations
 
 from polymap.islcheck import isl
 from polymap.api import (
+    ChoiceOptions,
+    CompileOptions,
+    CostOptions,
+    Objective,
+    NestSearchOptions,
     architecture,
     check,
+    choose_mappings,
     compile,
     cost,
+    cost_nests,
     dependences,
     load,
     mapping_of,
+    mappings_of,
     model,
     parse,
     run,
     search,
+    search_ranked,
     transform,
 )
 from polymap.driver import load_program, param_values
 
-__all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of", "load_program", "param_values"]
+__all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
+           "transform", "compile", "choose_mappings", "run", "architecture", "mapping_of", "mappings_of",
+           "load_program", "param_values", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
+           "Objective"]
 __version__ = "0.1.0"

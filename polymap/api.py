@@ -1,4 +1,4 @@
-"""The Python API: every ``polymap`` command as one function.
+"""The Python API: every ``polymap`` command as one function, and the only orchestration.
 
 Research pipelines import these instead of shelling out::
 
@@ -13,29 +13,133 @@ Research pipelines import these instead of shelling out::
     print(polymap.transform(kernel, mapping))           # the tiled nest as .loop text
     result = polymap.compile(kernel, arch="toy", mapping=mapping, out_dir="out")
 
+Each command of ``polymap`` parses its arguments, calls one function here
+and renders the result (:mod:`polymap.reports`), so the command line and
+Python give the same answers by construction. Tuning knobs are frozen
+option dataclasses (:class:`CostOptions`, :class:`NestSearchOptions`,
+:class:`CompileOptions`, :class:`~polymap.passes.search.choice.ChoiceOptions`)
+passed down by keyword; nothing below reads an environment variable.
+
 Arguments are forgiving in the usual ways: ``arch`` is an
 :class:`~polymap.machine.arch.Architecture`, a preset name or a YAML path;
-``mapping`` a :class:`~polymap.mapping.model.Mapping`, a dict in the
-``mapping.md`` format or a YAML path; ``params`` maps parameter names to
-values (defaults fill the rest). Errors are the ones of :mod:`polymap.errors`:
-``PolymapError`` for bad input, ``Refusal`` subclasses for a "no".
+``mapping`` a :class:`~polymap.mapping.model.Mapping`, a tuple of them (one
+per nest), a dict in the ``mapping.md`` format, a ``compile`` document
+(``NAME.json``, read or as a dict) or a path; ``params`` maps parameter
+names to values (defaults fill the rest). Errors are the ones of
+:mod:`polymap.errors`: ``PolymapError`` for bad input, ``Refusal``
+subclasses for a "no".
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping as MappingT, Sequence
+from typing import Any, Callable, Mapping as MappingT, Sequence
 
 import numpy as np
 
 from polymap import ir
+from polymap.codegen.c import emitter as c_emitter
+from polymap.codegen.loop_emitter import emit_loop
+from polymap.codegen.numpy.emitter import emit_numpy
+from polymap.codegen.runner import numpy_mapping_arg, run_generated
+from polymap.codegen.c.names import DEFAULT_COMMAND
+from polymap.codegen.verify_sizes import SizedVerification, verify_written
 from polymap.driver import load_program, param_values, parse
-from polymap.errors import IllegalTransformation, InvalidMapping
+from polymap.codegen.timing import ProcessTimer
+from polymap.budget import Budget
+from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
+from polymap.limits import Limits
+from polymap.machine.arch import Architecture
+from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+from polymap.machine.calibration_set import KERNELS, calibration_samples
+from polymap.machine.hostinfo import host_info
+from polymap.machine.presets import load_architecture
+from polymap.mapping.documents import mappings_from_data
+from polymap.mapping.renamed import in_original_terms
+from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
+from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.convention import count_mapping_timeloop
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
+from polymap.passes.counting.symbolic_budget import count_symbolic_within
+from polymap.passes.counting.variance import Variance, variance
+from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences
+from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
+from polymap.passes.frontend.rename import repeated_loop_names
+from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
+from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
+from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
+from polymap.passes.search.default_mapping import choose_mappings as default_mappings
+from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
+from polymap.passes.search.mapsearch import SearchOptions
+from polymap.passes.search.network import search_kernels
+from polymap.passes.search.numpy_choice import numpy_mappings
+from polymap.passes.search.register_mapping import register_tile_doc
+from polymap.passes.search.remember import recall, remember
+from polymap.passes.search.search import search_mappings
+from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, tune_choice
 from polymap.poly import KernelModel, build_model
+from polymap.reference import execute
+from polymap.reports.compile import compile_document
+from polymap.reports.html.facts import ReportOptions, gather
+from polymap.reports.html.page import render
+from polymap.tensors import validate_inputs
+from polymap.timeloop import import_timeloop as run_import
+from polymap.timeloop.export import export_mapping
+from polymap.yamlsource import read_yaml
 
-__all__ = ["parse", "load", "model", "dependences", "check", "cost", "search", "transform",
-           "compile", "run", "architecture", "mapping_of", "report", "search_network",
-           "import_timeloop", "export_timeloop"]
+__all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
+           "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
+           "report", "search_network", "import_timeloop", "export_timeloop", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
+           "Objective"]
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """How ``cost`` counts."""
+
+    symbolic: bool = False
+    """Also give every count as a piecewise quasi-polynomial in the parameters."""
+    convention: str = "exact"
+    """``"exact"`` (``mapping.md``) or ``"timeloop"`` (outputs start at zero, ``spatial_reduction``
+    levels receive combined partial sums: ``mapping.md``, conventions for comparing with other tools)."""
+
+
+@dataclass(frozen=True)
+class NestSearchOptions:
+    """How :func:`search_ranked` ranks the mappings of one nest (the ``search`` command's network
+    search has :class:`~polymap.passes.search.mapsearch.SearchOptions`)."""
+
+    objective: Objective = Objective.CYCLES
+    """What the ranking minimises (cycles, energy or their product)."""
+    top: int = 10
+    """How many mappings to return, best first."""
+    evaluations: int = 4000
+    """Tile vectors evaluated per loop order (work, not time: the same input gives the same answer)."""
+    nest: int = 0
+    """Which top-level loop nest."""
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How ``compile`` maps, writes and verifies."""
+
+    targets: tuple[str, ...] = ("c", "numpy")
+    """Code to write and verify: ``"c"``, ``"numpy"``."""
+    verify: bool = True
+    """Run every target on random inputs and compare with the reference execution."""
+    choice: ChoiceOptions = ChoiceOptions()
+    """How a mapping is chosen for a nest when none is given."""
+    verify_full: bool = False
+    """Also verify at the sizes compiled for (verification always runs at reduced sizes that
+    exercise every tile edge)."""
+    reassociate: bool = False
+    """Let floating-point reductions add in another order and contract multiply-adds (FMA)."""
 
 
 def load(path: str | Path, *, cpp: str = "") -> ir.Program:
@@ -51,24 +155,38 @@ def model(kernel: ir.Kernel) -> KernelModel:
     return build_model(kernel)
 
 
-def architecture(arch: Any = "host"):
+def architecture(arch: Architecture | str | Path = "host") -> Architecture:
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    from polymap.machine.arch import Architecture
-    from polymap.machine.presets import load_architecture
-
     return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
 
 
-def mapping_of(kernel: ir.Kernel, mapping: Any, arch: Any = "host"):
-    """A validated :class:`~polymap.mapping.model.Mapping` from a Mapping, a ``mapping.md`` dict or a YAML path."""
-    from polymap.mapping.files import load_mapping, mapping_from_dict
-    from polymap.mapping.model import Mapping
+MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
 
+
+def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: MappingArg,
+                arch: Architecture | str | Path = "host", *, limits: Limits | None = None) -> tuple[Mapping, ...]:
+    """Validated mappings (one per nest) from any form ``mapping`` may take (see the module docstring)."""
     if isinstance(mapping, Mapping):
-        return mapping
+        return (mapping,)
+    if isinstance(mapping, (tuple, list)) and all(isinstance(m, Mapping) for m in mapping):
+        return tuple(mapping)
     if isinstance(mapping, dict):
-        return mapping_from_dict(mapping, kernel=kernel, arch=architecture(arch))
-    return load_mapping(mapping, kernel=kernel, arch=architecture(arch))
+        return mappings_from_data(mapping, kernel=kernel, arch=architecture(arch), source_name="<mapping>")
+    doc = read_yaml(mapping, limits=limits)
+    return mappings_from_data(doc.data, kernel=kernel, arch=architecture(arch), source_name=str(mapping),
+                              document=doc)
+
+
+def mapping_of(kernel: ir.Kernel, mapping: MappingArg, arch: Architecture | str | Path = "host") -> Mapping:
+    """The one validated mapping ``mapping`` holds (``InputError`` when it holds several)."""
+    found = mappings_of(kernel, mapping, arch)
+    if len(found) != 1:
+        raise InputError(f"expected one mapping, got {len(found)} (one per nest): use mappings_of()")
+    return found[0]
+
+
+def _values(kernel: ir.Kernel, params: MappingT[str, int] | None) -> dict[str, int]:
+    return param_values(kernel, dict(params or {}))
 
 
 # --------------------------------------------------------------------------- dependences
@@ -80,99 +198,167 @@ class DependenceReport:
 
     kernel: str
     analysis: str  # "value-based" | "memory-based"
-    dependences: tuple  # of polymap.passes.dependences.dependences.Dependence
-    loops: dict  # loop name -> polymap.passes.dependences.loop_classes.LoopClass
+    dependences: tuple[Dependence, ...]
+    loops: dict[str, LoopClass]
+    model: KernelModel | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def dependences(kernel: ir.Kernel, *, memory_based: bool = False) -> DependenceReport:
     """Exact dependences (value-based by default) and which loops are parallel or reductions."""
-    from polymap.passes.dependences.dependences import dependences as find
-    from polymap.passes.dependences.loop_classes import loop_classes
-
     m = build_model(kernel)
-    deps = find(m, memory=memory_based)
+    deps = find_dependences(m, memory=memory_based)
     return DependenceReport(kernel.name, "memory-based" if memory_based else "value-based",
-                            tuple(deps), loop_classes(m))
+                            tuple(deps), loop_classes(m), m)
 
 
 # --------------------------------------------------------------------------- legality
 
 
-def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Any = None,
-          arch: Any = None, params: MappingT[str, int] | None = None):
+def _join(verdicts: Sequence[Verdict]) -> Verdict:
+    if len(verdicts) == 1:
+        return verdicts[0]
+    return Verdict(all(v.legal for v in verdicts), tuple(x for v in verdicts for x in v.violations),
+                   tuple(x for v in verdicts for x in v.notes), tuple(x for v in verdicts for x in v.hints))
+
+
+def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: MappingArg | None = None,
+          arch: Architecture | str | Path | None = None, params: MappingT[str, int] | None = None) -> Verdict:
     """Is a loop ``order`` (outer -> inner) or a whole ``mapping`` legal?
 
     Returns a :class:`~polymap.passes.legality.legality.Verdict` (``legal``,
     ``violations`` with witnesses, ``notes``, ``hints``); it never raises
     for an illegal answer. With ``arch``, fan-out and capacity are checked too.
+    A mapping of several nests gives one verdict over all of them.
+    ``params`` None with a parameter lacking a default: witnesses stay symbolic.
     """
-    from polymap.mapping.model import nest_loops
-    from polymap.passes.legality.legality import check_mapping
-    from polymap.passes.schedule.tiling import order_mapping
-
     if (order is None) == (mapping is None):
         raise TypeError("check() needs exactly one of order= or mapping=")
     m = build_model(kernel)
-    values = param_values(kernel, dict(params or {}))
+    values = _values(kernel, params) if _all_sized(kernel, params) else None
     if order is not None:
         order = tuple(order)
         nest = next((n for n in range(len(kernel.nests())) if set(order) <= set(nest_loops(kernel, n))), 0)
-        return check_mapping(m, order_mapping(kernel, nest, nest_loops(kernel, nest), order), params=values)
+        loops = nest_loops(kernel, nest)
+        return _with_fusion_note(kernel, nest, check_mapping(m, order_mapping(kernel, nest, loops, order),
+                                                             params=values))
     arch_obj = architecture(arch) if arch is not None else None
-    mp = mapping_of(kernel, mapping, arch_obj or "host")
-    return check_mapping(m, mp, arch=arch_obj, params=values)
+    found = mappings_of(kernel, mapping, arch_obj or "host")
+    return _join([_with_fusion_note(kernel, mp.nest, check_mapping(m, mp, arch=arch_obj, params=values))
+                  for mp in found])
+
+
+def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
+    """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
+    names = repeated_loop_names(kernel).get(nest)
+    if not names:
+        return verdict
+    listed = ", ".join(f"'{x}'" for x in names)
+    note = (f"several loops of this nest are named {listed}: an order or mapping names each loop once, "
+            f"so it runs them as one loop (fusing them); give them distinct names in the source to "
+            f"order them apart")
+    return dataclasses.replace(verdict, notes=verdict.notes + (note,))
+
+
+def _all_sized(kernel: ir.Kernel, params: MappingT[str, int] | None) -> bool:
+    given = dict(params or {})
+    return all(p.name in given or p.default is not None for p in kernel.params)
 
 
 # --------------------------------------------------------------------------- counting
 
 
-def cost(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None,
-         symbolic: bool = False, convention: str = "exact"):
-    """Exact traffic, energy, cycles and intensity of a mapping (``mapping.md``).
+def _refuse_unfit(kernel: ir.Kernel, problems: Sequence[FitProblem]) -> None:
+    if problems:
+        words = [p.describe() for p in problems]
+        raise InvalidMapping(f"kernel {kernel.name}: the mapping does not fit:\n  " + "\n  ".join(words),
+                             {"kernel": kernel.name, "valid": False, "problems": words,
+                              "fit": [p.to_json() for p in problems]})
+
+
+def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
+               params: MappingT[str, int] | None = None, options: CostOptions = CostOptions(),
+               budget: Budget | None = None) -> tuple[CostReport, ...]:
+    """The cost report of every mapping ``mapping`` holds (one per nest), in its order.
+
+    Raises :class:`~polymap.errors.InvalidMapping` when a mapping does not fit
+    (capacity or fan-out, :mod:`polymap.passes.counting.fit`).
+    """
+    arch_obj = architecture(arch)
+    found = mappings_of(kernel, mapping, arch_obj)
+    values = _values(kernel, params)
+    m = build_model(kernel)
+    reports = []
+    for mp in found:
+        _refuse_unfit(kernel, fit_problems(m, mp, arch_obj, values))
+        reports.append(_report(m, mp, arch_obj, values, options, budget))
+    return tuple(reports)
+
+
+def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
+            options: CostOptions, budget: Budget | None = None) -> CostReport:
+    if options.convention not in ("exact", "timeloop"):
+        raise InputError(f"--convention {options.convention}: expected exact or timeloop")
+    if options.convention == "timeloop":
+        if options.symbolic:
+            raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
+        counts = count_mapping_timeloop(m, mp, arch, params=values)
+    elif options.symbolic:
+        counts = count_symbolic_within(m, mp, arch, params=values, budget=budget)
+    else:
+        counts = count_mapping(m, mp, arch, params=values)
+    units = active_compute_units(mp, arch, loop_extents_of(m, mp, values))
+    return evaluate(counts, arch, active_units=units)
+
+
+def loop_extents_of(m: KernelModel, mapping: Mapping, values: MappingT[str, int]) -> dict[str, int]:
+    """The extent of every loop of ``mapping`` at ``values`` (what tiles and trip counts are taken of)."""
+    return mapping_loop_extents(m.kernel, mapping, values, model=m)
+
+
+def cost(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path,
+         params: MappingT[str, int] | None = None, options: CostOptions = CostOptions(),
+         budget: Budget | None = None) -> CostReport:
+    """Exact traffic, energy, cycles and intensity of one mapping (``mapping.md``).
 
     ``convention="timeloop"`` counts as Timeloop does (outputs start at zero,
     ``spatial_reduction`` levels receive combined partial sums).
     Returns a :class:`~polymap.passes.counting.cost_model.CostReport`; raises
     :class:`~polymap.errors.InvalidMapping` when the mapping does not fit.
     """
-    from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
-    from polymap.passes.counting.cost_model import active_compute_units, evaluate
-    from polymap.passes.counting.counting import capacity_violations, count_mapping
+    reports = cost_nests(kernel, mapping, arch=arch, params=params, options=options, budget=budget)
+    if len(reports) != 1:
+        raise InputError(f"expected one mapping, got {len(reports)} (one per nest): use cost_nests()")
+    return reports[0]
 
-    arch_obj = architecture(arch)
-    mp = mapping_of(kernel, mapping, arch_obj)
-    values = param_values(kernel, dict(params or {}))
+
+def cycle_spread(kernel: ir.Kernel, mapping: Mapping, report: CostReport, *, arch: Architecture | str | Path,
+                 params: MappingT[str, int] | None = None) -> Variance:
+    """The pessimistic cycles of ``mapping`` next to the nominal ones of ``report``
+    (:mod:`polymap.passes.counting.variance`)."""
+    values = _values(kernel, params)
+    extents = mapping_loop_extents(kernel, mapping, values)
+    return variance(kernel, mapping, architecture(arch), report.cycle_terms, extents, values)
+
+
+def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
+    """Does ``mapping`` keep every reaching and final writer (no witnesses, for notes)?"""
     m = build_model(kernel)
-    extents = mapping_loop_extents(kernel, mp, values)
-    problems = check_fanout(mp, arch_obj, extents)
-    over = capacity_violations(m, mp, arch_obj, values)
-    problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity "
-                 f"of {v['capacity']} {v['unit']}" for v in over]
-    if problems:
-        raise InvalidMapping("the mapping does not fit: " + "; ".join(problems),
-                             {"kernel": kernel.name, "valid": False, "problems": problems, "capacity": over})
-    if convention == "timeloop":  # mapping.md, "Conventions for comparing with other tools"
-        from polymap.errors import InputError
-        from polymap.passes.counting.convention import count_mapping_timeloop
-
-        if symbolic:
-            raise InputError("convention 'timeloop' counts numbers only (no symbolic formulas)")
-        counts = count_mapping_timeloop(m, mp, arch_obj, params=values)
-    elif convention == "exact":
-        counts = count_mapping(m, mp, arch_obj, params=values, symbolic=symbolic)
-    else:
-        raise TypeError(f"cost(): convention must be 'exact' or 'timeloop', not {convention!r}")
-    return evaluate(counts, arch_obj, active_units=active_compute_units(mp, arch_obj, extents))
+    return is_legal_schedule(m, mapped_schedule(m, mapping))
 
 
-def search(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
-           nest: int = 0, top: int = 10) -> list:
-    """The best legal, fitting mappings of one nest, best first (ranked by energy, then cycles)."""
-    from polymap.passes.search.search import search_mappings
+def search_ranked(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",
+                  params: MappingT[str, int] | None = None,
+                  options: NestSearchOptions = NestSearchOptions()) -> list[tuple[Mapping, CostReport]]:
+    """The best legal, fitting mappings of one nest with their cost reports, best first by the objective."""
+    return search_mappings(build_model(kernel), options.nest, architecture(arch), _values(kernel, params),
+                           top=options.top, budget=options.evaluations, seconds=None,
+                           objective=options.objective)
 
-    values = param_values(kernel, dict(params or {}))
-    found = search_mappings(build_model(kernel), nest, architecture(arch), values, top=top)
-    return [mp for mp, _ in found]
+
+def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", params: MappingT[str, int] | None = None,
+           options: NestSearchOptions = NestSearchOptions()) -> list[Mapping]:
+    """The best legal, fitting mappings of one nest, best first (:func:`search_ranked` without the reports)."""
+    return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
 
 
 def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
@@ -188,9 +374,6 @@ def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: 
     best mappings with their ISL-confirmed costs, the space and what was
     pruned, lower bounds per level; totals).
     """
-    from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
-    from polymap.passes.search.mapsearch import SearchOptions
-    from polymap.passes.search.network import search_kernels
 
     executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
     return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
@@ -200,10 +383,8 @@ def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: 
 # --------------------------------------------------------------------------- code
 
 
-def _legal_or_refuse(kernel: ir.Kernel, m: KernelModel, mappings: tuple, values) -> None:
-    from polymap.passes.legality.legality import schedule_violations
-    from polymap.passes.schedule.tiling import mapped_schedule
-
+def _refuse_illegal(kernel: ir.Kernel, m: KernelModel, mappings: Sequence[Mapping],
+                    values: MappingT[str, int] | None) -> None:
     for mp in mappings:
         bad = schedule_violations(m, mapped_schedule(m, mp), params=values)
         if bad:
@@ -212,95 +393,191 @@ def _legal_or_refuse(kernel: ir.Kernel, m: KernelModel, mappings: tuple, values)
                 {"kernel": kernel.name, "legal": False, "violations": [v.to_json() for v in bad]})
 
 
-def transform(kernel: ir.Kernel, mapping: Any, *, arch: Any = "host",
+def transform(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path = "host",
               params: MappingT[str, int] | None = None) -> str:
     """The mapped nest as ``.loop`` source that parses again and computes the same results.
 
-    Refuses an illegal mapping (:class:`~polymap.errors.IllegalTransformation`).
+    ``params`` become the printed parameters' defaults. Refuses an illegal
+    mapping (:class:`~polymap.errors.IllegalTransformation`).
     """
-    from polymap.codegen.loop_emitter import emit_loop
-
     m = build_model(kernel)
     mp = mapping_of(kernel, mapping, arch)
-    _legal_or_refuse(kernel, m, (mp,), param_values(kernel, dict(params or {})))
-    return emit_loop(kernel, m, mp)
+    _refuse_illegal(kernel, m, (mp,), _values(kernel, params) if _all_sized(kernel, params) else None)
+    given = dict(params or {})
+    shown = dataclasses.replace(kernel, params=tuple(
+        dataclasses.replace(p, default=given.get(p.name, p.default)) for p in kernel.params))
+    return emit_loop(shown, build_model(shown), mp)
 
 
 @dataclass(frozen=True)
 class CompiledKernel:
-    """What ``compile`` produced for one kernel."""
+    """What ``compile`` produced for one kernel, and every decision behind it."""
 
-    kernel: str
-    mappings: tuple
+    kernel: ir.Kernel
+    """The kernel the code was generated for (loops sharing a name renamed apart when chosen)."""
+    arch: Architecture
+    params: tuple[tuple[str, int], ...]
+    mappings: tuple[Mapping, ...]
+    """One per mapped nest; a nest without one keeps its original schedule."""
+    why: str
+    """Where the mappings come from (the user's, or the choice)."""
+    costs: tuple[CostReport, ...]
+    """The cost report of each mapping, in order."""
+    choice: KernelChoice | None
+    """The ranking of every nest's candidates (None when the mapping was given)."""
     c_source: str
     numpy_source: str
+    targets: tuple[str, ...]
     files: tuple[str, ...]
-    verification: Any  # polymap.codegen.verify.VerifyResult, or None with verify=False
+    verification: SizedVerification | None
+    """The comparison with the reference execution (None without verification)."""
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """More of ``NAME.json``: the NumPy target's mappings, the register tiles, and what the command
+    line adds (the tuning cache's answer, the measurements)."""
+    numpy_mappings: tuple[Mapping, ...] = ()
+    """The NumPy target's mappings (its own choice, whole-array blocks, unless a mapping was given)."""
+    written_mappings: tuple[Mapping, ...] = ()
+    """``mappings`` said of the kernel as written (loops renamed apart become ``schedule`` entries):
+    what ``NAME.json`` records."""
+
+    @property
+    def name(self) -> str:
+        return self.kernel.name
 
 
-def compile(kernel: ir.Kernel, *, arch: Any = "host", mapping: Any = None,  # noqa: A001 - the command's name
-            params: MappingT[str, int] | None = None, out_dir: str | Path | None = None,
-            targets: Sequence[str] = ("c", "numpy"), verify: bool = True) -> CompiledKernel:
+def choose_mappings(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",
+                    params: MappingT[str, int] | None = None, options: ChoiceOptions = ChoiceOptions(),
+                    progress: Progress | None = None) -> KernelChoice:
+    """The mapping ``compile`` chooses for every nest (renaming loops that share a name first)."""
+    return choose(kernel, architecture(arch), _values(kernel, params), options=options, progress=progress)
+
+
+def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # noqa: A001 - the command's name
+            mapping: MappingArg | None = None, params: MappingT[str, int] | None = None,
+            out_dir: str | Path | None = None, options: CompileOptions = CompileOptions(),
+            progress: Progress | None = None, choice: KernelChoice | None = None, why: str | None = None,
+            extra: MappingT[str, Any] | None = None, command: str = DEFAULT_COMMAND,
+            budget: Budget | None = None) -> CompiledKernel:
     """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
 
-    Without ``mapping`` every nest gets the mapping ``polymap compile``
-    would choose. With ``out_dir`` the files ``NAME.c`` and ``NAME.py`` are
-    written there. Raises ``IllegalTransformation`` for an illegal mapping and
+    Without ``mapping`` every nest gets the mapping of
+    :func:`~polymap.passes.search.choice.choose` (as ``polymap compile``).
+    With ``out_dir`` the files ``NAME.c``, ``NAME.py`` and ``NAME.json``
+    (the mappings and their cost documents, :func:`polymap.reports.compile.compile_document`)
+    are written there. Raises ``IllegalTransformation`` for an illegal
+    mapping, ``InvalidMapping`` for spatial loops beyond the fan-out, and
     ``VerificationFailure`` when the generated code disagrees with the reference.
     """
-    from polymap.codegen.c.emitter import emit_c
-    from polymap.codegen.numpy.emitter import emit_numpy
-    from polymap.codegen.runner import numpy_mapping_arg, resolve_mappings
-    from polymap.passes.search.numpy_choice import numpy_mappings
-
     arch_obj = architecture(arch)
-    values = param_values(kernel, dict(params or {}))
-    m = build_model(kernel)
+    values = _values(kernel, params)
+    original = kernel
     if mapping is not None:
-        mappings = (mapping_of(kernel, mapping, arch_obj),)
-        _legal_or_refuse(kernel, m, mappings, values)
+        m = build_model(kernel)
+        mappings = mappings_of(kernel, mapping, arch_obj)
+        _refuse_illegal(kernel, m, mappings, values)
+        for mp in mappings:
+            _refuse_unfit(kernel, fanout_problems(mp, arch_obj, loop_extents_of(m, mp, values)))
+        why = why or "the given mapping"
+        choice = None
     else:
-        mappings = tuple(resolve_mappings(kernel, m, values, arch=arch_obj))
-    c_source = emit_c(kernel, m, mappings, arch=arch_obj)
+        if choice is None:
+            choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress, budget=budget)
+        kernel, m, mappings = choice.kernel, choice.model, choice.mappings
+        why = why or (f"the best legal, fitting candidate of each nest by exact counts "
+                      f"({_objective_words(options.choice.objective)})")
+    if progress:
+        progress("generating code...")
+    costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
+    c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
+                      reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)
-    numpy_maps = mappings if mapping is not None else numpy_mappings(m, arch_obj, values)
-    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps))
-    files: list[str] = []
-    if out_dir is not None:
-        out = Path(out_dir)
+    numpy_maps = (tuple(mappings) if choice is None
+                  else tuple(numpy_mappings(m, arch_obj, values, reassociate=options.reassociate)))
+    numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps), reassociate=options.reassociate)
+    recorded: dict[str, Any] = {}
+    if choice is not None:  # mappings said of the kernel as written (renamed loops become schedule entries)
+        recorded["numpy_mappings"] = [in_original_terms(original, kernel, mp).to_dict() for mp in numpy_maps]
+    recorded["register_tiles"] = register_tile_doc(m, mappings, arch_obj)
+    recorded.update(extra or {})
+    result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
+                            c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps,
+                            tuple(in_original_terms(original, kernel, mp) for mp in mappings))
+    verification = None
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+    if options.verify:
+        # the very text written, at sizes that exercise every tile edge, before it is written as good
+        if progress:
+            progress("verifying...")
+        sources = {"c": c_source, "numpy": numpy_source}
+        try:
+            verification = verify_written(kernel, values, {t: sources[t] for t in options.targets}, model=m,
+                                          mappings=tuple(mappings) + tuple(numpy_maps), full=options.verify_full,
+                                          budget=budget)
+        except VerificationFailure as exc:
+            if out is None:
+                raise
+            kept = _write_unverified(out, kernel.name, c_source, numpy_source)
+            raise VerificationFailure(f"{exc.message}\n  not written as {kernel.name}.c: the code that failed is "
+                                      f"in {', '.join(kept)}", exc.payload) from None
+        result = dataclasses.replace(result, verification=verification)
+    if out is not None:
+        written = []
         for suffix, text in ((".c", c_source), (".py", numpy_source)):
             (out / f"{kernel.name}{suffix}").write_text(text)
-            files.append(str(out / f"{kernel.name}{suffix}"))
-    result = None
-    if verify:
-        from polymap.codegen.verify import verify as check_against_reference
+            written.append(str(out / f"{kernel.name}{suffix}"))
+        doc = compile_document(kernel.name, values, arch_obj, why, result.written_mappings, costs, choice,
+                               result.extra)
+        if verification is not None:
+            doc["verification"] = verification.to_dict()
+        (out / f"{kernel.name}.json").write_text(json.dumps(doc, indent=2) + "\n")
+        written.append(str(out / f"{kernel.name}.json"))
+        result = dataclasses.replace(result, files=tuple(written))
+    return result
 
-        result = check_against_reference(kernel, values, targets=tuple(targets), mapping=mappings, model=m,
-                                         target_mappings={"numpy": numpy_maps})
-    return CompiledKernel(kernel.name, mappings, c_source, numpy_source, tuple(files), result)
+
+def _write_unverified(out_dir: Path, name: str, c_source: str, numpy_source: str) -> list[str]:
+    """The sources that failed verification, under names that say so (``NAME.unverified.c``)."""
+    kept = []
+    for suffix, text in ((".unverified.c", c_source), (".unverified.py", numpy_source)):
+        path = out_dir / f"{name}{suffix}"
+        path.write_text(text)
+        kept.append(str(path))
+    return kept
+
+
+def _objective_words(objective: Objective) -> str:
+    return {Objective.CYCLES: "fewest cycles, then energy", Objective.ENERGY: "least energy, then cycles",
+            Objective.EDP: "smallest energy-delay product, then cycles"}[objective]
 
 
 def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: MappingT[str, int] | None = None,
-        target: str = "reference", mapping: Any = None, arch: Any = "host") -> dict[str, np.ndarray]:
+        target: str = "reference", mapping: MappingArg | None = None, arch: Architecture | str | Path = "host",
+        choice: ChoiceOptions = ChoiceOptions()) -> dict[str, np.ndarray]:
     """Run ``kernel`` on ``arrays`` (every ``in``/``inout`` tensor); return every ``out``/``inout`` tensor.
 
     ``target`` is ``"reference"`` (the original program, straight from the
     IR), ``"c"`` or ``"numpy"`` (generated code for ``mapping``, or for the
-    mapping ``compile`` would choose).
+    mappings ``compile`` chooses for that target with the same ``choice`` options).
     """
-    from polymap.tensors import validate_inputs
-
-    values = param_values(kernel, dict(params or {}))
+    values = _values(kernel, params)
     validate_inputs(kernel, arrays, values, allow_extra=True)
     if target == "reference":
-        from polymap.reference import execute
-
         return execute(kernel, dict(arrays), values)
-    from polymap.codegen.runner import run_generated
-
-    mappings = None if mapping is None else (mapping_of(kernel, mapping, arch),)
-    return run_generated(kernel, arrays, values, target=target, arch=architecture(arch), mappings=mappings)
+    if target not in ("c", "numpy"):
+        raise InputError(f"--target {target}: expected reference, c or numpy")
+    arch_obj = architecture(arch)
+    if mapping is not None:
+        m = build_model(kernel)
+        mappings = mappings_of(kernel, mapping, arch_obj)
+        _refuse_illegal(kernel, m, mappings, values)
+    else:
+        chosen = choose(kernel, arch_obj, values, options=choice)
+        kernel, m, mappings = chosen.kernel, chosen.model, chosen.mappings
+        if target == "numpy":  # as compile: the NumPy target's own choice
+            mappings = tuple(numpy_mappings(m, arch_obj, values))
+    return run_generated(kernel, arrays, values, target=target, mappings=mappings, model=m)
 
 
 # --------------------------------------------------------------------------- measuring and remembering
@@ -319,7 +596,8 @@ class ChoiceResult:
 def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
                  options: Any = None, timer: Any = None, verify_hit: bool = True,
-                 progress: Any = None, budget: Any = None) -> ChoiceResult:
+                 progress: Any = None, choice_options: ChoiceOptions | None = None,
+                 budget: Budget | None = None) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
     ``cache_dir`` None turns the cache off; otherwise an entry for this
@@ -331,13 +609,6 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
     :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
     ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
     """
-    import dataclasses
-
-    from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
-    from polymap.budget import Budget
-    from polymap.passes.search.choice import choose
-    from polymap.passes.search.remember import recall, remember
-    from polymap.passes.search.tune import TuneOptions, tune_choice
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -349,11 +620,10 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
         warnings = found.warnings
         if found.choice is not None:
             return ChoiceResult(found.choice, (), "hit", warnings)
-    # tuning wants more candidates than the model's pick: the search gets longer to find them
-    budget = budget if budget is not None else Budget()
-    seconds = budget.search_seconds + (2.0 * tune if tune > 0 else 0.0)
-    choice = choose(kernel, arch_obj, values, progress=progress, search_top=max(3, tune), search_seconds=seconds,
-                    budget=budget)
+    # tuning wants more candidates than the model's pick: the search confirms more of them
+    chosen_by = choice_options if choice_options is not None else ChoiceOptions()
+    choice = choose(kernel, arch_obj, values, progress=progress, budget=budget,
+                    options=dataclasses.replace(chosen_by, search_top=max(chosen_by.search_top, tune)))
     status = "off" if store is None else "miss"
     if tune <= 0:
         return ChoiceResult(choice, (), status, warnings)
@@ -375,7 +645,6 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
     with its ranked mappings and their predicted seconds). ``fixed`` are the
     mappings of the kernel's other nests, kept while these are timed.
     """
-    from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune
 
     arch_obj = architecture(arch)
     values = param_values(kernel, dict(params or {}))
@@ -399,10 +668,6 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
     kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
     ``timer`` replace the native measurements.
     """
-    from polymap.codegen.timing import ProcessTimer
-    from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
-    from polymap.machine.calibration_set import KERNELS, calibration_samples
-    from polymap.machine.hostinfo import host_info
 
     before = architecture(arch)
     probe = probe if probe is not None else NativeProbe(host_info().vector_bytes)
@@ -412,7 +677,6 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
                                   names=tuple(kernels) if kernels is not None else tuple(KERNELS),
                                   progress=progress)
     if len(samples) < 2:
-        from polymap.errors import EnvironmentProblem
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
     return fit(samples, measured, bw, name=f"{before.name}-calibrated")
@@ -433,10 +697,6 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
     witness ringed, the mapping as nested tiles, traffic, energy, the
     roofline and the generated C code.
     """
-    from polymap.errors import InputError
-    from polymap.passes.search.default_mapping import choose_mappings
-    from polymap.reports.html.facts import ReportOptions, gather
-    from polymap.reports.html.page import render
 
     if mapping is not None and len(kernels) != 1:
         raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
@@ -448,7 +708,7 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
         if mapping is not None:
             mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
         else:
-            mappings, source = tuple(choose_mappings(build_model(k), arch_obj, values)), "the default choice"
+            mappings, source = tuple(default_mappings(build_model(k), arch_obj, values)), "the default choice"
         facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
     return render(facts, title=title)
 
@@ -462,13 +722,11 @@ def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path |
     Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
     name, notes on Timeloop levels that became two polymap levels).
     """
-    from polymap.timeloop import import_timeloop as run_import
 
     return run_import(problem, arch, mapping, out_dir)
 
 
 def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
     """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
-    from polymap.timeloop.export import export_mapping
 
     return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

@@ -7,6 +7,7 @@ same thing.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from polymap import ir
@@ -56,7 +57,7 @@ def warnings_of(program: ir.Program, kernel: str | None = None) -> list:
     return [d for ds in found.values() for d in ds]
 
 
-def print_warnings(program: ir.Program, kernels=None) -> None:
+def print_warnings(program: ir.Program, kernels: Iterable[ir.Kernel] | None = None) -> None:
     """Render the warnings of ``program`` (restricted to ``kernels``, if given) on stderr."""
     names = None if kernels is None else {k.name for k in kernels}
     for name, ds in program.cache.get("warnings", {}).items():
@@ -119,7 +120,7 @@ def parse_defines(defines: list[str] | tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def check_defines(program: ir.Program, kernels, defines: dict[str, int]) -> None:
+def check_defines(program: ir.Program, kernels: Iterable[ir.Kernel], defines: dict[str, int]) -> None:
     """Reject ``-D`` values no command could use, even one that needs no numbers.
 
     A name no selected kernel has is a typo when the file holds one kernel

@@ -71,7 +71,7 @@ def iterate_statement_instances(kernel: ir.Kernel, params: Mapping[str, int]):
     """
     contexts = {id(c.stmt): c for c in kernel.statements()}
 
-    def run(nodes, env):
+    def run(nodes: tuple[ir.Node, ...], env: dict[str, int]):
         for node in nodes:
             if isinstance(node, ir.Assign):
                 yield contexts[id(node)], env

@@ -72,12 +72,14 @@ def test_transform_compile_and_run_agree_with_numpy(gemm):
         out = polymap.run(kernel, arrays, params=PARAMS, target=target, mapping=None if target == "reference" else MAPPING,
                           arch="toy")
         np.testing.assert_allclose(out["C"], want, rtol=1e-5)
-    result = polymap.compile(gemm, arch="toy", mapping=MAPPING, params=PARAMS, targets=("c",))
+    result = polymap.compile(gemm, arch="toy", mapping=MAPPING, params=PARAMS,
+                             options=polymap.CompileOptions(targets=("c",)))
     assert "void gemm(" in result.c_source and result.verification is not None
 
 
 def test_compile_refuses_an_illegal_mapping():
     seidel = polymap.load(ROOT / "examples" / "seidel2d.loop").kernels[0]
     with pytest.raises(IllegalTransformation):
-        polymap.compile(seidel, arch="toy", params={"T": 2, "N": 6}, verify=False, mapping={"levels": [
+        polymap.compile(seidel, arch="toy", params={"T": 2, "N": 6}, options=polymap.CompileOptions(verify=False),
+                        mapping={"levels": [
             {"level": "DRAM"}, {"level": "GLB"}, {"level": "RF", "order": ["t", "j", "i"]}]})

@@ -24,7 +24,7 @@ from polymap.codegen.c.emitter import c_signature, emit_c, loop_coefficient
 from polymap.codegen.verify import needs_well_conditioned, verify
 from polymap.driver import load_program
 from polymap.mapping.model import nest_loops
-from polymap.passes.search.choice import choose, choose_nest, original_mapping
+from polymap.passes.search.choice import ChoiceOptions, choose, choose_nest, original_mapping
 from polymap.poly import build_model
 from polymap.reference import execute
 from polymap.tensors import allocate, random_inputs
@@ -64,7 +64,7 @@ def test_default_choice_matches_reference(path: Path, nest: int):
     params = _small(kernel)
     if not nest_loops(kernel, nest):
         return
-    nc = choose_nest(model, nest, HOST, params, search_seconds=0.3)
+    nc = choose_nest(model, nest, HOST, params, options=ChoiceOptions(search_evaluations=0))
     assert nc.chosen.legal and nc.chosen is nc.candidates[0]
     assert any(c.source == "original order" for c in nc.candidates)
     mappings = () if nc.chosen.mapping is None else (nc.chosen.mapping,)
@@ -75,7 +75,7 @@ def test_default_choice_matches_reference(path: Path, nest: int):
 
 def test_choose_renames_shared_loop_names_and_keeps_the_signature():
     kernel = load_program(ROOT / "examples" / "polybench" / "jacobi-2d.loop").kernels[0]
-    choice = choose(kernel, HOST, {"TSTEPS": 2, "N": 6}, search_seconds=0)
+    choice = choose(kernel, HOST, {"TSTEPS": 2, "N": 6}, options=ChoiceOptions(search_evaluations=0))
     assert dict(choice.renamed) == {0: ("i", "j")}
     assert c_signature(choice.kernel) == c_signature(kernel)
     assert len(set(nest_loops(choice.kernel, 0))) == 5
@@ -128,7 +128,7 @@ def test_atax_inner_loops_stay_sequential_at_large_sizes():
 def test_gemm_register_tiles_one_region_per_nest():
     kernel = load_program(ROOT / "examples" / "gemm.loop").kernels[0]
     params = {"M": 600, "N": 512, "K": 300}
-    choice = choose(kernel, HOST, params, search_seconds=0)
+    choice = choose(kernel, HOST, params, options=ChoiceOptions(search_evaluations=0))
     assert choice.nests[0].chosen.source.startswith("register tiles")
     src = emit_c(choice.kernel, choice.model, choice.mappings, params=params)
     assert src.count("#pragma omp parallel for") == 2 and "omp for" not in src.replace("omp parallel for", "")

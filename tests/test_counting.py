@@ -7,7 +7,8 @@ from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
 from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import Mapping
-from polymap.passes.counting.counting import capacity_violations, count_mapping
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import FitProblem, capacity_problems
 from polymap.poly import build_model, to_int
 from simulator import counts_as_dict, simulate
 
@@ -150,12 +151,12 @@ def test_capacity_violation_names_level_and_footprint():
     kernel, model, mapping, _ = setup(GEMM, [{"order": ["i", "j", "k"]}, {"order": ["i", "j", "k"]}])
     arch = architecture_from_dict({"levels": [{"name": "L0"}, {"name": "L1", "capacity": 10}]},
                                   source_name="<t>")
-    v = capacity_violations(model, mapping, arch, {"M": 6, "N": 5, "K": 4})
-    assert v == [{"level": "L1", "capacity": 10, "footprint": 74, "unit": "elements"}]
+    v = capacity_problems(model, mapping, arch, {"M": 6, "N": 5, "K": 4})
+    assert v == (FitProblem("capacity", "L1", 1, 10, 74, "elements"),)
     arch = architecture_from_dict({"levels": [{"name": "L0"}, {"name": "L1", "capacity": "256B"}]},
                                   source_name="<t>")
-    v = capacity_violations(model, mapping, arch, {"M": 6, "N": 5, "K": 4})
-    assert v == [{"level": "L1", "capacity": 256, "footprint": 296, "unit": "bytes"}]
+    v = capacity_problems(model, mapping, arch, {"M": 6, "N": 5, "K": 4})
+    assert v == (FitProblem("capacity", "L1", 1, 256, 296, "bytes"),)
 
 
 @pytest.mark.parametrize("params", [{"M": 3, "N": 2, "K": 5}, {"M": 1, "N": 1, "K": 1}])

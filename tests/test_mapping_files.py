@@ -15,13 +15,13 @@ from polymap.errors import MappingError
 from polymap.mapping.files import load_mapping, mapping_from_dict
 from polymap.mapping.model import (
     Mapping,
-    check_fanout,
     loop_extents,
     nest_loops,
     nest_tensors,
     trip_counts,
 )
 from polymap.evaluate import iterate_statement_instances
+from polymap.passes.counting.fit import fanout_problems
 
 GEMM = """
 kernel gemm(M = 64, N = 64, K = 64) {
@@ -298,14 +298,15 @@ def test_fanout(gemm, toy):
     ext = {"i": 64, "j": 64, "k": 64}
     # mapping.md's example sends 16 j iterations to the single compute unit under each RF.
     spec = mapping_from_dict(yaml.safe_load(SPEC_MAPPING), kernel=gemm, arch=toy)
-    problems = check_fanout(spec, toy, ext)
-    assert len(problems) == 1 and problems[0].startswith("levels[2] (RF)") and "16" in problems[0]
+    problems = fanout_problems(spec, toy, ext)
+    assert len(problems) == 1 and (problems[0].level, problems[0].level_index) == ("RF", 2)
+    assert (problems[0].footprint, problems[0].capacity, problems[0].loops) == (16, 1, (("j", 16),))
     # 16 j-tiles of one column each across the 16 RFs fit exactly; 17 would not.
     ok = {"levels": [{"level": "DRAM"}, {"level": "GLB", "tile": {"i": 8, "j": 16, "k": 8}, "spatial": ["j"]},
                      {"level": "RF", "tile": {"j": 1}}]}
-    assert check_fanout(mapping_from_dict(ok, kernel=gemm, arch=toy), toy, ext) == []
+    assert fanout_problems(mapping_from_dict(ok, kernel=gemm, arch=toy), toy, ext) == ()
     ok["levels"][1]["tile"]["j"] = 17
-    assert len(check_fanout(mapping_from_dict(ok, kernel=gemm, arch=toy), toy, ext)) == 1
+    assert len(fanout_problems(mapping_from_dict(ok, kernel=gemm, arch=toy), toy, ext)) == 1
 
 
 def test_fanout_two_loops_on_eyeriss(gemm):
@@ -316,7 +317,7 @@ def test_fanout_two_loops_on_eyeriss(gemm):
                            {"level": "RF", "tile": {"i": 1, "j": 1}}]}
         m = mapping_from_dict(data, kernel=gemm, arch=eyeriss)
         ext_i = {**ext, "i": 200}
-        assert (check_fanout(m, eyeriss, ext_i) == []) == fits
+        assert (fanout_problems(m, eyeriss, ext_i) == ()) == fits
         assert prod(trip_counts(m, 1, ext_i)[x] for x in ("i", "j")) == min(ti, 200) * tj
 
 

@@ -124,24 +124,3 @@ def test_parsed_kernel_with_if_select_and_max(files, capsys):
         even = np.arange(7) % 2 == 0
         np.testing.assert_array_equal(out["Y"], np.where(even, np.where(x > 1, x, -x), x / 4))
         assert out["m"].shape == () and out["m"] == x.max()
-
-
-def test_generated_targets_go_through_the_runner(files, capsys, monkeypatch):
-    d, a, b = files
-    monkeypatch.setitem(sys.modules, "polymap.codegen.runner", None)
-    assert run(d / "gemm.loop", "--inputs", d / "in.npz", "--target", "c") == 2
-    assert "not available" in capsys.readouterr().err
-
-    calls = []
-
-    def run_generated(kernel, arrays, params, *, target, arch, mapping_path):
-        calls.append((kernel.name, sorted(arrays), params, target, arch, mapping_path))
-        return {"C": np.full((4, 3), 7, np.float32)}
-
-    fake = types.ModuleType("polymap.codegen.runner")
-    fake.run_generated = run_generated
-    monkeypatch.setitem(sys.modules, "polymap.codegen.runner", fake)
-    assert run(d / "gemm.loop", "--inputs", d / "in.npz", "--target", "numpy", "--arch", "toy",
-               "-o", d / "o.npz") == 0
-    assert calls == [("gemm", ["A", "B"], {"M": 4, "N": 3, "K": 5}, "numpy", "toy", None)]
-    np.testing.assert_array_equal(np.load(d / "o.npz")["C"], 7)

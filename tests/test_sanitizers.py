@@ -19,7 +19,7 @@ from polymap import ir
 from polymap.machine.presets import load_architecture
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.expr import C_TYPES, c_name
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.driver import load_program
 from polymap.poly import build_model
 from polymap.tensors import shape_of
@@ -70,7 +70,7 @@ def test_sanitized_run(path: Path, tmp_path: Path):
         # choosing it for every polybench kernel would cost more than the sanitized runs
         variants = [(kernel, model, ())]
         if path.parent.name != "polybench":
-            choice = choose(kernel, arch, params, search_seconds=0.3)
+            choice = choose(kernel, arch, params, options=ChoiceOptions(search_evaluations=0))
             variants.append((choice.kernel, choice.model, choice.mappings))
         # no sizes given to the emitter: every parallel loop is shared out (hoisted regions included)
         for code_kernel, code_model, mappings in variants:

@@ -6,9 +6,11 @@ from itertools import product
 from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
 from polymap.mapping.model import LevelMapping, Mapping
-from polymap.passes.counting.counting import capacity_violations, count_mapping
+from polymap.passes.counting.cost_model import Objective, active_compute_units, evaluate
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import capacity_problems
 from polymap.passes.legality.legality import check_mapping
-from polymap.passes.search.search import best_mapping, cost_of, explain, search_mappings
+from polymap.passes.search.search import best_mapping, explain, search_mappings
 from polymap.poly import build_model
 
 GEMM = """
@@ -32,29 +34,30 @@ def setup():
 
 def test_results_are_legal_fitting_and_sorted():
     kernel, model, params = setup()
-    found = search_mappings(model, 0, ARCH, params, top=3, budget=300)
+    found = search_mappings(model, 0, ARCH, params, top=3, budget=300, objective=Objective.ENERGY)
     assert found
     energies = [r.energy_pj for _, r in found]
     assert energies == sorted(energies)
     for m, rep in found:
         assert check_mapping(model, m, params=params).legal
-        assert capacity_violations(model, m, ARCH, params) == []
+        assert capacity_problems(model, m, ARCH, params) == ()
         assert rep.counts == count_mapping(model, m, ARCH, params=params)
 
 
 def test_best_is_no_worse_than_brute_force_over_square_tiles():
     """Every single-order square tiling that fits, counted by the ISL path, costs at least the winner."""
     kernel, model, params = setup()
-    best = search_mappings(model, 0, ARCH, params, top=1, budget=400)[0][1]
+    best = search_mappings(model, 0, ARCH, params, top=1, budget=400, objective=Objective.ENERGY)[0][1]
     extents = dict(params.items())
     ext = {"i": 8, "j": 8, "k": 8}
     for order, side in product([("i", "j", "k"), ("k", "i", "j")], [1, 2, 4]):
         levels = (LevelMapping("DRAM", (None,) * 3, order, (), ("A", "B", "C")),
                   LevelMapping("BUF", (side,) * 3, order, (), ("A", "B", "C")))
         m = Mapping("gemm", 0, ("i", "j", "k"), levels)
-        if capacity_violations(model, m, ARCH, params):
+        if capacity_problems(model, m, ARCH, params):
             continue
-        energy, _ = cost_of(count_mapping(model, m, ARCH, params=params), m, ARCH, ext)
+        energy = evaluate(count_mapping(model, m, ARCH, params=params), ARCH,
+                          active_units=active_compute_units(m, ARCH, ext)).energy_pj
         assert best.energy_pj <= energy
     assert extents
 
@@ -66,7 +69,8 @@ def test_energy_formula_by_hand():
               LevelMapping("BUF", (1, 1, 8), ("i", "j", "k"), (), ("A", "B", "C")))
     m = Mapping("gemm", 0, ("i", "j", "k"), levels)
     counts = count_mapping(model, m, ARCH, params=params)
-    energy, cycles = cost_of(counts, m, ARCH, {"i": 8, "j": 8, "k": 8})
+    report = evaluate(counts, ARCH, active_units=active_compute_units(m, ARCH, {"i": 8, "j": 8, "k": 8}))
+    energy, cycles = report.energy_pj, report.cycles
     # residencies walk (i, j) with k whole: A[i, :] stays across j (64 fills), B[:, j]
     # changes every step (512), C[i, j] once (64 fills, 64 writebacks)
     dram = (64 + 512 + 64 + 64) * 100

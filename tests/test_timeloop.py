@@ -178,6 +178,6 @@ def test_api_cost_takes_the_convention(tmp_path):
 
     _, kernel, arch, mapping = _import("conv1d, spatial reduction", tmp_path)
     exact = api.cost(kernel, mapping, arch=arch)
-    tl = api.cost(kernel, mapping, arch=arch, convention="timeloop")
+    tl = api.cost(kernel, mapping, arch=arch, options=api.CostOptions(convention="timeloop"))
     assert exact.counts.level("Shared").tensor("Outputs").updates == 24
     assert tl.counts.level("Shared").tensor("Outputs").updates == 8

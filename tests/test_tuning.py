@@ -17,7 +17,7 @@ from polymap import api
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, TimingJob, sample_until_stable
 from polymap.driver import load_program, param_values, parse
 from polymap.machine.presets import load_architecture
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, log_error, ranks, spearman
 from polymap.passes.search.tune import TuneCandidate, TuneOptions, rank_measurements, tune, tune_choice
 
@@ -37,7 +37,7 @@ def host():
 
 @pytest.fixture(scope="module")
 def gemm_choice(gemm, host):
-    return choose(gemm, host, param_values(gemm, SIZES), search_top=4, search_seconds=20)
+    return choose(gemm, host, param_values(gemm, SIZES), options=ChoiceOptions(search_top=4))
 
 
 class FakeTimer:

@@ -23,7 +23,7 @@ from polymap.passes.search.cache import (
 )
 from polymap.passes.search.remember import recall
 from polymap.passes.search.tune import TuneOptions, TunedChoice, tune_choice
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 
 GEMM = """
 # C = A @ B
@@ -202,7 +202,7 @@ def test_compile_reports_the_cache_in_its_json(tmp_path, monkeypatch, capsys):
     assert run("--no-cache")["cache"] == "off"
     assert run()["cache"] == "miss"
     # remember a tuned choice (fake timer: the second candidate wins), as compile --tune would
-    choice = choose(kernel, arch, sizes, search_top=2)
+    choice = choose(kernel, arch, sizes, options=ChoiceOptions(search_top=2))
     calls = []
 
     def timer(job):

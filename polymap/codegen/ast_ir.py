@@ -24,7 +24,7 @@ Three things the printers of :mod:`polymap.codegen.numpy.emitter` and
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Mapping as MappingT
+from typing import Iterable, Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.errors import AnalysisError
@@ -32,6 +32,7 @@ from polymap.islcheck import isl
 from polymap.mapping.schedule import mapped_nests
 from polymap.codegen.ast_build import (
     KernelSchedule,
+    LoopInfo,
     expr_args,
     statements_under,
     user_statement,
@@ -44,7 +45,7 @@ from polymap.mapping.model import Mapping
 # --------------------------------------------------------------------------- the point schedule
 
 
-def point_schedule(ks: KernelSchedule, mappings=()) -> KernelSchedule:
+def point_schedule(ks: KernelSchedule, mappings: Sequence[Mapping] = ()) -> KernelSchedule:
     """``ks`` with point coordinates walking the original iterators (see module doc).
 
     The point coordinate of loop ``x`` is the one at the outermost level whose
@@ -328,7 +329,7 @@ class Names:
         return name
 
 
-def tile_base(info) -> str:
+def tile_base(info: LoopInfo) -> str:
     """A readable base name for a tile loop: ``i0`` walks loop ``i`` at level 0."""
     if info.loop and info.level >= 0:
         return f"{info.loop}{info.level}"

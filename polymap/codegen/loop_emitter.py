@@ -28,6 +28,7 @@ from polymap import ir, pretty
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, build_model
 from polymap.codegen.ast_build import (
+    KernelSchedule,
     build_ast,
     children,
     isl_param_names,
@@ -81,7 +82,7 @@ def emit_loop(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapp
 
 
 class _Printer:
-    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks):
+    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule):
         self.kernel = kernel
         self.model = model
         self.ks = ks

@@ -12,12 +12,16 @@
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
 
 import yaml
 
+from polymap import api
+from polymap.codegen.timing import ProcessTimer, timing_environment
+from polymap.commands.common import progress_printer
 from polymap.errors import InputError
 
 HEADER = """\
@@ -29,18 +33,13 @@ HEADER = """\
 """
 
 
-def main(args) -> int:
-    from polymap.api import calibrate
-    from polymap.passes.search.choice import progress_printer
-
+def main(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and out.is_dir():
         raise InputError(f"-o {out}: is a directory; give the architecture file to write")
-    from polymap.codegen.timing import ProcessTimer, timing_environment
-
     # idle OpenMP threads sleep (this process's streaming and FMA loops too): see timing_environment
     os.environ.update(timing_environment(os.environ))
-    result = calibrate(arch=args.arch, timer=ProcessTimer(dict(os.environ)), progress=progress_printer())
+    result = api.calibrate(arch=args.arch, timer=ProcessTimer(dict(os.environ)), progress=progress_printer())
     arch = result.architecture
     factors = ", ".join(f"{n} {f:.3g}" for n, f in result.factors)
     try:

@@ -7,18 +7,23 @@ architecture); exit 1 otherwise, with one concrete witness per violation.
 """
 from __future__ import annotations
 
+import argparse
 import json
 
 import yaml
 
-from polymap import ir
+from polymap import api, ir
+from polymap.commands.common import mapping_arch
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, InputError
 from polymap.mapping.model import nest_loops
-from polymap.passes.legality.legality import Verdict, check_mapping
-from polymap.passes.schedule.tiling import order_mapping
-from polymap.poly import build_model
 from polymap.limits import require_tractable
+from polymap.passes.legality.legality import Verdict
+from polymap.machine.arch import Architecture
+from polymap.machine.presets import load_architecture
+from polymap.passes.legality.legality import check_mapping
+from polymap.passes.schedule.suggest import suggested_mapping
+from polymap.poly import KernelModel, build_model
 
 
 def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
@@ -37,34 +42,6 @@ def parse_order(kernel: ir.Kernel, text: str) -> tuple[int, tuple[str, ...], tup
     missing = [x for x in order if all(x not in nest_loops(kernel, n) for n in range(len(kernel.nests())))]
     what = f"kernel '{kernel.name}' has no loop '{missing[0]}'" if missing else "no single nest holds all these loops"
     raise InputError(f"--order {text}: {what} (its nests' loops: {known or 'none'})")
-
-
-def _arch(args, mapping_path: str):
-    from polymap.machine.presets import load_architecture, presets
-
-    if args.arch:
-        return load_architecture(args.arch, limits=args.limits)
-    # Without --arch, the architecture whose level names the mapping uses.
-    from polymap.mapping.files import MAPPING_KEYS
-    from polymap.yamlsource import read_yaml
-
-    doc = read_yaml(mapping_path)
-    data = doc.data
-    if not isinstance(data, dict):
-        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}")
-    levels = data.get("levels")
-    if not isinstance(levels, list):
-        doc.fail(("levels",) if "levels" in data else (),
-                 "levels: expected a list with one entry per architecture level, outermost first")
-    names = [lv.get("level") for lv in levels if isinstance(lv, dict)]
-    known = []
-    for name in presets():
-        arch = load_architecture(name)
-        if [lv.name for lv in arch.levels] == names:
-            return arch
-        known.append(f"{name}: {', '.join(arch.level_names)}")
-    doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
-                          f"architecture ({'; '.join(known)}); give one with --arch")
 
 
 def verdict_json(kernel: str, verdict: Verdict) -> dict:
@@ -87,40 +64,34 @@ def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     arch = None
     if args.mapping:
-        arch = _arch(args, args.mapping)
+        arch = mapping_arch(args.arch, args.mapping, limits=args.limits)
         if len(kernels) > 1:
-            from polymap.mapping.files import load_mapping
-
-            kernels = (program.kernel(load_mapping(args.mapping, kernel=program, arch=arch, limits=args.limits).kernel),)
+            kernels = (program.kernel(api.mappings_of(program, args.mapping, arch, limits=args.limits)[0].kernel),)
     docs, reports, legal = [], [], True
     for kernel in kernels:
         params = _params(kernel, defines)
-        model = build_model(kernel)
-        require_tractable(kernel, limits=args.limits, model=model, what="the legality checks")
+        require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the legality checks")
         if args.mapping:
-            from polymap.mapping.files import load_mapping
-
-            mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
+            mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
             what = f"mapping {args.mapping}"
-            verdict = check_mapping(model, mapping, arch=arch, params=params)
-            verdict = _with_fusion_note(kernel, mapping.nest, verdict)
+            verdict = api.check(kernel, mapping=mappings, arch=arch, params=params)
+            nest = mappings[0].nest
         else:
             nest, loops, order = _order_of(kernel, args.order, several=len(kernels) > 1)
             what = f"loop order ({', '.join(order + tuple(x for x in loops if x not in order))})"
-            verdict = check_mapping(model, order_mapping(kernel, nest, loops, order), params=params)
-            verdict = _with_fusion_note(kernel, nest, verdict)
+            verdict = api.check(kernel, order=order, params=params)
         legal &= verdict.legal
         docs.append(verdict_json(kernel.name, verdict))
         reports.append(verdict_report(kernel.name, what, verdict))
-        if getattr(args, "suggest", None):
-            note = _write_suggestion(args, kernel, model, mapping.nest if args.mapping else nest, arch, params)
+        if args.suggest:
+            note = _write_suggestion(args, kernel, build_model(kernel), nest, arch, params)
             docs[-1]["suggestion"] = note
             reports[-1] += f"\n  {note}"
     doc = docs[0] if len(docs) == 1 else {"kernels": docs}
@@ -131,11 +102,9 @@ def main(args) -> int:
     return 0
 
 
-def _write_suggestion(args, kernel: ir.Kernel, model, nest: int, arch, params) -> str:
+def _write_suggestion(args: argparse.Namespace, kernel: ir.Kernel, model: KernelModel, nest: int,
+                      arch: Architecture | None, params: dict[str, int] | None) -> str:
     """Write the suggested skew's mapping file (``--suggest``); say what was written and whether it is legal."""
-    from polymap.machine.presets import load_architecture
-    from polymap.passes.schedule.suggest import suggested_mapping
-
     arch = arch if arch is not None else load_architecture(args.arch or "host", limits=args.limits)
     mapping = suggested_mapping(model, nest, arch)
     if mapping is None:
@@ -145,22 +114,6 @@ def _write_suggestion(args, kernel: ir.Kernel, model, nest: int, arch, params) -
     verdict = check_mapping(model, mapping, params=params)
     return (f"wrote {args.suggest}: nest {nest} skewed as suggested and tiled by 16 on {arch.name} "
             f"({'legal' if verdict.legal else 'still ILLEGAL'}); try check, transform and compile on it")
-
-
-def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
-    """Say so when loops of the nest share a name: an order names each loop once, so it fuses them."""
-    from dataclasses import replace
-
-    from polymap.passes.frontend.rename import repeated_loop_names
-
-    names = repeated_loop_names(kernel).get(nest)
-    if not names:
-        return verdict
-    listed = ", ".join(f"'{x}'" for x in names)
-    note = (f"several loops of this nest are named {listed}: an order or mapping names each loop once, "
-            f"so it runs them as one loop (fusing them); give them distinct names in the source to "
-            f"order them apart")
-    return replace(verdict, notes=verdict.notes + (note,))
 
 
 def _order_of(kernel: ir.Kernel, text: str, *, several: bool) -> tuple[int, tuple[str, ...], tuple[str, ...]]:

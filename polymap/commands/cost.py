@@ -1,85 +1,44 @@
 """``polymap cost FILE --arch ARCH --mapping M.yaml [--symbolic] [--plot ROOFLINE.png]``.
 
-The exact counts of ``mapping.md`` per level and tensor
-(:func:`polymap.passes.counting.counting.count_mapping`), then energy, cycles, the
-bottleneck, utilization and intensities
-(:func:`polymap.passes.counting.cost_model.evaluate`). A mapping whose spatial loops
-need more instances than the architecture has, or whose footprint overflows
-a level, is refused (exit 1) naming the level, its capacity and the footprint.
+One call of :func:`polymap.api.cost_nests` (exact counts, energy, cycles,
+bottleneck, utilization and intensities of each mapping the file holds: one,
+or one per nest for ``compile``'s ``NAME.json``), rendered by
+:mod:`polymap.reports.cost`. A mapping whose spatial loops need more
+instances than the architecture has, or whose footprint overflows a level,
+is refused (exit 1) naming the level, its capacity and the footprint.
 ``--symbolic`` formulas that take longer than the time budget (``--budget``)
 are refused (exit 2), saying so.
 """
 from __future__ import annotations
 
+import argparse
 import json
 
-from polymap.machine.presets import load_architecture
-from polymap.reports.cost import report_json, report_text
+from polymap import api, ir
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
-from polymap.errors import InputError, InvalidMapping
-from polymap.mapping.files import load_mapping
-from polymap.mapping.model import check_fanout, loop_extents, mapping_loop_extents
-from polymap.passes.counting.cost_model import active_compute_units, evaluate
-from polymap.passes.counting.variance import variance
-from polymap.passes.counting.convention import count_mapping_timeloop
-from polymap.passes.counting.counting import capacity_violations, count_mapping
-from polymap.passes.counting.symbolic_budget import count_symbolic_within
-from polymap.poly import build_model
+from polymap.errors import InputError
 from polymap.limits import require_tractable
+from polymap.machine.presets import load_architecture
+from polymap.poly import build_model
+from polymap.reports.cost import cost_nests_json, report_text
+from polymap.reports.roofline import plot_roofline
+from polymap.timeloop.export import export_mapping
 
 
-def _kernel(program, args, arch):
+def options_of(args: argparse.Namespace) -> api.CostOptions:
+    """The cost options the flags ask for."""
+    return api.CostOptions(symbolic=args.symbolic, convention=args.convention)
+
+
+def _kernel(program: ir.Program, args: argparse.Namespace, arch: api.Architecture) -> ir.Kernel:
     kernels = select_kernels(program, args.kernel)
     if len(kernels) == 1:
         return kernels[0]
     # several kernels: the mapping file's `kernel:` picks one
-    return program.kernel(load_mapping(args.mapping, kernel=program, arch=arch, limits=args.limits).kernel)
+    return program.kernel(api.mappings_of(program, args.mapping, arch, limits=args.limits)[0].kernel)
 
 
-def _refuse_overfull(kernel, model, mapping, arch, params) -> None:
-    problems = check_fanout(mapping, arch, mapping_loop_extents(kernel, mapping, params))
-    for v in capacity_violations(model, mapping, arch, params):
-        problems.append(f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, "
-                        f"over its capacity of {v['capacity']} {v['unit']}")
-    if problems:
-        message = f"mapping {mapping_name(mapping)} does not fit:\n  " + "\n  ".join(problems)
-        raise InvalidMapping(message, {"kernel": kernel.name, "valid": False, "problems": problems,
-                                       "capacity": capacity_violations(model, mapping, arch, params)})
-
-
-def _export(export: list[str], kernel, mapping, params) -> None:
-    """``--export timeloop OUT.yaml``: the mapping in Timeloop's format."""
-    from polymap.timeloop.export import export_mapping
-
-    fmt, out = export
-    if fmt != "timeloop":
-        raise InputError(f"--export {fmt}: the formats are: timeloop")
-    try:
-        with open(out, "w") as f:
-            f.write(export_mapping(kernel, mapping, params))
-    except OSError as exc:
-        raise InputError(f"--export {out}: cannot write: {exc.strerror or exc}") from None
-
-
-def mapping_name(mapping) -> str:
-    return f"of {mapping.kernel} (nest {mapping.nest})"
-
-
-def _legality_note(model, mapping) -> list[str]:
-    """A note when the mapping would change the results (cost does not require legality)."""
-    try:
-        from polymap.passes.legality.legality import is_legal_schedule
-        from polymap.passes.schedule.tiling import mapped_schedule
-
-        if not is_legal_schedule(model, mapped_schedule(model, mapping)):
-            return ["this mapping is illegal (it reorders dependent instances; see `polymap check`); "
-                    "the counts describe it anyway"]
-    except ImportError:
-        pass
-    return []
-
-
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     defines = parse_defines(args.defines)
@@ -87,36 +46,26 @@ def main(args) -> int:
     kernel = _kernel(program, args, arch)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    mapping = load_mapping(args.mapping, kernel=kernel, arch=arch, limits=args.limits)
-    model = build_model(kernel)
-    require_tractable(kernel, limits=args.limits, model=model, what="the counts")
-    _refuse_overfull(kernel, model, mapping, arch, params)
-    if args.convention == "timeloop":
-        if args.symbolic:
-            raise InputError("--convention timeloop counts numbers only: leave out --symbolic")
-        counts = count_mapping_timeloop(model, mapping, arch, params=params)
-    elif args.symbolic:
-        # formulas of deep tilings can take minutes: refused when the budget runs out
-        counts = count_symbolic_within(model, mapping, arch, params=params, budget=args.budget)
-    else:
-        counts = count_mapping(model, mapping, arch, params=params)
+    mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
+    require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the counts")
+    reports = api.cost_nests(kernel, mappings, arch=arch, params=params, options=options_of(args),
+                             budget=args.budget)
+    spreads = [api.cycle_spread(kernel, m, r, arch=arch, params=params) for m, r in zip(mappings, reports)]
     if args.export:
-        _export(args.export, kernel, mapping, params)
-    extents = mapping_loop_extents(kernel, mapping, params)
-    units = active_compute_units(mapping, arch, extents)
-    report = evaluate(counts, arch, active_units=units)
-    spread = variance(kernel, mapping, arch, report.cycle_terms, extents, params)
+        _export(args.export, kernel, mappings, params)
     if args.plot:
-        from polymap.reports.roofline import plot_roofline
-
-        plot_roofline(report, arch, args.plot)
+        plot_roofline(reports[0], arch, args.plot)
     if args.json:
-        doc = report_json(report, arch, variance=spread)
+        doc = cost_nests_json(reports, arch, spreads)
         if args.convention != "exact":
             doc["convention"] = args.convention
         print(json.dumps(doc, indent=2))
-    else:
-        notes = _legality_note(model, mapping)
+        return 0
+    texts = []
+    for mapping, report, spread in zip(mappings, reports, spreads):
+        notes = [] if api.is_legal(kernel, mapping) else [
+            "this mapping is illegal (it reorders dependent instances; see `polymap check`); "
+            "the counts describe it anyway"]
         if args.plot:
             notes.append(f"roofline written to {args.plot}")
         if args.export:
@@ -124,5 +73,22 @@ def main(args) -> int:
         if args.convention == "timeloop":
             notes.append("counted with --convention timeloop: outputs start at zero; spatial_reduction levels "
                          "receive combined partial sums")
-        print(report_text(report, arch, notes=notes, variance=spread))
+        head = f"nest {mapping.nest}:\n" if len(reports) > 1 else ""
+        texts.append(head + report_text(report, arch, notes=notes, variance=spread))
+    print("\n\n".join(texts))
     return 0
+
+
+def _export(export: list[str], kernel: ir.Kernel, mappings: tuple[api.Mapping, ...],
+            params: dict[str, int]) -> None:
+    """``--export timeloop OUT.yaml``: the mapping in Timeloop's format."""
+    fmt, out = export
+    if fmt != "timeloop":
+        raise InputError(f"--export {fmt}: the formats are: timeloop")
+    if len(mappings) != 1:
+        raise InputError(f"--export {fmt}: a Timeloop mapping holds one nest; the file holds {len(mappings)}")
+    try:
+        with open(out, "w") as f:
+            f.write(export_mapping(kernel, mappings[0], params))
+    except OSError as exc:
+        raise InputError(f"--export {out}: cannot write: {exc.strerror or exc}") from None

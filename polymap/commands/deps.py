@@ -13,6 +13,8 @@ import sys
 
 from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
 from polymap.errors import InputError
+from polymap.passes.dependences.depgraph import dependence_graph, to_dot
+from polymap.reports.dep_plot import plot_iteration_space
 from polymap.passes.dependences.dependences import dependences, group
 from polymap.passes.dependences.loop_classes import (
     carrier_of,
@@ -130,8 +132,6 @@ def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> list[
     deps = group(dependences(model, memory=args.memory_based))
     wrote: list[str] = []
     if args.dot:
-        from polymap.passes.dependences.depgraph import dependence_graph, to_dot
-
         try:
             with open(args.dot, "w") as f:
                 f.write(to_dot(dependence_graph(model, deps)))
@@ -139,8 +139,6 @@ def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> list[
             raise InputError(f"--dot {args.dot}: cannot write: {exc.strerror or exc}") from None
         wrote.append(f"wrote {args.dot}")
     if args.plot:
-        from polymap.reports.dep_plot import plot_iteration_space
-
         loops = None
         if args.loops:
             loops = tuple(x.strip() for x in args.loops.split(","))

@@ -1,19 +1,21 @@
 """``polymap run FILE --inputs IN.npz -o OUT.npz``: run one kernel on given arrays.
 
 ``--target reference`` (the default) executes the original program from the
-IR (:mod:`polymap.reference`); ``c`` and ``numpy`` run generated code through
-:func:`polymap.codegen.runner.run_generated`. ``IN.npz`` must hold exactly the
+IR (:mod:`polymap.reference`); ``c`` and ``numpy`` run generated code for
+``--mapping`` or for the mappings ``compile`` chooses (:func:`polymap.api.run`). ``IN.npz`` must hold exactly the
 ``in``/``inout`` tensors with their declared shapes and dtypes; ``OUT.npz``
 receives every ``out`` and ``inout`` tensor.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
 import numpy as np
 
-from polymap import ir
+from polymap import api, ir
+from polymap.commands.common import choice_options
 from polymap.driver import (
     check_defines,
     load_program,
@@ -28,7 +30,7 @@ from polymap.poly import build_model
 from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     """Run the selected kernel; print one summary line per output tensor (or JSON)."""
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernel = _the_kernel(program, args.kernel)
@@ -41,7 +43,11 @@ def main(args) -> int:
         require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the code generation")
     arrays = _inputs(kernel, args.inputs, limits=args.limits)
     validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")
-    outputs = _execute(kernel, arrays, params, args)
+    mapping = None
+    if args.mapping and args.target != "reference":
+        mapping = api.mappings_of(kernel, args.mapping, args.arch)
+    outputs = api.run(kernel, arrays, params=params, target=args.target, mapping=mapping, arch=args.arch,
+                      choice=choice_options(args))
     if args.output:
         save_npz(args.output, outputs)
     if args.json:
@@ -69,21 +75,6 @@ def _inputs(kernel: ir.Kernel, path: str | None, *, limits: Limits) -> dict[str,
         raise InputError(f"kernel '{kernel.name}' reads the tensors {names}: "
                          f"give them with --inputs IN.npz")
     return {}
-
-
-def _execute(kernel: ir.Kernel, arrays, params, args) -> dict[str, np.ndarray]:
-    if args.target == "reference":
-        from polymap.reference import execute
-
-        return execute(kernel, arrays, params)
-    try:
-        from polymap.codegen.runner import run_generated
-    except ImportError as exc:
-        if exc.name is not None and exc.name.startswith("polymap.codegen"):
-            raise InputError(f"--target {args.target}: target not available in this build") from None
-        raise
-    return run_generated(kernel, arrays, params, target=args.target, arch=args.arch,
-                         mapping_path=args.mapping)
 
 
 def _stats(a: np.ndarray) -> dict[str, Any]:

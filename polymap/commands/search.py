@@ -11,12 +11,16 @@ evaluated per nest); the search is deterministic in it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from polymap import api
+from polymap.codegen.timing import ProcessTimer, timing_environment
+from polymap.commands.common import progress_printer
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import InputError
 from polymap.passes.search.mapsearch import Progress, SearchOptions
+from polymap.passes.search.tune import tuning_lines
 from polymap.reports.search import search_json, search_text, write_csv
 
 
@@ -35,11 +39,6 @@ def _progress_printer():
 
 def _tune(net, kernels, arch, k: int) -> dict:
     """The best ``k`` mappings of every nest built and timed (the other nests at their best)."""
-    import os
-
-    from polymap.codegen.timing import ProcessTimer, timing_environment
-    from polymap.passes.search.choice import progress_printer
-
     timer = ProcessTimer(timing_environment(os.environ))
     out = {}
     for layer in net.layers:
@@ -57,8 +56,6 @@ def _tune(net, kernels, arch, k: int) -> dict:
 
 
 def _print_tunings(tunings: dict) -> None:
-    from polymap.passes.search.tune import tuning_lines
-
     for (kernel, _), t in tunings.items():
         lines = tuning_lines(t)
         print(f"kernel {kernel} measured: " + lines[0])

@@ -12,12 +12,17 @@ parameters' defaults.
 """
 from __future__ import annotations
 
-import dataclasses
+import argparse
 import json
 
+from polymap import api
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
-from polymap.errors import IllegalTransformation, MappingError
+from polymap.errors import MappingError
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import load_mapping
+from polymap.yamlsource import read_yaml
 from polymap.limits import require_tractable
+from polymap.poly import build_model
 
 #: Architectures tried, in order, when ``--arch`` is not given.
 ARCH_CANDIDATES = ("toy", "host", "eyeriss")
@@ -25,8 +30,6 @@ ARCH_CANDIDATES = ("toy", "host", "eyeriss")
 
 def _mapping_levels(path: str) -> list[str] | None:
     """The level names a mapping file uses (None when the file cannot tell)."""
-    from polymap.yamlsource import read_yaml
-
     data = read_yaml(path).data
     if not isinstance(data, dict) or not isinstance(data.get("levels"), list):
         return None
@@ -35,9 +38,6 @@ def _mapping_levels(path: str) -> list[str] | None:
 
 def resolve_mapping(path: str, kernels, arch_spec: str | None):
     """Load ``path`` against ``kernels`` with ``arch_spec`` or the first architecture that fits."""
-    from polymap.machine.presets import load_architecture
-    from polymap.mapping.files import load_mapping
-
     if arch_spec is not None:
         return load_mapping(path, kernel=kernels, arch=load_architecture(arch_spec))
     used = _mapping_levels(path)
@@ -55,46 +55,17 @@ def resolve_mapping(path: str, kernels, arch_spec: str | None):
     return load_mapping(path, kernel=kernels, arch=load_architecture(ARCH_CANDIDATES[0]))
 
 
-def main(args) -> int:
-    from polymap.codegen.loop_emitter import emit_loop
-    from polymap.poly import build_model
-
+def main(args: argparse.Namespace) -> int:
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     mapping = resolve_mapping(args.mapping, kernels if len(kernels) > 1 else kernels[0], args.arch)
     kernel = program.kernel(mapping.kernel) or kernels[0]
-    model = build_model(kernel)
-    require_tractable(kernel, limits=args.limits, model=model, what="the legality checks")
-    _refuse_if_illegal(model, mapping, defines)
-    shown = dataclasses.replace(kernel, params=tuple(
-        dataclasses.replace(p, default=defines.get(p.name, p.default)) for p in kernel.params))
-    source = emit_loop(shown, build_model(shown), mapping)
+    require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the legality checks")
+    source = api.transform(kernel, mapping, params={k: v for k, v in defines.items() if k in kernel.param_names})
     if args.json:
         print(json.dumps({"kernel": kernel.name, "source": source}, indent=2))
     else:
         print(source, end="")
     return 0
-
-
-def _refuse_if_illegal(model, mapping, defines) -> None:
-    try:
-        from polymap.passes.legality.legality import schedule_violations
-    except ImportError:
-        return
-    from polymap.driver import param_values
-    from polymap.errors import InputError
-    from polymap.passes.schedule.tiling import mapped_schedule
-
-    try:
-        params = param_values(model.kernel, defines)
-    except InputError:
-        params = None
-    violations = schedule_violations(model, mapped_schedule(model, mapping), params=params)
-    if not violations:
-        return
-    lines = [f"{model.kernel.name}: the mapping is illegal, so it has no equivalent loop nest:"]
-    lines += [f"  {v.kind}: {v.reason}" for v in violations]
-    payload = {"kernel": model.kernel.name, "legal": False, "violations": [v.to_json() for v in violations]}
-    raise IllegalTransformation("\n".join(lines), payload)

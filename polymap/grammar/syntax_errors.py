@@ -15,6 +15,7 @@ from lark.lexer import PatternStr
 
 from polymap import ir
 from polymap.errors import Diagnostic, LoopSyntaxError
+from lark import Token
 
 _EXPR_START = {"NAME", "INT", "FLOAT", "LPAR", "MINUS", "PLUS", "NOT"}
 _OPERATORS = {"PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "COMPARE_OP", "AND", "OR"}
@@ -69,7 +70,7 @@ def _terminal_words(name: str, parser: Lark) -> str:
     return f"'{pattern.value}'" if isinstance(pattern, PatternStr) else name.lower()
 
 
-def _found(token) -> str:
+def _found(token: Token) -> str:
     if token.type == "$END":
         return "the end of the file"
     if token.type == "_NL":

@@ -67,12 +67,12 @@ class LoopTransformer(Transformer):
     def tok_loc(self, tok: Token) -> ir.Loc:
         return ir.Loc(tok.line, tok.column, tok.end_line, tok.end_column, self.source)
 
-    def span(self, first, last) -> ir.Loc:
+    def span(self, first: ir.Loc, last: ir.Loc) -> ir.Loc:
         return ir.Loc(first.line, first.col, last.end_line, last.end_col, self.source)
 
     # ------------------------------------------------------------------ kernels
 
-    def start(self, meta: Meta, kernels):
+    def start(self, meta: Meta, kernels: list[ir.Kernel]):
         return ir.Program(tuple(kernels), self.source)
 
     def kernel(self, meta: Meta, children: list):
@@ -94,7 +94,7 @@ class LoopTransformer(Transformer):
     def where(self, meta: Meta, children: list):
         return _Where(_operands(children[0], "and"))
 
-    def kernel_block(self, meta: Meta, items):
+    def kernel_block(self, meta: Meta, items: list):
         items = [i for i in items if i is not None]
         decls: list[ir.Decl] = []
         body: list[ir.Node] = []
@@ -121,7 +121,7 @@ class LoopTransformer(Transformer):
 
     # ------------------------------------------------------------------ statements
 
-    def block(self, meta: Meta, stmts):
+    def block(self, meta: Meta, stmts: list[ir.Node]):
         return tuple(s for s in stmts if s is not None)
 
     def assign(self, meta: Meta, children: list):

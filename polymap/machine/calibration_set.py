@@ -20,7 +20,7 @@ from polymap.driver import param_values, parse
 from polymap.machine.arch import Architecture
 from polymap.machine.calibrate import Sample
 from polymap.passes.counting.cost_model import evaluate
-from polymap.passes.search.choice import choose
+from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.tune import usable_candidates
 
 KERNELS = {
@@ -69,7 +69,7 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
         kernel = parse(text).kernels[0]
         for size in sizes:
             values = param_values(kernel, size)
-            choice = choose(kernel, measured, values, search_seconds=0)
+            choice = choose(kernel, measured, values, options=ChoiceOptions(search_evaluations=0))
             for nc in choice.nests:
                 fixed = tuple(n.chosen.mapping for n in choice.nests if n.nest != nc.nest and n.chosen.mapping)
                 for cand in usable_candidates(nc):

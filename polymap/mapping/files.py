@@ -3,7 +3,7 @@
 Each problem is a :class:`~polymap.errors.MappingError` at the YAML entry
 (``levels[2] (RF): tile of 'j' is 0; tiles must be positive integers``).
 Rules that need parameter values (the spatial fan-out, capacities) live
-with the numbers: :func:`polymap.mapping.model.check_fanout` and the cost model.
+with the numbers: :mod:`polymap.passes.counting.fit` and the cost model.
 """
 from __future__ import annotations
 

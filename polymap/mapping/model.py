@@ -253,26 +253,3 @@ def trip_counts(mapping: Mapping, level_index: int, extents: MappingT[str, int])
     else:
         inner = {x: 1 for x in mapping.loops}
     return {x: ceil(outer[x] / inner[x]) if inner[x] else 0 for x in mapping.levels[level_index].order}
-
-
-def check_fanout(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> list[str]:
-    """Problems with spatial loops that need more instances than the inner level offers.
-
-    At level ``l`` the spatial loops' trip counts multiply to the instances
-    one instance of ``l`` feeds; it has ``inner instances / instances of l``.
-    An empty list means the fan-out fits.
-    """
-    problems = []
-    for k, lm in enumerate(mapping.levels):
-        if not lm.spatial:
-            continue
-        trips = trip_counts(mapping, k, extents)
-        needed = prod(trips[x] for x in lm.spatial)
-        inner_name = arch.levels[k + 1].name if k + 1 < len(arch.levels) else "compute"
-        available = arch.inner_instances(k) // arch.levels[k].instances
-        if needed > available:
-            walk = " x ".join(f"{x}: {trips[x]}" for x in lm.spatial)
-            problems.append(
-                f"levels[{k}] ({lm.level}): spatial loops need {needed} instances of {inner_name} "
-                f"({walk}), but each {lm.level} instance has {available}")
-    return problems

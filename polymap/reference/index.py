@@ -33,7 +33,7 @@ class Context:
         self.dtypes = {d.name: d.dtype for d in kernel.decls}
 
 
-def compile_extreme(exprs: tuple[ir.Expr, ...], pick) -> Callable[[Env], int]:
+def compile_extreme(exprs: tuple[ir.Expr, ...], pick: Callable[..., int]) -> Callable[[Env], int]:
     """The max (``pick=max``) or min of integer expressions: loop bounds, ``min(...)``."""
     fns = tuple(compile_index(e) for e in exprs)
     if len(fns) == 1:
@@ -91,7 +91,7 @@ def check_rank(ref: ir.Ref, shape: tuple[int, ...]) -> None:
                             f"with {len(ref.indices)} subscripts", loc(ref))
 
 
-def out_of_bounds(ref: ir.Ref, idx, shape, env: Env, ctx: Context) -> SemanticError:
+def out_of_bounds(ref: ir.Ref, idx: tuple[int, ...], shape: tuple[int, ...], env: Env, ctx: Context) -> SemanticError:
     where = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ctx.params)
     return SemanticError(
         f"'{ref.tensor}' is accessed at {list(idx)}{' when ' + where if where else ''}, "
@@ -151,7 +151,7 @@ def compile_condition(expr: ir.Expr) -> Callable[[Env], bool]:
     raise SemanticError(f"not an affine condition: {expr!r}", loc(expr))
 
 
-def loc(node) -> ir.Loc | None:
+def loc(node: object) -> ir.Loc | None:
     """Diagnostics point nowhere rather than at line 0 for IR built by hand."""
     return loc_of(getattr(node, "loc", None))
 

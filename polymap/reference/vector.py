@@ -34,6 +34,7 @@ from polymap.reference.plan import Plan, StatementInstances, plan_region
 from polymap.reference.vector_tree import StmtNode, compile_tree
 from polymap.reference.vector_values import Fallback, store_values, vcast, vop
 from polymap.reference.values import common
+from typing import Callable
 
 #: At most this many statement instances are held as arrays at once (~100 bytes each).
 MAX_INSTANCES = 1 << 20
@@ -103,7 +104,7 @@ class Region:
         terms = np.broadcast_to(vcast(value, node.value.type, t), (n,))
         op = vop(node.combine, t)
 
-        def step(acc, v):  # t = t OP v, stored back into the tensor's dtype
+        def step(acc: np.ndarray, v: np.ndarray):  # t = t OP v, stored back into the tensor's dtype
             return store_values(op(vcast(acc, dtype, t), v), t, dtype, len(acc))
 
         if s.groups is None:  # distinct targets: one step each
@@ -128,7 +129,7 @@ class Region:
 _ACCUMULATE = {"+": np.add, "-": np.subtract, "*": np.multiply}
 
 
-def _fold_rectangular(acc, terms, op: str, t: str, dtype: str, step) -> np.ndarray:
+def _fold_rectangular(acc: np.ndarray, terms: np.ndarray, op: str, t: str, dtype: str, step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """Fold each row of ``terms`` into ``acc`` in column order (a sequential recurrence).
 
     ``ufunc.accumulate`` is a recurrence ``r[:, c] = r[:, c-1] OP x[:, c]`` by

@@ -12,6 +12,9 @@ With ``--symbolic`` every count also appears as ``"<count>_formula"``.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
+from polymap.machine.arch import Architecture
 from polymap.passes.counting.cost_model import CostReport
 
 
@@ -21,7 +24,7 @@ def _footprint(level, spec) -> tuple[int, str]:
     return level.footprint, "elements"
 
 
-def report_json(report: CostReport, arch, *, variance=None) -> dict:
+def report_json(report: CostReport, arch: Architecture, *, variance=None) -> dict:
     """The ``cli.md`` document for ``polymap cost``, plus bottleneck and energy breakdown."""
     c = report.counts
     levels = []
@@ -78,7 +81,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def report_text(report: CostReport, arch, *, notes: list[str] | None = None, variance=None) -> str:
+def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | None = None, variance=None) -> str:
     """A readable report: counts per level and tensor (elements), energy, cycles, intensities."""
     c = report.counts
     params = ", ".join(f"{k}={v}" for k, v in c.params)
@@ -117,3 +120,13 @@ def report_text(report: CostReport, arch, *, notes: list[str] | None = None, var
     for note in notes or ():
         lines.append(f"note: {note}")
     return "\n".join(lines)
+
+
+def cost_nests_json(reports: Sequence[CostReport], arch: Architecture, spreads: Sequence | None = None) -> dict:
+    """``polymap cost --json``: one report's document, or ``{"kernel", "nests": [...]}`` for several
+    (``spreads``: each one's pessimistic cycles, :mod:`polymap.passes.counting.variance`)."""
+    spreads = list(spreads) if spreads is not None else [None] * len(reports)
+    docs = [report_json(r, arch, variance=s) for r, s in zip(reports, spreads)]
+    if len(docs) == 1:
+        return docs[0]
+    return {"kernel": reports[0].counts.kernel if reports else None, "nests": docs}

@@ -16,6 +16,8 @@ from __future__ import annotations
 import csv
 from typing import IO
 
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping
 from polymap.passes.search.explore import COUNT_NAMES
 from polymap.passes.search.lower_bound import level_traffic
 from polymap.passes.search.mapspace import full_orders
@@ -40,7 +42,7 @@ def bound_rows(layer: LayerResult) -> list[dict]:
     return out
 
 
-def search_json(net: NetworkResult, arch) -> list[dict]:
+def search_json(net: NetworkResult, arch: Architecture) -> list[dict]:
     out = []
     for layer in net.layers:
         r = layer.result
@@ -56,7 +58,7 @@ def search_json(net: NetworkResult, arch) -> list[dict]:
     return out
 
 
-def _tiles(mapping) -> str:
+def _tiles(mapping: Mapping) -> str:
     parts = []
     for lm in mapping.levels[1:]:
         tile = ",".join(f"{x}{t}" for x, t in zip(mapping.loops, lm.tile) if t is not None) or "whole"
@@ -64,7 +66,7 @@ def _tiles(mapping) -> str:
     return " ".join(parts)
 
 
-def search_text(net: NetworkResult, arch) -> str:
+def search_text(net: NetworkResult, arch: Architecture) -> str:
     lines = []
     for layer in net.layers:
         r = layer.result
@@ -110,7 +112,7 @@ def search_text(net: NetworkResult, arch) -> str:
     return "\n".join(lines)
 
 
-def write_csv(net: NetworkResult, arch, out: IO[str]) -> int:
+def write_csv(net: NetworkResult, arch: Architecture, out: IO[str]) -> int:
     """Every evaluated mapping of every layer; returns the rows written."""
     writer = csv.writer(out)
     count_cols = [f"{lv.name}.{what}" for lv in arch.levels for what in ("footprint",)]

@@ -59,6 +59,7 @@ from polymap.passes.frontend.types import combine_type
 from polymap.machine.arch import Architecture
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from typing import Mapping as MappingT
+from polymap.mapping.model import Mapping
 
 _COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
 
@@ -116,7 +117,7 @@ EXACT_ROUNDING = """\
 class _Printer:
     """A line buffer with indentation, over one kernel's AST."""
 
-    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, mappings=(), *,
+    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, mappings: Sequence[Mapping] = (), *,
                  register_tiles: bool = True, pack: bool = True):
         self.kernel = kernel
         # the mapping of each mapped top-level item (register tiles read the innermost level's tile)
@@ -159,7 +160,7 @@ class _Printer:
             else:
                 self.names[it] = previous
 
-    def is_register_tile(self, n: isl.AstNode, info) -> bool:
+    def is_register_tile(self, n: isl.AstNode, info: LoopInfo) -> bool:
         """Is ``n`` printed as a register tile (a unit: nothing inside it is shared out)?"""
         return (not info.innermost and info.rank in self.mappings_by_rank
                 and regtile.match(self, n, info) is not None)
@@ -197,7 +198,7 @@ class _Printer:
     # ---- AST nodes
     # mode: "serial" (no region open), "region" (every thread walks this node), "inside"
     # (one thread, or one share of a worksharing loop, runs it: no more OpenMP but simd)
-    def node(self, n: isl.AstNode, path=(), mode: str = "serial") -> None:
+    def node(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial") -> None:
         t = n.get_type()
         if mode == "region" and path not in self.plan.holds and path not in self.plan.worksharing:
             self.emit("#pragma omp single")
@@ -241,12 +242,12 @@ class _Printer:
             (c, p), = child_paths(n, path)
             self.node(c, p, mode)
 
-    def nested(self, n: isl.AstNode, path, mode: str) -> None:
+    def nested(self, n: isl.AstNode, path: tuple[int, ...], mode: str) -> None:
         self.depth += 1
         self.node(n, path, mode)
         self.depth -= 1
 
-    def for_loop(self, n: isl.AstNode, path=(), mode: str = "serial", *, register_tiles: bool = True) -> None:
+    def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *, register_tiles: bool = True) -> None:
         info = self.analysis.info(n)
         if register_tiles and not info.innermost and info.rank in self.mappings_by_rank:
             tile = regtile.match(self, n, info)
@@ -289,7 +290,7 @@ class _Printer:
         self.depth -= 1
         self.emit("}")
 
-    def _unit_stride(self, info) -> bool:
+    def _unit_stride(self, info: LoopInfo) -> bool:
         """Every access of the loop's statements is invariant or unit-stride along its loop."""
         if not info.loop:
             return False

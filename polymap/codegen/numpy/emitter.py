@@ -34,6 +34,7 @@ from polymap import ir
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, build_model, isl_name
 from polymap.codegen.ast_build import (
+    KernelSchedule,
     build_ast,
     children,
     isl_param_names,
@@ -128,7 +129,7 @@ def python_names(kernel: ir.Kernel) -> dict[str, str]:
 class _Printer:
     """A line buffer with indentation over one kernel's AST."""
 
-    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks, *, reassociate: bool = False):
+    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, *, reassociate: bool = False):
         self.kernel = kernel
         self.reassociate = reassociate
         self.model = model

@@ -26,6 +26,8 @@ from polymap.islcheck import isl
 from polymap.codegen.ast_ir import free_vars, from_linear, linear
 from polymap.codegen.numpy.values import NP_TYPES, ValuePrinter, py_index
 from polymap.passes.frontend.types import COMBINE, INTEGER, Printed, combine_type
+from polymap.poly import StatementModel
+from typing import Callable, Iterable
 
 AXIS = "\0axis"  # variable names standing for chain axes inside substituted IR
 
@@ -67,7 +69,7 @@ def _axis_of(name: str) -> int | None:
 # --------------------------------------------------------------------------- legality
 
 
-def chain_is_legal(sm, smap: isl.Map, first_dim: int) -> bool:
+def chain_is_legal(sm: StatementModel, smap: isl.Map, first_dim: int) -> bool:
     """No conflict between distinct instances of ``sm`` that agree on time dims ``< first_dim``.
 
     For a reduction statement the target's own write/read pairs are allowed
@@ -90,7 +92,7 @@ def chain_is_legal(sm, smap: isl.Map, first_dim: int) -> bool:
     return pairs.subtract(ident).is_empty()
 
 
-def _union(maps) -> isl.UnionMap:
+def _union(maps: Iterable[isl.Map]) -> isl.UnionMap:
     out = None
     for m in maps:
         u = isl.UnionMap.from_map(m)
@@ -113,7 +115,7 @@ class RefShape:
         return tuple(s[0] for s in self.subs if isinstance(s, tuple))
 
 
-def analyse_ref(ref: ir.Ref, var) -> RefShape:
+def analyse_ref(ref: ir.Ref, var: Callable[[str], str]) -> RefShape:
     subs, seen = [], set()
     for e in ref.indices:
         lin = linear(e)

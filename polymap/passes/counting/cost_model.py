@@ -1,4 +1,4 @@
-"""Energy, cycles, bottleneck, utilization and intensity from exact counts.
+"""Energy, cycles, bottleneck, utilization, intensity and the objectives: the one cost model.
 
 The formulas are those of ``mapping.md`` (after the counts)::
 
@@ -12,14 +12,98 @@ The formulas are those of ``mapping.md`` (after the counts)::
 ``active units`` is the product of the trip counts of every spatial loop
 down the hierarchy, capped by the compute instances; utilization is that
 over the compute instances.
+
+Each formula is written once, over numbers or NumPy arrays alike
+(:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
+:func:`objective_value`): :func:`evaluate` applies them to one mapping's
+exact counts, the search's batch ranking
+(:meth:`polymap.passes.search.space.SearchSpace.batch_objective`) to whole
+arrays of candidates. The objectives (:class:`Objective`: cycles, energy,
+energy-delay product) are what ``cost``, ``search`` and ``compile`` rank by::
+
+    Objective.CYCLES.key(report)  -> (cycles, energy)
+    Objective.ENERGY.key(report)  -> (energy, cycles)
+    Objective.EDP.key(report)     -> (energy * cycles, cycles)
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from math import prod
-from typing import Mapping as MappingT
+from typing import Mapping as MappingT, TypeVar
 
+import numpy as np
+
+from polymap.machine.arch import Architecture, Level
+from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.counting import Counts
+
+#: a number or an array of numbers (one per candidate)
+Num = TypeVar("Num", int, float, np.ndarray)
+
+
+class Objective(enum.Enum):
+    """What a ranking minimises; ties are broken by the other term (cycles or energy)."""
+
+    CYCLES = "cycles"
+    ENERGY = "energy"
+    EDP = "edp"
+
+    def key(self, report: "CostReport") -> tuple[float, float]:
+        """The sort key of one report (smaller is better)."""
+        return rank_key(self, report.energy_pj, report.cycles)
+
+    @classmethod
+    def parse(cls, text: str) -> "Objective":
+        """``"cycles"`` -> ``Objective.CYCLES``; anything else is a ``ValueError`` naming the choices."""
+        for member in cls:
+            if member.value == text:
+                return member
+        raise ValueError(f"unknown objective {text!r} (expected one of {', '.join(m.value for m in cls)})")
+
+
+def objective_value(objective: Objective, energy_pj: Num, cycles: Num) -> Num:
+    """The minimised quantity: cycles, energy (pJ) or their product (pJ x cycles)."""
+    if objective is Objective.CYCLES:
+        return cycles
+    if objective is Objective.ENERGY:
+        return energy_pj
+    return energy_pj * cycles
+
+
+def rank_key(objective: Objective, energy_pj: float, cycles: float) -> tuple[float, float]:
+    """``(objective value, tie-breaker)``: energy breaks ties of cycles, cycles those of energy and EDP."""
+    tie = energy_pj if objective is Objective.CYCLES else cycles
+    return (float(objective_value(objective, energy_pj, cycles)), float(tie))
+
+
+def level_energy(spec: Level, outgoing: Num, incoming: Num) -> Num:
+    """pJ of one level: elements read out of it (reads + writebacks) and written into it (fills + updates)."""
+    return outgoing * spec.read_energy + incoming * spec.write_energy
+
+
+def compute_energy(arch: Architecture, instances: Num) -> Num:
+    """pJ of the statement instances themselves."""
+    return instances * arch.compute.energy
+
+
+def capped_units(arch: Architecture, active: Num) -> Num:
+    """Active compute units: at least 1, at most the architecture's compute instances."""
+    if isinstance(active, np.ndarray):
+        return np.clip(active, 1, arch.compute.instances)
+    return max(1, min(active, arch.compute.instances))
+
+
+def compute_cycles(arch: Architecture, instances: Num, active_units: Num) -> Num:
+    """Cycles of the compute units: instances over (active units x ops per cycle)."""
+    return instances / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
+
+
+def level_cycles(spec: Level, crossing: Num) -> Num | None:
+    """Cycles to move ``crossing`` elements (reads + updates) over the level's inner boundary; None: unbounded."""
+    if spec.bandwidth is None or not spec.bandwidth:
+        return None
+    return crossing / spec.bandwidth
 
 
 @dataclass(frozen=True)
@@ -37,36 +121,39 @@ class CostReport:
     intensity: tuple[tuple[str, float | None], ...]  # None: nothing crosses the boundary
     seconds: float
 
+    def objective(self, objective: Objective) -> float:
+        """The value ``objective`` minimises for this mapping."""
+        return float(objective_value(objective, self.energy_pj, self.cycles))
 
-def active_compute_units(mapping, arch, extents: MappingT[str, int]) -> int:
+
+def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> int:
     """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances."""
-    from polymap.mapping.model import trip_counts
-
     active = 1
     for k, lm in enumerate(mapping.levels):
         if lm.spatial:
             trips = trip_counts(mapping, k, extents)
             active *= prod(max(trips[x], 1) for x in lm.spatial)
-    return max(1, min(active, arch.compute.instances))
+    return capped_units(arch, active)
 
 
 def _traffic(level) -> int:
     return level.reads + level.updates
 
 
-def evaluate(counts: Counts, arch, *, active_units: int = 1) -> CostReport:
+def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> CostReport:
     """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``."""
     breakdown = []
     for lv, spec in zip(counts.levels, arch.levels):
-        reads = sum(t.reads + (t.writebacks or 0) for t in lv.tensors)
-        writes = sum(t.updates + (t.fills or 0) for t in lv.tensors)
-        breakdown.append((lv.name, reads * spec.read_energy + writes * spec.write_energy))
-    breakdown.append(("compute", counts.instances * arch.compute.energy))
-    units = max(1, min(active_units, arch.compute.instances))
-    terms = [("compute", counts.instances / (units * arch.compute.ops_per_cycle))]
+        outgoing = sum(t.reads + (t.writebacks or 0) for t in lv.tensors)
+        incoming = sum(t.updates + (t.fills or 0) for t in lv.tensors)
+        breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
+    breakdown.append(("compute", compute_energy(arch, counts.instances)))
+    units = capped_units(arch, active_units)
+    terms = [("compute", compute_cycles(arch, counts.instances, units))]
     for lv, spec in zip(counts.levels, arch.levels):
-        if spec.bandwidth is not None:
-            terms.append((lv.name, _traffic(lv) / spec.bandwidth))
+        c = level_cycles(spec, _traffic(lv))
+        if c is not None:
+            terms.append((lv.name, c))
     bottleneck, cycles = max(terms, key=lambda t: t[1])
     intensity = tuple((lv.name, counts.instances / _traffic(lv) if _traffic(lv) else None)
                       for lv in counts.levels)

@@ -38,6 +38,7 @@ from polymap.driver import param_values
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping
 from typing import Mapping as MappingT
+from polymap.poly import IslObject
 
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
@@ -97,12 +98,12 @@ class Counts:
 # --------------------------------------------------------------------------- helpers
 
 
-def _card(obj):
+def _card(obj: IslObject):
     """Barvinok count of a set or a map (all pairs)."""
     return count(obj)
 
 
-def _card_by_points(obj):
+def _card_by_points(obj: IslObject):
     """The same count by enumerating the points (parameters fixed): ``isl_set_count_val``.
 
     Exact like barvinok; much faster on the skewed, wavefront tilings of a
@@ -130,7 +131,7 @@ def _enumerable(model: KernelModel, mapping: Mapping, params: MappingT[str, int]
     return total <= ENUMERATION_LIMIT
 
 
-def _formula_text(pw) -> str:
+def _formula_text(pw: isl.PwQPolynomial | isl.UnionPwQPolynomial) -> str:
     return str(pw.coalesce()) if hasattr(pw, "coalesce") else str(pw)
 
 
@@ -155,7 +156,7 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     return step.lexmin().range()
 
 
-def _points(obj) -> list[tuple[int, ...]]:
+def _points(obj: isl.Set | isl.UnionSet) -> list[tuple[int, ...]]:
     """The points of a parameter-free set (or the pairs of a map, flattened), as tuples."""
     s = obj.wrap() if isinstance(obj, isl.Map) else obj
     n = s.dim(isl.dim_type.set)
@@ -229,7 +230,7 @@ class _Counter:
         self._fills: dict = {}
         self._wb: dict = {}
 
-    def number(self, pw) -> int:
+    def number(self, pw: isl.PwQPolynomial | isl.UnionPwQPolynomial) -> int:
         return 0 if pw is None else to_int(pw, self.params)
 
     def prev(self, level: int, tensor: str) -> isl.Map:
@@ -351,24 +352,3 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
         inst = c if inst is None else inst.add(c)
     return Counts(model.kernel.name, tuple(sorted(values.items())), counter.number(inst), tuple(levels),
                   _formula_text(inst) if symbolic and inst is not None else None, mapping)
-
-
-def capacity_violations(model: KernelModel, mapping: Mapping, arch: Architecture, params: dict | None = None) -> list[dict]:
-    """Levels whose footprint exceeds their capacity: ``[{level, capacity, footprint, unit}]``.
-
-    Compared in elements, or in bytes (dtype sizes) when the capacity has a unit.
-    """
-    values = _default_params(model, params)
-    res = residencies(model, mapping, params=values)
-    out = []
-    for l, lv in enumerate(arch.levels):
-        if l == 0 or not lv.bounded:
-            continue
-        elems, nbytes = level_footprint(model, res.levels[l], values)
-        if lv.exceeded_by(elems, nbytes):
-            in_bytes = lv.capacity_elements is None
-            out.append({"level": lv.name,
-                        "capacity": lv.capacity_bytes if in_bytes else lv.capacity_elements,
-                        "footprint": nbytes if in_bytes else elems,
-                        "unit": "bytes" if in_bytes else "elements"})
-    return out

@@ -23,6 +23,7 @@ from typing import Mapping as MappingT
 from polymap.islcheck import isl
 from polymap.mapping.model import nest_loops, nest_tensors
 from polymap.poly import KernelModel, fix_params
+from polymap.poly import StatementModel
 
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 MAX_STRIDE = 64  # a*u + w is summed over residues mod a: keep a small
@@ -90,7 +91,7 @@ def _box_extents(domain: isl.Set, loops: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(extents)
 
 
-def _aff_terms(aff, nloops: int) -> tuple[tuple[tuple[int, int], ...], int]:
+def _aff_terms(aff: isl.Aff, nloops: int) -> tuple[tuple[tuple[int, int], ...], int]:
     if aff.dim(isl.dim_type.div) != 0:
         raise NotSupported("a subscript has a floor or modulo")
     if any(aff.get_coefficient_val(isl.dim_type.param, k).to_python() != 0
@@ -126,7 +127,7 @@ def _normalise(terms: tuple) -> tuple:
     return ((u, a), (w, 1))
 
 
-def _tensor_shape(model: KernelModel, st, name: str, loops, values) -> TensorShape:
+def _tensor_shape(model: KernelModel, st: StatementModel, name: str, loops: tuple[str, ...], values: MappingT[str, int]) -> TensorShape:
     accs = [a for a in st.accesses if a.tensor == name]
     subs = {_subscripts(fix_params(a.relation, model, values), len(loops)) for a in accs}
     if len(subs) != 1:

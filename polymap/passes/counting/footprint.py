@@ -20,7 +20,7 @@ from polymap.passes.counting.residency import LevelResidency, without_params
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
 
-def _max_value(pw, model: KernelModel, params: MappingT[str, int]) -> int:
+def _max_value(pw: isl.PwQPolynomial | isl.UnionPwQPolynomial, model: KernelModel, params: MappingT[str, int]) -> int:
     """Exact maximum of a piecewise quasi-polynomial over its domain at ``params``."""
     if pw.dim(isl.dim_type.param):
         pw = pw.intersect_params(param_set(model, params))

@@ -32,6 +32,7 @@ from polymap.poly import KernelModel, param_set
 from polymap.passes.counting.residency_order import successor
 from polymap.passes.schedule.tiling import MappedSchedule, TimeDim, mapped_schedule
 from polymap.mapping.model import Mapping
+from polymap.poly import IslObject
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class Residencies:
         return next(e for e in self.events if e.tensor == tensor)
 
 
-def _project_prefix(obj, depth: int, total: int, dim_type):
+def _project_prefix(obj: isl.Map | isl.Set, depth: int, total: int, dim_type: isl.dim_type):
     """Keep only the first ``depth`` of ``total`` dimensions of type ``dim_type``."""
     return obj.project_out(dim_type, depth, total - depth) if total > depth else obj
 
@@ -128,7 +129,7 @@ def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str
                   writes if writes is not None else isl.Map.empty(space))
 
 
-def _event_space(model: KernelModel, ms, time_maps, tensor) -> isl.Space:
+def _event_space(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str) -> isl.Space:
     for st, tmap in zip(ms.statements, time_maps):
         for acc in st.accesses:
             if acc.tensor == tensor:
@@ -206,7 +207,7 @@ def residencies(model: KernelModel, mapping: Mapping, *, params: MappingT[str, i
     return Residencies(ms, maps, events, tuple(levels), dims)
 
 
-def without_params(m):
+def without_params(m: IslObject):
     """``m`` (a set or map, parameters fixed to numbers) with the parameters substituted away."""
     n = m.dim(isl.dim_type.param)
     return m.project_out(isl.dim_type.param, 0, n).detect_equalities() if n else m

@@ -22,7 +22,7 @@ Sketch for gemm (value-based)::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping as MappingT, Sequence
 
 from polymap.islcheck import isl
 from polymap.poly import Access, KernelModel, StatementModel, cached
@@ -84,7 +84,7 @@ def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
     return out
 
 
-def _union(maps: Iterable[isl.Map], space) -> isl.UnionMap:
+def _union(maps: Iterable[isl.Map], space: isl.Space) -> isl.UnionMap:
     out = isl.UnionMap.empty(space)
     for m in maps:
         out = out.union(isl.UnionMap.from_map(m))
@@ -127,7 +127,7 @@ def flow(sinks: isl.UnionMap, must: isl.UnionMap, schedule: isl.UnionMap,
     return info.set_schedule_map(schedule).compute_flow()
 
 
-def final_writers(prog: TaggedProgram, order=None) -> isl.UnionMap:
+def final_writers(prog: TaggedProgram, order: isl.UnionMap | None = None) -> isl.UnionMap:
     """``[W -> tag] -> X[e]``: the writes that no later write of the same element follows.
 
     ``order`` (a :class:`~polymap.passes.schedule.schedule_order.ScheduleOrder` of the
@@ -142,7 +142,7 @@ def final_writers(prog: TaggedProgram, order=None) -> isl.UnionMap:
 # --------------------------------------------------------------------------- splitting
 
 
-def split_tagged(umap: isl.UnionMap, kind: str, index) -> list[Dependence]:
+def split_tagged(umap: isl.UnionMap, kind: str, index: MappingT[str, tuple[StatementModel, Access]]) -> list[Dependence]:
     """One :class:`Dependence` per tagged map ``[S -> t] -> [T -> u]`` of ``umap``."""
     out = []
     for m in maps_of(umap):
@@ -190,7 +190,7 @@ def memory_based(model: KernelModel, statements: Iterable[StatementModel] | None
     return _memory_based(stmts, schedule_of)
 
 
-def _memory_based(stmts, sched) -> list[Dependence]:
+def _memory_based(stmts: Sequence[StatementModel], sched: Callable[[StatementModel], isl.Map]) -> list[Dependence]:
     out = []
     for s in stmts:
         for t in stmts:

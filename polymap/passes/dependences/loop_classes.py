@@ -154,7 +154,7 @@ def kernel_loops(kernel: ir.Kernel) -> tuple[ir.Loop, ...]:
     """Every loop of the kernel, pre-order."""
     out: list[ir.Loop] = []
 
-    def walk(nodes):
+    def walk(nodes: Iterable[ir.Node]):
         for n in nodes:
             if isinstance(n, ir.Loop):
                 out.append(n)

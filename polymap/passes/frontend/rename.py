@@ -86,7 +86,7 @@ def _rename_loop(loop: ir.Loop, env: dict[str, str], seen: set[str], taken: set[
         body=tuple(_node(c, inner, seen, taken) for c in loop.body))
 
 
-def _node(node: ir.Node, env, seen, taken) -> ir.Node:
+def _node(node: ir.Node, env: dict[str, str], seen: set[str], taken: set[str]) -> ir.Node:
     if isinstance(node, ir.Loop):
         return _rename_loop(node, env, seen, taken)
     if isinstance(node, ir.If):

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping as MappingT, Sequence
 
 from polymap.islcheck import isl
+from polymap.machine.arch import Architecture
+from polymap.passes.counting.fit import fit_problems
 from polymap.poly import KernelModel, StatementModel, cached
 from polymap.passes.legality import witness as W
 from polymap.passes.dependences.dependences import maps_of, memory_based
@@ -48,11 +50,9 @@ from polymap.passes.legality.reaching_writers import (
     writer_changes,
 )
 from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts
-from polymap.mapping.model import Mapping, check_fanout, mapping_loop_extents
-from polymap.passes.counting.counting import capacity_violations
+from polymap.mapping.model import Mapping
 from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
 from polymap.passes.schedule.tiling import mapped_schedule
-from polymap.machine.arch import Architecture
 from polymap.passes.schedule.tiling import MappedSchedule
 from polymap.passes.dependences.dependences import Dependence
 from polymap.passes.dependences.loop_classes import LoopClass
@@ -331,14 +331,17 @@ def check_mapping(model: KernelModel, mapping: Mapping, *, arch: Architecture | 
     return Verdict(not violations, tuple(violations), tuple(notes), tuple(hints))
 
 
-def _arch_violations(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> list[Violation]:
+def _arch_violations(model: KernelModel, mapping: Mapping, arch: Architecture,
+                     params: MappingT[str, int] | None) -> list[Violation]:
+    """Fan-out and capacity problems (:mod:`polymap.passes.counting.fit`) as violations."""
     out = []
-    values = dict(params or {})
-    for msg in check_fanout(mapping, arch, mapping_loop_extents(model.kernel, mapping, values, model=model)):
-        out.append(Violation("fanout", msg, extra=(("level", msg.split("(", 1)[-1].split(")")[0]),)))
-    for cap in capacity_violations(model, mapping, arch, values):
-        unit = cap.get("unit", "elements")
-        reason = (f"level {cap['level']} would hold {cap['footprint']} {unit} at once "
-                  f"but has capacity {cap['capacity']}")
-        out.append(Violation("capacity", reason, extra=tuple(cap.items())))
+    for p in fit_problems(model, mapping, arch, dict(params or {})):
+        if p.kind == "fanout":
+            walk = " x ".join(f"{x}: {t}" for x, t in p.loops)
+            reason = (f"levels[{p.level_index}] ({p.level}): spatial loops need {p.footprint} instances of "
+                      f"{p.inner} ({walk}), but each {p.level} instance has {p.capacity}")
+        else:
+            reason = (f"level {p.level} would hold {p.footprint} {p.unit} at once "
+                      f"but has capacity {p.capacity}")
+        out.append(Violation(p.kind, reason, extra=tuple(p.to_json().items())[1:]))
     return out

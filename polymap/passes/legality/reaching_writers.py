@@ -29,6 +29,7 @@ force and against each other).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Sequence
 
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, StatementModel, cached
@@ -60,7 +61,7 @@ def original_dataflow(model: KernelModel, stmts: tuple[StatementModel, ...]) -> 
     return cached(model, key, lambda: dataflow(model, stmts, {s.name: s.schedule for s in stmts}))
 
 
-def violated_relations(model: KernelModel, stmts, new_schedule_of) -> dict[str, isl.UnionMap]:
+def violated_relations(model: KernelModel, stmts: Sequence[StatementModel], new_schedule_of: Callable[[StatementModel], isl.Map]) -> dict[str, isl.UnionMap]:
     """The reference definition of legality: dataflow under both schedules, compared.
 
     With ``<o``/``<n`` "runs before" in the original/new order, the new
@@ -105,7 +106,7 @@ def _facts(model: KernelModel, stmts: tuple[StatementModel, ...]) -> _Facts:
     return cached(model, ("writer_facts", tuple(s.name for s in stmts)), compute)
 
 
-def keeps_writers(model: KernelModel, stmts, maps: dict[str, isl.Map], *,
+def keeps_writers(model: KernelModel, stmts: Sequence[StatementModel], maps: dict[str, isl.Map], *,
                   order: ScheduleOrder | None = None) -> bool:
     """True iff scheduling ``stmts`` by ``maps`` keeps every reaching and final writer (module doc).
 
@@ -144,7 +145,7 @@ class WriterChanges:
     final_swaps: isl.UnionMap
 
 
-def writer_changes(model: KernelModel, stmts, order: ScheduleOrder) -> WriterChanges:
+def writer_changes(model: KernelModel, stmts: Sequence[StatementModel], order: ScheduleOrder) -> WriterChanges:
     """Every way the schedule of ``order`` changes a reaching or final writer (empty iff legal).
 
     No dataflow under the new schedule: the new last writers are computed

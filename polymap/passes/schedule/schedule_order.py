@@ -13,11 +13,10 @@ Tagged instances ``[S[i] -> S_r0[]]`` are ordered by their statement ``S``.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from polymap.islcheck import isl
-from polymap.poly import cached
-from polymap.poly import KernelModel
+from polymap.poly import KernelModel, StatementModel, cached
 
 def _statement(space: isl.Space) -> str:
     """The statement of a (possibly tagged, i.e. wrapped) instance space."""
@@ -126,7 +125,7 @@ def conflict_pairs(model: KernelModel, statements: Iterable) -> tuple[tuple[str,
     return cached(model, ("conflict_pairs", tuple(s.name for s in stmts)), lambda: _conflict_pairs(stmts))
 
 
-def _conflict_pairs(stmts) -> tuple[tuple[str, str, isl.Map], ...]:
+def _conflict_pairs(stmts: Sequence[StatementModel]) -> tuple[tuple[str, str, isl.Map], ...]:
     out = []
     for s in stmts:
         for t in stmts:

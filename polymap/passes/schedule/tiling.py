@@ -109,7 +109,7 @@ def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]):
     """``((position, var), ...)`` for ``loop`` and every loop inside it (positions as in StatementContext)."""
     yield pos, loop.var
 
-    def walk(nodes, prefix):
+    def walk(nodes: tuple[ir.Node, ...], prefix: tuple[int, ...]):
         for k, n in enumerate(nodes):
             here = prefix + (k,)
             if isinstance(n, ir.Loop):

@@ -3,17 +3,26 @@
 Per nest, the candidates are the register blocking
 (:mod:`polymap.passes.search.register_mapping`), the default heuristic
 (:mod:`polymap.passes.search.default_mapping`), the best mappings of the search
-(:func:`polymap.passes.search.search_mappings`, cut off after a few
-seconds) and always the *original order*. Each is checked
-(:func:`polymap.passes.legality.legality.check_mapping` with the architecture:
-dependences, fan-out, capacities) and counted exactly
-(:func:`polymap.passes.counting.counting.count_mapping`), then ranked by the cost
-model's cycles, then energy::
+(:func:`polymap.passes.search.search.search_mappings`, with a budget of
+evaluations, :attr:`ChoiceOptions.search_evaluations`) and always the
+*original order*. Each is checked (legality:
+:func:`polymap.passes.legality.legality.check_mapping`; fit:
+:func:`polymap.passes.counting.fit.fit_problems`) and counted exactly
+(:func:`polymap.passes.counting.counting.count_mapping`), then ranked by
+the objective (:class:`~polymap.passes.counting.cost_model.Objective`,
+cycles then energy by default)::
 
     gemm 1024^3 on host
       register tiles   cycles 5.4e+08  energy 4.1e+09 pJ   <- chosen
       default          cycles 6.6e+08  ...
       original order   cycles 2.1e+09  ...
+
+Which candidates are considered depends on work counts only, never on the
+machine's load: the same input gives the same choice. Wall-clock limits
+(:attr:`ChoiceOptions.candidate_limit_seconds`,
+:attr:`ChoiceOptions.search_limit_seconds`) only stop runaway work (ISL on
+a triangle at large sizes can take minutes); a candidate they stop is
+rejected *and the choice says so* (:attr:`NestChoice.stopped`).
 
 A nest whose loops share a name (jacobi-2d's two sweeps) is first given
 distinct names (:func:`polymap.passes.frontend.rename.distinct_loop_names`): a
@@ -24,16 +33,44 @@ when it wins, the nest keeps its original schedule (no mapping).
 """
 from __future__ import annotations
 
-import sys
+import dataclasses
 from dataclasses import dataclass
+from math import prod
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.budget import Budget, ChildFailed
-from polymap.mapping.model import LevelMapping, Mapping, loop_extents, mapping_loop_extents, nest_loops, nest_tensors
+from polymap.budget import Budget
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
+                                   resolved_tile)
+from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
+from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
+from polymap.passes.legality.legality import check_mapping
+from polymap.passes.search.default_mapping import choose_mapping
+from polymap.passes.search.register_mapping import register_mappings
+from polymap.passes.search.search import search_mappings
 from polymap.passes.search.isl_schedule import isl_mappings
 from polymap.poly import KernelModel, build_model
 
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ChoiceOptions:
+    """How ``compile`` chooses a mapping per nest. Budgets count work, so the choice is reproducible."""
+
+    objective: Objective = Objective.CYCLES
+    """What the ranking minimises (ties broken by energy, or by cycles for the others)."""
+    search_evaluations: int = 300
+    """Tile vectors the search evaluates per loop order; 0 leaves the search out."""
+    search_top: int = 3
+    """Best mappings of the search that become candidates."""
+    candidate_limit_seconds: float = 600.0
+    """Wall-clock safety limit on one candidate's legality, fit and counts (stops runaway work, reported)."""
+    search_limit_seconds: float = 600.0
+    """Wall-clock safety limit on the search of one nest (stops runaway work, reported)."""
 
 
 @dataclass(frozen=True)
@@ -45,12 +82,13 @@ class Candidate:
     counted: Mapping  # the mapping whose counts rank it (the original order's own expression)
     legal: bool
     problems: tuple[str, ...] = ()
-    report: object | None = None  # polymap.passes.counting.cost_model.CostReport
+    report: CostReport | None = None
+    fit: tuple[FitProblem, ...] = ()
 
-    def key(self) -> tuple[float, float]:
+    def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:
             return (float("inf"), float("inf"))
-        return (self.report.cycles, self.report.energy_pj)
+        return objective.key(self.report)
 
 
 @dataclass(frozen=True)
@@ -58,6 +96,9 @@ class NestChoice:
     nest: int
     chosen: Candidate
     candidates: tuple[Candidate, ...]  # ranked: usable ones first, best first
+    objective: Objective = Objective.CYCLES
+    stopped: tuple[str, ...] = ()
+    """What a wall-clock safety limit stopped (empty: the choice depended on work counts only)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +115,7 @@ class KernelChoice:
         return tuple(n.chosen.mapping for n in self.nests if n.chosen.mapping is not None)
 
 
-def original_mapping(kernel: ir.Kernel, nest: int, arch) -> Mapping:
+def original_mapping(kernel: ir.Kernel, nest: int, arch: Architecture) -> Mapping:
     """The original order as a mapping: every loop walked at the backing store, tile 1 below."""
     loops = nest_loops(kernel, nest)
     keep = nest_tensors(kernel, nest)
@@ -82,21 +123,16 @@ def original_mapping(kernel: ir.Kernel, nest: int, arch) -> Mapping:
     return Mapping(kernel.name, nest, tuple(loops), levels)
 
 
-def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_seconds: float | None = None,
-           progress: Callable[[str], None] | None = None, search_top: int = 3,
+def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
+           options: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None,
            budget: Budget | None = None) -> KernelChoice:
     """The mapping of every nest of ``kernel`` (see the module docstring).
 
-    Every candidate runs under ``budget`` (:class:`polymap.budget.Budget`):
-    its ``candidate_seconds`` for one candidate's legality, fit and counts
-    (ISL on a triangle at large sizes can take minutes: symm's register
-    blocking at LARGE), its ``search_seconds`` (unless ``search_seconds``)
-    for the search of one nest; a candidate over its limit is dropped, and
-    the choice refuses (``BudgetExceeded``) when the whole budget runs out.
+    Every candidate runs in a child under ``budget`` (:class:`polymap.budget.Budget`, the one
+    mechanism): the options' safety limits stop runaway pieces (reported), and the choice refuses
+    (``BudgetExceeded``) when the whole budget runs out.
     """
     budget = budget if budget is not None else Budget()
-    from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
-
     renamed = tuple(sorted(repeated_loop_names(kernel).items()))
     kernel = distinct_loop_names(kernel)
     model = build_model(kernel)
@@ -106,37 +142,24 @@ def choose(kernel: ir.Kernel, arch, params: MappingT[str, int], *, search_second
             continue
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, search_seconds=search_seconds, search_top=search_top,
-                                 budget=budget))
+        nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
     return KernelChoice(kernel, model, tuple(nests), renamed)
 
 
-def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int], *,
-                search_seconds: float | None = None, search_top: int = 3,
-                budget: Budget | None = None) -> NestChoice:
-    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits.
-
-    ``search_top`` of the search's best mappings are candidates (``--tune K`` asks for K).
-    """
+def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
+                options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None) -> NestChoice:
+    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
     budget = budget if budget is not None else Budget()
-    search_seconds = budget.search_seconds if search_seconds is None else search_seconds
-    limit = budget.candidate_seconds
-    from polymap.passes.search.default_mapping import choose_mapping
-    from polymap.passes.search.register_mapping import register_mappings
-
     kernel = model.kernel
-    proposals: list[tuple[str, Mapping | None]] = []
-    for source, make in (("register tiles", lambda: register_mappings(model, nest, arch, params)),
-                         ("default", lambda: [("default", choose_mapping(model, nest, arch, params))]),
-                         ("isl schedule", lambda: isl_mappings(model, nest, arch, params))):
-        try:
-            proposals.extend(make())
-        except Exception as exc:  # a heuristic that fails is just no candidate
-            proposals.append((f"{source} (failed: {type(exc).__name__})", None))
-    for k, m in enumerate(_search(model, nest, arch, params, search_seconds, search_top, budget)):
-        proposals.append((f"search #{k + 1}", m))
+    params = dict(params)
+    proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
+    proposals.append(("default", choose_mapping(model, nest, arch, params)))
+    proposals += list(isl_mappings(model, nest, arch, params))
+    found, stopped = _search(model, nest, arch, params, options, budget)
+    proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
     others = []
+    limit = options.candidate_limit_seconds
     for source, m in proposals:
         if m is None:
             continue
@@ -145,25 +168,32 @@ def choose_nest(model: KernelModel, nest: int, arch, params: MappingT[str, int],
             continue
         seen.add(text)
         # the heuristics' blockings may overflow a level the code does not care about: bypass it
-        others.append(_run(budget, _evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
-                           limit, Candidate(source, m, m, False, (f"not decided within {limit:g} s",)),
-                           f"the candidate '{source}' of nest {nest}"))
+        late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
+        cand = budget.run(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
+                          limit=limit, timed_out=late, what=f"the candidate '{source}' of nest {nest}")
+        if cand is late:
+            stopped += (f"{source}: not decided within the safety limit of {limit:g} s",)
+        others.append(cand)
     original = original_mapping(kernel, nest, arch)
     if any(c.legal and c.report is not None for c in others):
-        fallback = Candidate("original order", None, original, True, (f"not counted within {limit:g} s",))
-        candidates = [_run(budget, _evaluate, (model, "original order", None, original, arch, params), {},
-                           limit, fallback, f"the original order of nest {nest}")] + others
+        late = Candidate("original order", None, original, True,
+                         (f"not counted within the safety limit of {limit:g} s",))
+        first = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
+                           limit=limit, timed_out=late, what=f"the original order of nest {nest}")
+        if first is late:
+            stopped += (f"original order: not counted within the safety limit of {limit:g} s",)
+        candidates = [first] + others
     else:  # nothing to rank against: the original order wins without being counted
         candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
         candidates += others
     usable = sorted((c for c in candidates if c.legal and (c.report is not None or c.mapping is None)),
-                    key=Candidate.key)
+                    key=lambda c: c.key(options.objective))
     rest = [c for c in candidates if c not in usable]
     chosen = usable[0] if usable else candidates[0]
-    return NestChoice(nest, chosen, tuple(usable + rest))
+    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped)
 
 
-def fit_keeps(model: KernelModel, mapping: Mapping, arch, params: MappingT[str, int]) -> Mapping:
+def fit_keeps(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> Mapping:
     """``mapping`` with tensors bypassing the levels they overflow (largest tile box first).
 
     The loops (and so the generated code) stay the same; only what each level
@@ -172,18 +202,12 @@ def fit_keeps(model: KernelModel, mapping: Mapping, arch, params: MappingT[str, 
         L2 tile {i: 504, j: 1024, k: 256} keep A, B, C   (3.9 MiB > 512 KiB)
           -> keep A                                       (504 KiB)
     """
-    import dataclasses
-
-    from polymap.mapping.model import resolved_tile
-    from polymap.passes.counting.counting import capacity_violations
-
     extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
-    index = {lv.name: k for k, lv in enumerate(arch.levels)}
     for _ in range(sum(len(lm.keep) for lm in mapping.levels)):
-        over = capacity_violations(model, mapping, arch, dict(params))
+        over = capacity_problems(model, mapping, arch, params)
         if not over:
             return mapping
-        k = index[over[0]["level"]]
+        k = over[0].level_index
         lm = mapping.levels[k]
         if not lm.keep:
             return mapping
@@ -197,8 +221,6 @@ def fit_keeps(model: KernelModel, mapping: Mapping, arch, params: MappingT[str, 
 
 def _box(model: KernelModel, nest: int, tensor: str, tile: MappingT[str, int]) -> int:
     """Elements of ``tensor``'s bounding box over one tile (a sum of subscripts' spans)."""
-    from math import prod
-
     best = 0
     for s in model.nest_statements(nest):
         for a in s.accesses:
@@ -212,75 +234,67 @@ def _box(model: KernelModel, nest: int, tensor: str, tile: MappingT[str, int]) -
     return best
 
 
-def _evaluate(model, source, mapping, counted, arch, params, *, fit: bool = False) -> Candidate:
+def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted: Mapping, arch: Architecture,
+              params: MappingT[str, int], *, fit: bool = False) -> Candidate:
     """Legality first (cheap, exact), then fit (``fit``: by bypassing levels), then the counts."""
-    from polymap.mapping.model import check_fanout
-    from polymap.passes.counting.cost_model import active_compute_units, evaluate
-    from polymap.passes.counting.counting import capacity_violations, count_mapping
-    from polymap.passes.legality.legality import check_mapping
-
     params = dict(params)
-    try:
-        if mapping is not None:
-            verdict = check_mapping(model, mapping, params=params)
-            if not verdict.legal:
-                return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
-            extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
-            problems = list(check_fanout(mapping, arch, extents))
-            if not problems:
-                if fit:
-                    mapping = counted = fit_keeps(model, mapping, arch, params)
-                problems = [f"level {c['level']} would hold {c['footprint']} {c['unit']} but has capacity "
-                            f"{c['capacity']}" for c in capacity_violations(model, mapping, arch, params)]
-            if problems:
-                return Candidate(source, mapping, counted, False, tuple(problems))
-        counts = count_mapping(model, counted, arch, params=params)
-        extents = mapping_loop_extents(model.kernel, counted, params, model=model)
-        report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
-    except Exception as exc:  # undecided: not a candidate (the original order stays one)
-        reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        return Candidate(source, mapping, counted, mapping is None, (reason,))
+    if mapping is not None:
+        verdict = check_mapping(model, mapping, params=params)
+        if not verdict.legal:
+            return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
+        problems = fit_problems(model, mapping, arch, params)
+        if fit and problems and all(p.kind == "capacity" for p in problems):
+            mapping = counted = fit_keeps(model, mapping, arch, params)
+            problems = capacity_problems(model, mapping, arch, params)
+        if problems:
+            return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
+    counts = count_mapping(model, counted, arch, params=params)
+    extents = mapping_loop_extents(model.kernel, counted, params, model=model)
+    report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
     return Candidate(source, mapping, counted, True, (), report)
 
 
-def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch, params: MappingT[str, int], *,
-                       fit: bool = True, seconds: float | None = None, budget: Budget | None = None) -> Candidate:
+def _fit_text(p: FitProblem) -> str:
+    """compile's words for a fit problem."""
+    if p.kind == "fanout":
+        return (f"its spatial loops at {p.level} need {p.footprint} instances of {p.inner}, "
+                f"{p.capacity} available")
+    return f"level {p.level} would hold {p.footprint} {p.unit} but has capacity {p.capacity}"
+
+
+def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch: Architecture,
+                       params: MappingT[str, int], *, fit: bool = True, seconds: float | None = None,
+                       budget: Budget | None = None) -> Candidate:
     """One more candidate checked and counted as compile's own are (in a child, within ``seconds``,
-    by default the budget's ``candidate_seconds``)."""
+    by default the options' safety limit)."""
     budget = budget if budget is not None else Budget()
-    seconds = budget.candidate_seconds if seconds is None else seconds
-    undecided = Candidate(source, mapping, mapping, False, (f"not decided within {seconds:.0f} s",))
-    return _run(budget, _evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit}, seconds,
-                undecided, f"the candidate '{source}'")
+    seconds = ChoiceOptions().candidate_limit_seconds if seconds is None else seconds
+    undecided = Candidate(source, mapping, mapping, False, (f"stopped by the wall-clock limit of {seconds:g} s",))
+    return budget.run(_evaluate, (model, source, mapping, mapping, arch, dict(params)), {"fit": fit},
+                      limit=seconds, timed_out=undecided, what=f"the candidate '{source}'")
 
 
-def _run(budget: Budget, fn, args: tuple, kwargs: dict, seconds: float, timed_out, what: str):
-    """``fn(*args, **kwargs)`` under the budget's limit for one piece (a forked child; ISL cannot be
-    interrupted), ``timed_out`` past ``seconds``; the child's error is raised as ``RuntimeError``."""
-    try:
-        return budget.run(fn, args, kwargs, limit=seconds, timed_out=timed_out, what=what)
-    except ChildFailed as exc:
-        raise RuntimeError(str(exc)) from None
+def _search_mappings(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
+                     options: ChoiceOptions) -> list[Mapping]:
+    found = search_mappings(model, nest, arch, params, top=options.search_top, budget=options.search_evaluations,
+                            confirm=options.search_top, seconds=None, objective=options.objective)
+    return [m for m, _ in found]
 
 
-def _search_mappings(model, nest, arch, params, top: int = 3) -> list[Mapping]:
-    from polymap.passes.search.search import search_mappings
-
-    try:
-        return [m for m, _ in search_mappings(model, nest, arch, params, top=top, budget=300, confirm=top)]
-    except Exception:  # the search is one source of candidates among others
-        return []
-
-
-def _search(model, nest, arch, params, seconds: float, top: int, budget: Budget) -> list[Mapping]:
-    """The search's best ``top`` mappings, or none when it takes longer than ``seconds``."""
-    if seconds <= 0:
-        return []
-    return _run(budget, _search_mappings, (model, nest, arch, dict(params), top), {}, seconds, [],
-                f"the search of nest {nest}")
+def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
+            options: ChoiceOptions, budget: Budget) -> tuple[list[Mapping], tuple[str, ...]]:
+    """The search's best mappings, and what the safety limit stopped (the search, or nothing)."""
+    if options.search_evaluations <= 0 or options.search_top <= 0:
+        return [], ()
+    late: list[Mapping] = []
+    found = budget.run(_search_mappings, (model, nest, arch, params, options), {},
+                       limit=options.search_limit_seconds, timed_out=late, what=f"the search of nest {nest}")
+    if found is late:
+        return [], (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",)
+    return found, ()
 
 
-def explain(choice: NestChoice, arch) -> list[str]:
+def explain(choice: NestChoice, arch: Architecture) -> list[str]:
     """Lines saying what was chosen for the nest and why (the ranking, traffic and intensity per level)."""
     c = choice.chosen
     what = "the original schedule" if c.mapping is None else c.source
@@ -302,12 +316,3 @@ def explain(choice: NestChoice, arch) -> list[str]:
             lines.append(f"    {lv.name:6s} {moved} elements to inner levels, intensity "
                          f"{'-' if i is None else f'{i:.3g}'} instances/element")
     return lines
-
-
-def progress_printer(enabled: bool | None = None) -> Callable[[str], None] | None:
-    """A callback printing progress on stderr, or None when stderr is no terminal."""
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled:
-        return None
-    return lambda text: print(text, file=sys.stderr, flush=True)

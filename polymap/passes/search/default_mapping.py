@@ -28,11 +28,11 @@ from polymap.islcheck import isl
 from polymap.mapping.model import (
     LevelMapping,
     Mapping,
-    check_fanout,
     loop_extents,
     nest_loops,
     nest_tensors,
 )
+from polymap.passes.counting.fit import fanout_problems
 from polymap.poly import KernelModel
 from polymap.tensors import numpy_dtype
 from polymap.codegen.ast_build import kernel_schedule, LoopAnalysis
@@ -168,7 +168,7 @@ def _with_spatial(model: KernelModel, mapping: Mapping, arch: Architecture, exte
     lm = levels[fan_level]
     levels[fan_level] = LevelMapping(lm.level, lm.tile, (x,) + tuple(y for y in lm.order if y != x), (x,), lm.keep)
     out = Mapping(mapping.kernel, mapping.nest, mapping.loops, tuple(levels))
-    if check_fanout(out, arch, extents) or not _legal(model, out):
+    if fanout_problems(out, arch, extents) or not _legal(model, out):
         return mapping
     return out
 

@@ -68,7 +68,7 @@ class DaskExecutor:
         return _completed(client, fn, items, as_completed)
 
 
-def _completed(client, fn: Callable, items: Iterable, as_completed) -> Iterator:
+def _completed(client: object, fn: Callable, items: Iterable, as_completed: Callable) -> Iterator:
     try:
         futures = client.map(fn, list(items), pure=False)
         for fut in as_completed(futures):

@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
+from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
 from polymap.passes.counting.fastcount import BatchCounts, Structure
 from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
 from polymap.passes.counting.fastcount_nest import FastNest
@@ -93,23 +94,22 @@ def batch_cost(batch: BatchCounts, arch: Architecture, T: np.ndarray, structure:
     The same formulas as :func:`polymap.passes.counting.cost_model.evaluate`, on arrays.
     """
     B = T.shape[0]
-    energy = np.full(B, batch.instances * arch.compute.energy, dtype=float)
+    energy = np.full(B, compute_energy(arch, batch.instances), dtype=float)
     terms = []
     for l, per in enumerate(batch.counts):
         spec = arch.levels[l]
         moved = np.zeros(B, dtype=np.int64)
         for c in per.values():
-            energy += (c["reads"] + c.get("writebacks", 0)) * spec.read_energy
-            energy += (c.get("fills", 0) + c["updates"]) * spec.write_energy
+            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
             moved = moved + c["reads"] + c["updates"]
-        if spec.bandwidth is not None:
-            terms.append(moved / spec.bandwidth)
+        term = level_cycles(spec, moved)
+        if term is not None:
+            terms.append(term)
     active = np.ones(B, dtype=np.int64)
     for k, sp in enumerate(structure.spatial):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    active = np.maximum(1, np.minimum(active, arch.compute.instances))
-    cycles = batch.instances / (active * arch.compute.ops_per_cycle)
+    cycles = compute_cycles(arch, batch.instances, active)
     for t in terms:
         cycles = np.maximum(cycles, t)
     return energy, cycles
@@ -146,25 +146,24 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return counts, T
 
 
-def costs_of(counts, arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
+def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
     """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
-    energy = instances * arch.compute.energy
+    energy = compute_energy(arch, instances)
     bound = []
     for l, per in enumerate(counts):
         spec = arch.levels[l]
         moved = 0
         for c in per.values():
-            energy = energy + (c["reads"] + c.get("writebacks", 0)) * spec.read_energy
-            energy = energy + (c.get("fills", 0) + c["updates"]) * spec.write_energy
+            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
             moved = moved + c["reads"] + c["updates"]
-        if spec.bandwidth is not None:
-            bound.append(moved / spec.bandwidth)
+        term = level_cycles(spec, moved)
+        if term is not None:
+            bound.append(term)
     active = np.ones(T.shape[0], dtype=np.int64)
     for k, sp in enumerate(plan.loops):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    active = np.maximum(1, np.minimum(active, arch.compute.instances))
-    cycles = instances / (active * arch.compute.ops_per_cycle)
+    cycles = compute_cycles(arch, instances, active)
     for t in bound:
         cycles = np.maximum(cycles, t)
     return energy, cycles
@@ -218,7 +217,8 @@ def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return best, len(flat), table
 
 
-def _rows(item: WorkItem, part: Part, counts, energy, cycles, flat: np.ndarray, shape) -> dict:
+def _rows(item: WorkItem, part: Part, counts: list[dict], energy: np.ndarray, cycles: np.ndarray,
+          flat: np.ndarray, shape: tuple[int, ...]) -> dict:
     B = shape[-1]
     base = part.first_lo * part.per_first
     table = {"group": np.full(len(flat), part.group), "order": base + flat // B, "row": flat % B,

@@ -38,9 +38,10 @@ from math import prod
 
 import numpy as np
 
+from polymap.machine.arch import Architecture, Level
+from polymap.passes.counting.counting import Counts
 from polymap.passes.counting.fastcount_forms import image_size
-from polymap.passes.counting.fastcount_nest import FastNest
-from polymap.machine.arch import Architecture
+from polymap.passes.counting.fastcount_nest import FastNest, TensorShape
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def hbl_exponents(nest: FastNest) -> tuple[float, ...] | None:
     return None if best is None else tuple(float(max(v, 0.0)) for v in best)
 
 
-def _elements(nest: FastNest, t) -> int:
+def _elements(nest: FastNest, t: TensorShape) -> int:
     lengths = {x: nest.extents[x] for x in range(len(nest.loops))}
     return int(prod(image_size(sub, lengths) for sub in t.subscripts))
 
@@ -106,7 +107,7 @@ def level_bounds(nest: FastNest, arch: Architecture) -> list[Bound]:
     return out
 
 
-def _capacity_elements(nest: FastNest, level) -> int | None:
+def _capacity_elements(nest: FastNest, level: Level) -> int | None:
     """Elements one instance can hold (bytes over the narrowest dtype: an upper bound, so the bound stays valid)."""
     if level.capacity_elements is not None:
         return level.capacity_elements
@@ -115,7 +116,7 @@ def _capacity_elements(nest: FastNest, level) -> int | None:
     return None
 
 
-def level_traffic(counts, level_index: int) -> int:
+def level_traffic(counts: Counts, level_index: int) -> int:
     """``fills + writebacks`` of every tensor kept at the level, over its instances (the bounded quantity)."""
     lv = counts.levels[level_index]
     return sum((t.fills or 0) + (t.writebacks or 0) for t in lv.tensors)

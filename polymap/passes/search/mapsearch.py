@@ -24,9 +24,10 @@ from typing import Callable, Mapping as MappingT
 import numpy as np
 
 from polymap.islcheck import isl
-from polymap.mapping.model import LevelMapping, Mapping, check_fanout, loop_extents
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents
 from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
-from polymap.passes.counting.counting import capacity_violations, count_mapping
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import capacity_problems, fanout_problems
 from polymap.passes.counting.fastcount import Evaluator, Structure, fast_counts
 from polymap.passes.counting.fastcount_orders import all_orders
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
@@ -128,7 +129,8 @@ def _level_key(perm: tuple[int, ...], spatial: frozenset[int], carrying: frozens
 # --------------------------------------------------------------------------- mappings
 
 
-def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan, orders, tiles_row) -> Mapping:
+def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan,
+               orders: tuple[tuple[int, ...], ...], tiles_row: list[list[int]]) -> Mapping:
     loops = nest.loops
     keep = tuple(t.name for t in nest.tensors)
     levels = []
@@ -140,7 +142,8 @@ def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: Spa
     return Mapping(model.kernel.name, nest.nest, loops, tuple(levels))
 
 
-def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, options: SearchOptions, carrying, notes: list[str]):
+def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, options: SearchOptions,
+                   carrying: frozenset[int], notes: list[str]) -> tuple[SpatialPlan, ...]:
     n, m = len(arch.levels), len(nest.loops)
     fan = [arch.inner_instances(k) // arch.levels[k].instances for k in range(n)]
     per_level = []
@@ -250,7 +253,7 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                         results if options.csv_rows else [], (fast, space, groups), phases)
 
 
-def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups, best: list[Scored],
+def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups: list[Group], best: list[Scored],
              options: SearchOptions) -> list[Found]:
     out: list[Found] = []
     extents = loop_extents(model.kernel, fast.nest, dict(params))
@@ -284,7 +287,7 @@ def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     found = []
     for mp in candidates[:limit]:
         result.evaluated += 1
-        if check_fanout(mp, arch, space.extents) or capacity_violations(model, mp, arch, dict(params)):
+        if fanout_problems(mp, arch, space.extents) or capacity_problems(model, mp, arch, dict(params)):
             continue
         if not is_legal(model, mp):
             continue

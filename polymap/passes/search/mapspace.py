@@ -43,6 +43,7 @@ import numpy as np
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.machine.arch import Architecture
+from polymap.passes.counting.fit import exceeds, fanout_available
 
 PrunedCounts = dict  # reason -> mappings removed
 
@@ -166,7 +167,7 @@ def _fits(nest: FastNest, arch: Architecture, tiles: np.ndarray) -> np.ndarray:
         if not lv.bounded:
             continue
         elems, nbytes = footprints(nest, tiles[:, k])
-        ok &= (elems <= lv.capacity_elements) if lv.capacity_elements is not None else (nbytes <= lv.capacity_bytes)
+        ok &= ~np.asarray(exceeds(lv, elems, nbytes), dtype=bool)
     return ok
 
 
@@ -190,13 +191,13 @@ def symmetries(nest: FastNest, fixed: frozenset[int] = frozenset()) -> list[tupl
     return out
 
 
-def _maps_to_itself(subscripts, sigma) -> bool:
+def _maps_to_itself(subscripts: tuple, sigma: tuple[int, ...]) -> bool:
     """The renamed subscripts are the same multiset (a permutation of the tensor's dimensions)."""
     image = sorted(tuple((sigma[x], a) for x, a in sub) for sub in subscripts)
     return image == sorted(tuple(sub) for sub in subscripts)
 
 
-def _canonical(tiles: np.ndarray, plan: SpatialPlan, sigmas) -> np.ndarray:
+def _canonical(tiles: np.ndarray, plan: SpatialPlan, sigmas: list[tuple[int, ...]]) -> np.ndarray:
     """Rows kept by the symmetry pruning: no symmetry maps the (plan, tiles) to a smaller row."""
     keep = np.ones(len(tiles), dtype=bool)
     flat = tiles.reshape(len(tiles), -1)
@@ -219,7 +220,7 @@ def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan,
                    symmetric: bool = True, fixed: frozenset[int] = frozenset()) -> Mapspace:
     """Every tile config of every plan that fits, grouped by trip pattern (see the module doc)."""
     n, m = len(arch.levels), len(nest.loops)
-    fanouts = tuple(arch.inner_instances(k) // arch.levels[k].instances for k in range(n))
+    fanouts = tuple(fanout_available(arch, k) for k in range(n))
     per_loop = [chains(e, n - 1) for e in nest.extents]
     configs = prod(len(c) for c in per_loop)
     orders_all = factorial(m) ** n
@@ -244,7 +245,8 @@ def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan,
     return Mapspace(nest, fanouts, plans, groups, space, pruned)
 
 
-def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loop, fanouts):
+def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loop: list[np.ndarray],
+                  fanouts: tuple[int, ...]):
     """``(B, n, m)`` tiles of ``plan`` that fit and fan out, and how many (full) configs each rule removed."""
     n, m = len(arch.levels), len(nest.loops)
     lost = {"capacity": 0, "fan-out": 0, "spatial trip 1": 0}

@@ -42,11 +42,11 @@ from polymap.machine.arch import Architecture, VectorUnit
 from polymap.mapping.model import (
     LevelMapping,
     Mapping,
-    check_fanout,
     loop_extents,
     nest_loops,
     nest_tensors,
 )
+from polymap.passes.counting.fit import fanout_problems
 from polymap.poly import KernelModel
 from polymap.codegen.c.regtile import _unit_last
 
@@ -228,7 +228,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         t, order, spatial = specs.get(lv, (whole, outer_first, ()))
         levels.append(LevelMapping(arch.levels[lv].name, t, tuple(order), spatial, keep))
     out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
-    if check_fanout(out, arch, extents):
+    if fanout_problems(out, arch, extents):
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out

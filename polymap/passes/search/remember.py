@@ -23,13 +23,13 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.model import LevelMapping, Mapping, check_fanout, loop_extents, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.passes.counting.fit import fit_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping
 from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
 from polymap.codegen.verify import verify as check_against_reference
-from polymap.passes.counting.counting import capacity_violations
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import check_mapping
 from polymap.machine.arch import Architecture
@@ -143,8 +143,7 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
     values = dict(params)
     if not check_mapping(model, mapping, params=values).legal:
         raise ValueError(f"the mapping of nest {nest} is illegal")
-    problems = check_fanout(mapping, arch, loop_extents(model.kernel, nest, values, model=model))
-    if problems or capacity_violations(model, mapping, arch, values):
+    if fit_problems(model, mapping, arch, values):
         raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
     cand = Candidate(label, mapping, mapping, True)
     return NestChoice(nest, cand, (cand,))

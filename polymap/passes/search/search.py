@@ -13,8 +13,10 @@ Candidates (``compile`` without ``--mapping``):
   reduction), over the inner instances of the first level that fans out,
   with a tile that divides evenly.
 
-Objective: energy (pJ, ``mapping.md``) first, then cycles; only mappings
-whose footprint fits every level. The fast path
+Objective: one of :class:`~polymap.passes.counting.cost_model.Objective`
+(cycles, then energy, by default; the formulas of ``mapping.md`` live in
+:mod:`~polymap.passes.counting.cost_model`); only mappings whose footprint
+fits every level (:mod:`~polymap.passes.counting.fit`). The fast path
 (:mod:`polymap.passes.counting.fastcount`) ranks whole batches when the nest is in
 its class; the winners are then checked once more (legality of their own
 tiles) and reported with the fast path's exact counts (``recount=True``
@@ -30,13 +32,15 @@ until one is found after it ran out.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Mapping as MappingT
 
 import numpy as np
 
-from polymap.mapping.model import check_fanout, Mapping, trip_counts
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate, rank_key
 from polymap.passes.counting.counting import Counts, count_mapping
+from polymap.passes.counting.fit import exceeds, fanout_problems
 from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported
 from polymap.passes.search.space import SearchSpace, candidate_tiles
@@ -45,49 +49,8 @@ from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
 
 
-@dataclass(frozen=True)
-class CostReport:
-    """The objective of one mapping, from exact counts."""
-
-    energy_pj: float
-    cycles: float
-    counts: Counts
-    exact_by: str  # "isl" or "fast"
-
-    def intensity(self) -> dict[str, float]:
-        """Statement instances per element crossing each level's inner boundary."""
-        out = {}
-        for lv in self.counts.levels:
-            moved = lv.reads + lv.updates
-            out[lv.name] = self.counts.instances / moved if moved else float("inf")
-        return out
-
-
-def _active_units(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> int:
-    active = 1
-    for k, lm in enumerate(mapping.levels):
-        trips = trip_counts(mapping, k, extents)
-        for x in lm.spatial:
-            active *= max(trips[x], 1)
-    return max(1, min(active, arch.compute.instances))
-
-
-def cost_of(counts: Counts, mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> tuple[float, float]:
-    """``(energy pJ, cycles)`` of ``mapping.md`` from exact counts."""
-    energy = counts.instances * arch.compute.energy
-    c = arch.compute
-    cycles = counts.instances / (_active_units(mapping, arch, extents) * c.ops_per_cycle)
-    for lv, spec in zip(counts.levels, arch.levels):
-        for t in lv.tensors:
-            energy += (t.reads + (t.writebacks or 0)) * spec.read_energy
-            energy += ((t.fills or 0) + t.updates) * spec.write_energy
-        if spec.bandwidth:
-            cycles = max(cycles, (lv.reads + lv.updates) / spec.bandwidth)
-    return energy, cycles
-
-
 def _fits(counts: Counts, arch: Architecture) -> bool:
-    return not any(lv.footprint is not None and spec.exceeded_by(lv.footprint, lv.footprint_bytes)
+    return not any(lv.footprint is not None and exceeds(spec, lv.footprint, lv.footprint_bytes)
                    for lv, spec in zip(counts.levels, arch.levels))
 
 
@@ -103,14 +66,15 @@ def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: Ma
         counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
     if not _fits(counts, arch):
         return None
-    energy, cycles = cost_of(counts, mapping, arch, extents)
-    return CostReport(energy, cycles, counts, by)
+    return evaluate(counts, arch, active_units=active_compute_units(mapping, arch, extents))
 
 
 def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, top: int = 10,
                     budget: int = 4000, confirm: int = 3, seconds: float | None = 5.0,
-                    recount: bool = False) -> list[tuple[Mapping, CostReport]]:
-    """Legal, fitting mappings of ``nest`` on ``arch``, best first (energy, then cycles).
+                    recount: bool = False, objective: Objective = Objective.CYCLES
+                    ) -> list[tuple[Mapping, CostReport]]:
+    """Legal, fitting mappings of ``nest`` on ``arch``, best first by ``objective``
+    (:class:`~polymap.passes.counting.cost_model.Objective`: cycles then energy by default).
 
     ``budget`` bounds the tile vectors evaluated per loop order with the fast
     path; the best ``confirm`` are checked for legality with their own tiles
@@ -124,7 +88,7 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
     if space is None:
         return []
     try:
-        ranked, want = _rank_fast(model, space, budget), confirm
+        ranked, want = _rank_fast(model, space, budget, objective), confirm
     except NotSupported:
         ranked, want, recount = space.few_candidates(), top, True
     out: list[tuple[Mapping, CostReport]] = []
@@ -132,16 +96,16 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
         late = deadline is not None and time.monotonic() > deadline
         if len(out) >= want or (late and out):
             break
-        if check_fanout(m, arch, space.extents) or not is_legal(model, m):
+        if fanout_problems(m, arch, space.extents) or not is_legal(model, m):
             continue
         rep = _report(model, m, arch, params, space.extents, recount=recount)
         if rep is not None:
             out.append((m, rep))
-    out.sort(key=lambda mr: (mr[1].energy_pj, mr[1].cycles))
+    out.sort(key=lambda mr: objective.key(mr[1]))
     return out[:top]
 
 
-def _rank_fast(model: KernelModel, space: SearchSpace, budget: int):
+def _rank_fast(model: KernelModel, space: SearchSpace, budget: int, objective: Objective):
     """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
     scored = []
     for template in space.structures():
@@ -152,7 +116,7 @@ def _rank_fast(model: KernelModel, space: SearchSpace, budget: int):
         batch = ev.evaluate(tiles)
         energy, cycles, ok = space.batch_objective(batch, template, tiles)
         for b in np.flatnonzero(ok):
-            scored.append((float(energy[b]), float(cycles[b]), len(scored), template, tiles[b]))
+            scored.append((*rank_key(objective, float(energy[b]), float(cycles[b])), len(scored), template, tiles[b]))
     scored.sort(key=lambda s: (s[0], s[1], s[2]))
     # mappings are built lazily: only the first few are ever confirmed
     return (space.with_tiles(t, row) for _, _, _, t, row in scored)
@@ -168,7 +132,7 @@ def explain(mapping: Mapping, report: CostReport) -> str:
     """Why this mapping: per level its tile, order, traffic and arithmetic intensity."""
     lines = [f"mapping of nest {mapping.nest}: energy {report.energy_pj:.4g} pJ, "
              f"{report.cycles:.4g} cycles ({report.counts.instances} statement instances)"]
-    intensity = report.intensity()
+    intensity = {name: float("inf") if value is None else value for name, value in report.intensity}
     width = max(len(lv.name) for lv in report.counts.levels)
     for lm, lv in zip(mapping.levels, report.counts.levels):
         tile = ", ".join(f"{x}: {t}" for x, t in zip(mapping.loops, lm.tile) if t is not None) or "whole"

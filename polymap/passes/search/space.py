@@ -17,11 +17,15 @@ import numpy as np
 
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
+from polymap.passes.counting.fit import exceeds, fanout_available
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
 from typing import Mapping as MappingT
+from polymap.machine.arch import Level
+from polymap.passes.counting.fastcount import BatchCounts
 
 MAX_PERMUTED = 4  # all orders up to this many loops
 
@@ -62,7 +66,7 @@ class SearchSpace:
                 legal.append(o)
         return cls(**{**space.__dict__, "orders": tuple(legal)})
 
-    def mapping(self, order, sides, spatial: tuple[int, str] | None = None) -> Mapping:
+    def mapping(self, order: tuple[str, ...], sides: tuple[int | None, ...], spatial: tuple[int, str] | None = None) -> Mapping:
         """One order at every level, square tiles of the given sides, optionally one spatial loop."""
         levels = []
         for k, lv in enumerate(self.arch.levels):
@@ -94,29 +98,28 @@ class SearchSpace:
                        for k, lm in enumerate(template.levels))
         return Mapping(template.kernel, template.nest, template.loops, levels)
 
-    def batch_objective(self, batch, template: Mapping, tiles: np.ndarray):
-        """``(energy, cycles, ok)`` arrays: ok = exact, fitting, and within fan-out."""
+    def batch_objective(self, batch: BatchCounts, template: Mapping, tiles: np.ndarray):
+        """``(energy, cycles, ok)`` arrays: ok = exact, fitting, and within fan-out.
+
+        The formulas are :mod:`~polymap.passes.counting.cost_model`'s and the
+        fit rules :mod:`~polymap.passes.counting.fit`'s, applied to arrays.
+        """
         arch = self.arch
         n = len(arch.levels)
         inst = batch.instances
-        energy = np.full(len(tiles), inst * arch.compute.energy, dtype=float)
+        energy = np.full(len(tiles), compute_energy(arch, inst), dtype=float)
         moved = []
         for l, per in enumerate(batch.counts):
             spec = arch.levels[l]
             m = 0
             for c in per.values():
-                energy += (c["reads"] + c.get("writebacks", 0)) * spec.read_energy
-                energy += (c.get("fills", 0) + c["updates"]) * spec.write_energy
+                energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0),
+                                               c.get("fills", 0) + c["updates"])
                 m = m + c["reads"] + c["updates"]
             moved.append(m)
         ok = batch.exact.copy()
         for l in range(1, n):
-            spec = arch.levels[l]
-            fp, fpb = batch.footprint[l], batch.footprint_bytes[l]
-            if spec.capacity_elements is not None:
-                ok &= fp <= spec.capacity_elements
-            elif spec.capacity_bytes is not None:
-                ok &= fpb <= spec.capacity_bytes
+            ok &= ~np.asarray(exceeds(arch.levels[l], batch.footprint[l], batch.footprint_bytes[l]), dtype=bool)
         ev_T = _resolve(tiles, self.extents, self.loops)
         active = np.ones(len(tiles), dtype=np.int64)
         for k, lm in enumerate(template.levels):
@@ -124,21 +127,21 @@ class SearchSpace:
             for x in lm.spatial:
                 j = self.loops.index(x)
                 need = need * -(-ev_T[:, k, j] // ev_T[:, k + 1, j])
-            ok &= need <= _fanout(arch, k)
+            ok &= need <= fanout_available(arch, k)
             active = active * need
-        active = np.minimum(active, arch.compute.instances)
-        cycles = inst / (active * arch.compute.ops_per_cycle)
+        cycles = compute_cycles(arch, inst, active)
         for l, spec in enumerate(arch.levels):
-            if spec.bandwidth:
-                cycles = np.maximum(cycles, moved[l] / spec.bandwidth)
+            c = level_cycles(spec, moved[l])
+            if c is not None:
+                cycles = np.maximum(cycles, c)
         return energy, cycles, ok
 
 
 def _fanout(arch: Architecture, k: int) -> int:
-    return arch.inner_instances(k) // arch.levels[k].instances
+    return fanout_available(arch, k)
 
 
-def _resolve(tiles: np.ndarray, extents: dict, loops) -> np.ndarray:
+def _resolve(tiles: np.ndarray, extents: dict, loops: tuple[str, ...]) -> np.ndarray:
     b, n, m = tiles.shape
     out = np.empty((b, n + 1, m), dtype=np.int64)
     out[:, 0] = [extents[x] for x in loops]
@@ -149,7 +152,7 @@ def _resolve(tiles: np.ndarray, extents: dict, loops) -> np.ndarray:
     return out
 
 
-def _orders(loops):
+def _orders(loops: tuple[str, ...]):
     if len(loops) <= MAX_PERMUTED:
         return list(permutations(loops))
     out = [tuple(loops)]
@@ -160,7 +163,7 @@ def _orders(loops):
     return out
 
 
-def _capacity_elements(model: KernelModel, nest: int, level) -> int | None:
+def _capacity_elements(model: KernelModel, nest: int, level: Level) -> int | None:
     if level.capacity_elements is not None:
         return level.capacity_elements
     if level.capacity_bytes is not None:

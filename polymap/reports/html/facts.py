@@ -21,9 +21,10 @@ from polymap import ir
 from polymap.codegen.c.emitter import emit_c
 from polymap.errors import PolymapError
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import Mapping, check_fanout, mapping_loop_extents
+from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
-from polymap.passes.counting.counting import capacity_violations, count_mapping
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import fanout_problems, capacity_problems
 from polymap.passes.dependences.dependences import Dependence, dependences, group
 from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
 from polymap.passes.legality.legality import Verdict, check_mapping
@@ -98,9 +99,8 @@ def gather(kernel: ir.Kernel, arch: Architecture, mappings: tuple[Mapping, ...],
 
 def _cost(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int],
           extents: MappingT[str, int]) -> tuple[CostReport | None, str]:
-    problems = check_fanout(mapping, arch, extents)
-    problems += [f"level {v['level']}: the footprint is {v['footprint']} {v['unit']}, over its capacity of "
-                 f"{v['capacity']} {v['unit']}" for v in capacity_violations(model, mapping, arch, params)]
+    problems = [p.describe() for p in fanout_problems(mapping, arch, extents)]
+    problems += [p.describe() for p in capacity_problems(model, mapping, arch, params)]
     if problems:
         return None, "the mapping does not fit: " + "; ".join(problems)
     counts = count_mapping(model, mapping, arch, params=dict(params))

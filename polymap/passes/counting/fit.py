@@ -1,0 +1,134 @@
+"""Does a mapping fit its architecture? The one place that decides, as typed records.
+
+Two rules of ``mapping.md``, each written once:
+
+- **fan-out**: at a level with spatial loops, their combined trip count must
+  not exceed the instances of the next inner level (or of the compute units)
+  per instance of this level;
+- **capacity**: the footprint of a level (the most elements held at once by
+  one instance, :func:`polymap.passes.counting.footprint.level_footprint`)
+  must not exceed its capacity, in elements, or in bytes when the capacity
+  has a unit.
+
+Before, five callers rebuilt these checks with three wordings and legality
+parsed a level name back out of a message. Now every caller gets
+:class:`FitProblem` records and renders them in its own words::
+
+    fit_problems(model, mapping, toy, {"M": 64, ...})
+      -> (FitProblem(kind="capacity", level="RF", level_index=2, capacity=64,
+                     footprint=99, unit="elements"),)
+
+:func:`exceeds` and :func:`fanout_available` are the rules themselves, over
+numbers or NumPy arrays (the search ranks whole batches with them).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Any, Mapping as MappingT
+
+import numpy as np
+
+from polymap.machine.arch import Architecture, Level
+from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
+from polymap.passes.counting.footprint import level_footprint
+from polymap.passes.counting.residency import residencies
+from polymap.poly import KernelModel
+
+
+@dataclass(frozen=True)
+class FitProblem:
+    """One way a mapping does not fit: a level's capacity or a level's fan-out."""
+
+    kind: str
+    """``"capacity"`` or ``"fanout"``."""
+    level: str
+    """The level's name (``"RF"``)."""
+    level_index: int
+    """The level's position, outermost 0."""
+    capacity: int
+    """What the level offers: elements or bytes (capacity), instances of the inner level per instance (fan-out)."""
+    footprint: int
+    """What the mapping needs: elements or bytes held at once, or instances its spatial loops use."""
+    unit: str
+    """``"elements"``, ``"bytes"`` or ``"instances"``."""
+    loops: tuple[tuple[str, int], ...] = ()
+    """Fan-out: the level's spatial loops with their trip counts."""
+    inner: str = ""
+    """Fan-out: the level (or ``"compute"``) whose instances the spatial loops use."""
+
+    def describe(self) -> str:
+        """A plain sentence (callers may word it their own way)."""
+        if self.kind == "fanout":
+            walk = " x ".join(f"{x}: {t}" for x, t in self.loops)
+            return (f"level {self.level}: spatial loops need {self.footprint} instances of {self.inner} "
+                    f"({walk}), but each {self.level} instance has {self.capacity}")
+        return (f"level {self.level}: the footprint is {self.footprint} {self.unit}, over its capacity "
+                f"of {self.capacity} {self.unit}")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind, "level": self.level, "capacity": self.capacity,
+                               "footprint": self.footprint, "unit": self.unit}
+        if self.kind == "fanout":
+            out["loops"] = {x: t for x, t in self.loops}
+            out["inner"] = self.inner
+        return out
+
+
+def exceeds(spec: Level, elements: Any, nbytes: Any) -> Any:
+    """Does a footprint overflow ``spec``? Elements against an element capacity, bytes against a byte one.
+
+    Works on numbers (a bool) and on NumPy arrays (an array of bools).
+    """
+    if spec.capacity_elements is not None:
+        return elements > spec.capacity_elements
+    if spec.capacity_bytes is not None:
+        return nbytes > spec.capacity_bytes
+    return np.zeros_like(elements, dtype=bool) if isinstance(elements, np.ndarray) else False
+
+
+def fanout_available(arch: Architecture, level_index: int) -> int:
+    """Instances of the next inner level (or compute) that one instance of the level feeds."""
+    return arch.inner_instances(level_index) // arch.levels[level_index].instances
+
+
+def fanout_problems(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> tuple[FitProblem, ...]:
+    """Levels whose spatial loops need more instances than the inner level offers."""
+    out = []
+    for k, lm in enumerate(mapping.levels):
+        if not lm.spatial:
+            continue
+        trips = trip_counts(mapping, k, extents)
+        needed = prod(trips[x] for x in lm.spatial)
+        available = fanout_available(arch, k)
+        if needed > available:
+            inner = arch.levels[k + 1].name if k + 1 < len(arch.levels) else "compute"
+            out.append(FitProblem("fanout", lm.level, k, available, needed, "instances",
+                                  tuple((x, trips[x]) for x in lm.spatial), inner))
+    return tuple(out)
+
+
+def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
+                      params: MappingT[str, int]) -> tuple[FitProblem, ...]:
+    """Levels whose footprint exceeds their capacity (in elements, or bytes with dtype sizes)."""
+    values = dict(params)
+    res = residencies(model, mapping, params=values)
+    out = []
+    for k, lv in enumerate(arch.levels):
+        if k == 0 or not lv.bounded:
+            continue
+        elems, nbytes = level_footprint(model, res.levels[k], values)
+        if exceeds(lv, elems, nbytes):
+            in_bytes = lv.capacity_elements is None
+            out.append(FitProblem("capacity", lv.name, k,
+                                  lv.capacity_bytes if in_bytes else lv.capacity_elements,
+                                  nbytes if in_bytes else elems, "bytes" if in_bytes else "elements"))
+    return tuple(out)
+
+
+def fit_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
+                 params: MappingT[str, int]) -> tuple[FitProblem, ...]:
+    """Every fan-out problem, then every capacity problem (empty: the mapping fits)."""
+    values = dict(params)
+    extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
+    return fanout_problems(mapping, arch, extents) + capacity_problems(model, mapping, arch, values)
