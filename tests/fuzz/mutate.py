@@ -55,7 +55,8 @@ def _swap_token(text: str, rng: random.Random) -> str:
     if not toks:
         return text
     k = rng.randrange(len(toks))
-    pool = rng.choice([OPERATORS, KEYWORDS, NUMBERS, sorted(set(t for t in toks if t[0].isalpha()))])
+    names = sorted(set(t for t in toks if t[0].isalpha()))
+    pool = rng.choice([OPERATORS, KEYWORDS, NUMBERS, names or KEYWORDS])
     toks[k] = rng.choice(pool)
     return _join(toks)
 

@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             slowest = sorted(slowest + [(outcome.seconds, seed, case.command)], reverse=True)[:5]
             if outcome.problem:
                 bad.append(outcome)
+                print(f"problem at seed {seed}: polymap {' '.join(case.argv)}\n{outcome.problem}", file=sys.stderr,
+                      flush=True)
             if (k + 1) % 500 == 0:
                 print(f"{k + 1} cases, {len(bad)} problems, {time.monotonic() - start:.0f} s", file=sys.stderr)
     print(f"{args.cases} cases (seeds {args.seed}..{args.seed + args.cases - 1}) in {time.monotonic() - start:.0f} s")
