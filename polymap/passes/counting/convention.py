@@ -24,7 +24,6 @@ from __future__ import annotations
 from polymap.islcheck import isl
 from polymap.passes.counting.counting import (
     Counts,
-    LevelCounts,
     TensorCounts,
     _card,
     _Counter,
@@ -32,8 +31,8 @@ from polymap.passes.counting.counting import (
     _keepers,
     _multicast,
     _writeback_ends,
+    assemble_counts,
 )
-from polymap.passes.counting.footprint import level_footprint
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.residency import Residencies, residencies
@@ -117,17 +116,4 @@ def count_mapping_timeloop(model: KernelModel, mapping: Mapping, arch: Architect
     """:func:`~polymap.passes.counting.counting.count_mapping` under Timeloop's convention (numbers only)."""
     values = _default_params(model, params)
     res = residencies(model, mapping, params=values)
-    counter = TimeloopCounter(model, mapping, res, values, arch)
-    names = tuple(t.tensor for t in res.events)
-    levels = []
-    for l, lm in enumerate(mapping.levels):
-        kept = names if l == 0 else tuple(x for x in names if x in lm.keep)
-        tensors = tuple(counter.tensor_counts(l, x) for x in kept)
-        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values)
-        name = arch.levels[l].name if arch is not None else lm.level
-        levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
-    inst = None
-    for c in counter.instances:
-        inst = c if inst is None else inst.add(c)
-    return Counts(model.kernel.name, tuple(sorted(values.items())), counter.number(inst), tuple(levels),
-                  None, mapping)
+    return assemble_counts(model, mapping, arch, res, TimeloopCounter(model, mapping, res, values, arch), values)

@@ -338,7 +338,13 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     """
     values = _default_params(model, params)
     res = residencies(model, mapping, params=None if symbolic else values)
-    counter = _Counter(model, mapping, res, values, symbolic)
+    return assemble_counts(model, mapping, arch, res, _Counter(model, mapping, res, values, symbolic),
+                           values, symbolic=symbolic)
+
+
+def assemble_counts(model: KernelModel, mapping: Mapping, arch: Architecture | None, res: Residencies,
+                    counter: _Counter, values: dict, *, symbolic: bool = False) -> Counts:
+    """Every level's counts from ``counter`` (one per counting convention), in the shape of :class:`Counts`."""
     names = tuple(t.tensor for t in res.events)
     levels = []
     for l, lm in enumerate(mapping.levels):
