@@ -17,7 +17,7 @@ from polymap.grammar import parse_program
 from polymap.passes.frontend.bounds import bounds_diagnostics
 from polymap.passes.frontend.params import param_values  # noqa: F401 - part of the API
 from polymap.passes.frontend.semantics import checked
-from polymap.limits import Limits, read_limited
+from polymap.limits import Limits, read_text
 
 
 def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
@@ -75,16 +75,11 @@ def load_program(path: str | Path, *, check: bool = True, cpp: str = "", limits:
     limits = limits if limits is not None else Limits()
     p = Path(path)
     if p.suffix == ".c":
-        program = read_c(p, cpp=cpp)
+        program = read_c(p, cpp=cpp, limits=limits)
         if check:
             _check_with_isl(program)
         return program
-    try:
-        text = read_limited(path, limits=limits, what="kernel file").decode()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file") from None
+    text = read_text(path, limits=limits, what="kernel file")
     return parse(text, str(path), check=check)
 
 

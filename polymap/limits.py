@@ -101,9 +101,31 @@ def read_limited(path: str | Path, *, limits: Limits, what: str, limit_name: str
         size = info.st_size if info.st_size > limit else len(data := f.read(limit + 1))
     if size > limit:
         kind = "" if stat.S_ISREG(mode) else " (not a regular file)"
-        raise InputError(f"{path}: the {what} is larger than {limit} bytes{kind}; "
-                         f"{Limits.how_to_raise(limit_name)}")
+        raise InputError(Diagnostic(f"the {what} is larger than {limit} bytes{kind}; "
+                                    f"{Limits.how_to_raise(limit_name)}",
+                                    ir.Loc(0, 0, 0, 0, ir.SourceFile(str(path), ""))))
     return data
+
+
+def read_text(path: str | Path, *, limits: Limits, what: str,
+              error: type[InputError] = InputError) -> str:
+    """The text of the user's file ``path``, read under ``limits``; every failure is ``error`` naming the file.
+
+    The one reader of kernel, C and YAML files: a missing or unreadable file,
+    one that is not text, and one over the size limit are all bad input
+    located at the file (``--json`` errors then carry its name).
+    """
+    where = ir.Loc(0, 0, 0, 0, ir.SourceFile(str(path), ""))
+    try:
+        return read_limited(path, limits=limits, what=what).decode()
+    except OSError as exc:
+        raise error(Diagnostic(f"cannot read file: {exc.strerror or exc}", where)) from None
+    except UnicodeDecodeError:
+        raise error(Diagnostic("not a text file", where)) from None
+    except InputError as exc:
+        if error is InputError:
+            raise
+        raise error(Diagnostic(exc.diagnostics[0].message, where)) from None
 
 
 def require_tractable(kernel: ir.Kernel, *, limits: Limits, model: KernelModel | None = None,

@@ -21,7 +21,7 @@ from yaml.constructor import SafeConstructor
 
 from polymap.errors import Diagnostic, InputError, MappingError
 from polymap.ir import Loc, SourceFile
-from polymap.limits import Limits, read_limited
+from polymap.limits import Limits, read_text
 
 YamlPath = tuple[Any, ...]
 
@@ -150,12 +150,5 @@ def parse_yaml(text: str, name: str, *, limits: Limits | None = None) -> YamlDoc
 def read_yaml(path: str | Path, *, limits: Limits | None = None) -> YamlDocument:
     """Read and parse a YAML file; an unreadable file is a :class:`MappingError` naming it."""
     limits = limits if limits is not None else Limits()
-    try:
-        text = read_limited(path, limits=limits, what="YAML file").decode()
-    except OSError as exc:
-        raise MappingError(Diagnostic(f"cannot read file: {exc.strerror or exc}", file_loc(str(path)))) from None
-    except UnicodeDecodeError:
-        raise MappingError(Diagnostic("not a text file", file_loc(str(path)))) from None
-    except InputError as exc:
-        raise MappingError(exc.diagnostics[0].message, file_loc(str(path))) from None
+    text = read_text(path, limits=limits, what="YAML file", error=MappingError)
     return parse_yaml(text, str(path), limits=limits)

@@ -276,3 +276,14 @@ def test_internal_errors_exit_3_with_one_line(monkeypatch: pytest.MonkeyPatch, c
     assert "Traceback" in capsys.readouterr().err
     assert main(["show", file, "--json"]) == 3
     assert "ZeroDivisionError" in json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+@pytest.mark.parametrize("name, command", [("missing.loop", "show"), ("missing.c", "show"),
+                                            ("missing.yaml", "arch")])
+def test_json_error_of_an_unreadable_file_names_it(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                   name: str, command: str):
+    missing = tmp_path / name
+    assert main([command, str(missing), "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)["error"]
+    assert doc["file"] == str(missing) and doc["line"] is None
+    assert "cannot read file" in doc["message"]

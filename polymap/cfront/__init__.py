@@ -39,6 +39,7 @@ from polymap.cfront.locate import Sources
 from polymap.cfront.lower import Lowerer, Names, Unsupported
 from polymap.cfront.preprocess import compiler_error, preprocess
 from polymap.cfront.where import in_bounds_where
+from polymap.limits import Limits, read_text
 from polymap.passes.frontend.semantics import checked
 
 _DTYPES = {"double": "f64", "float": "f32", "int": "i32", "long": "i64", "long long": "i64",
@@ -47,15 +48,10 @@ _INT = {"int", "long", "long int", "long long", "long long int", "unsigned", "un
         "short", "long unsigned int", "unsigned long", "size_t"}
 
 
-def read_c(path: str | Path, *, cpp: str = "") -> ir.Program:
+def read_c(path: str | Path, *, cpp: str = "", limits: Limits = Limits()) -> ir.Program:
     """The kernels of the scops of C file ``path``, checked (``PolymapError`` with C locations)."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file") from None
+    text = read_text(p, limits=limits, what="C file")
     sources = Sources(ir.SourceFile(str(path), text))
     unit = _parse(preprocess(p, cpp), sources, cpp)
     functions = [f for f in unit.ext if isinstance(f, c_ast.FuncDef) and _scops(f.body)]
