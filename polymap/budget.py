@@ -47,21 +47,16 @@ class _Deadline(BaseException):
 
 @dataclass(frozen=True)
 class Budget:
-    """Seconds a command may take, and the limits of the pieces ``compile`` and ``cost`` run apart."""
+    """Seconds a command may take (the pieces run apart take their own limits from their options)."""
 
     seconds: float = 300.0
-    #: one candidate mapping's legality, fit and counts in ``compile``'s choice
-    candidate_seconds: float = 30.0
-    #: the search's share of ``compile``'s choice, per nest
-    search_seconds: float = 4.0
     started: float = field(default_factory=time.monotonic, compare=False)
     #: the stage the command is in, for the refusal (mutable on a frozen budget)
     stage: list = field(default_factory=lambda: [""], compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("seconds", "candidate_seconds", "search_seconds"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"Budget.{name} must be >= 0, got {getattr(self, name)!r}")
+        if not self.seconds >= 0:
+            raise ValueError(f"Budget.seconds must be >= 0, got {self.seconds!r}")
 
     def remaining(self) -> float:
         """Seconds left before the deadline (never negative)."""
