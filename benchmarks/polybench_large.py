@@ -163,7 +163,7 @@ def one_kernel(kernel: str, args: argparse.Namespace, tmp: Path) -> dict:
     result: dict = {"kernel": kernel, "dataset": args.dataset, "sizes": {p: sizes[p] for p in k.param_names}}
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "polymap", "compile", str(loop), *defines, "-o", str(tmp / "out"),
-                           "--target", "c", "--budget", str(args.budget), "--json"],
+                           "--target", "c", "--budget", str(args.budget), "--json", *args.compile_args.split()],
                           capture_output=True, text=True)
     result["compile_s"] = round(time.monotonic() - start, 1)
     if proc.returncode != 0:
@@ -252,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true", help="skip kernels already in --results")
     p.add_argument("--report", action="store_true", help="only print the table of --results")
     p.add_argument("--budget", type=float, default=1800.0, help="compile's --budget (seconds)")
+    p.add_argument("--compile-args", default="", help="extra options for compile (default none: its default "
+                   "choice), e.g. \"--search-evaluations 0\" while developing")
     p.add_argument("--tolerance", type=float, default=1e-6)
     p.add_argument("--min-runs", type=int, default=3)
     p.add_argument("--max-runs", type=int, default=25)
