@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping as MappingT, Sequence
 
+import networkx as nx
 import numpy as np
 
 from polymap import ir
@@ -50,7 +51,7 @@ from polymap.driver import load_program, param_values, parse
 from polymap.codegen.timing import ProcessTimer, Timer
 from polymap.budget import Budget
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
-from polymap.limits import Limits
+from polymap.limits import Limits, require_tractable
 from polymap.machine.arch import Architecture
 from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
@@ -65,8 +66,9 @@ from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.passes.counting.variance import Variance, variance
-from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences
-from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
+from polymap.passes.dependences.depgraph import dependence_graph
+from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences, group
+from polymap.passes.dependences.loop_classes import DependenceFacts, LoopClass, dependence_facts, loop_classes
 from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
@@ -200,16 +202,31 @@ class DependenceReport:
     kernel: str
     analysis: str  # "value-based" | "memory-based"
     dependences: tuple[Dependence, ...]
+    """Per pair of references."""
     loops: dict[str, LoopClass]
     model: KernelModel | None = dataclasses.field(default=None, compare=False, repr=False)
+    merged: tuple[DependenceFacts, ...] = ()
+    """Merged per kind, statements and tensor, with distances and carrying loops: the rows of ``deps``
+    (:mod:`polymap.reports.deps` renders them)."""
+    graph: nx.MultiDiGraph | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The statement dependence graph (``deps --dot``), when asked for."""
 
 
-def dependences(kernel: ir.Kernel, *, memory_based: bool = False) -> DependenceReport:
-    """Exact dependences (value-based by default) and which loops are parallel or reductions."""
+def dependences(kernel: ir.Kernel, *, memory_based: bool = False, graph: bool = False,
+                limits: Limits | None = None) -> DependenceReport:
+    """Exact dependences (value-based by default) and which loops are parallel or reductions.
+
+    ``graph`` also builds the statement dependence graph; ``limits`` refuses a kernel past them
+    before the analyses (``polymap deps`` passes its ``--limit`` values).
+    """
     m = build_model(kernel)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=m, what="the dependence analyses")
     deps = find_dependences(m, memory=memory_based)
+    merged = tuple(group(deps))
     return DependenceReport(kernel.name, "memory-based" if memory_based else "value-based",
-                            tuple(deps), loop_classes(m), m)
+                            tuple(deps), loop_classes(m), m, tuple(dependence_facts(m, d) for d in merged),
+                            dependence_graph(m, merged) if graph else None)
 
 
 # --------------------------------------------------------------------------- legality

@@ -10,7 +10,7 @@ import json
 import sys
 
 from polymap import api
-from polymap.commands.deps import _fixes
+from polymap.commands.common import parse_fixes
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import InputError
 
@@ -26,7 +26,7 @@ def main(args: argparse.Namespace) -> int:
         if len(loops) != 2:
             raise InputError(f"--loops {args.loops}: name exactly two loops, e.g. --loops i,j")
     page = api.report(kernels, arch=args.arch, mapping=args.mapping, params=defines, loops=loops,
-                      fixed=_fixes(args.fix), statement=args.statement, title=f"polymap report: {args.file}")
+                      fixed=parse_fixes(args.fix), statement=args.statement, title=f"polymap report: {args.file}")
     try:
         with open(args.output, "w") as f:
             f.write(page)
