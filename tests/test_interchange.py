@@ -113,3 +113,13 @@ def test_gemm_register_tiles_still_run_rows_in_parallel():
     model = build_model(kernel)
     mapping = register_mapping(model, 0, HOST, {"NI": 40, "NJ": 50, "NK": 60})
     assert [lm.spatial for lm in mapping.levels if lm.spatial] == [("i",)]
+
+
+def test_only_a_suffix_of_innermost_loops_is_held_whole():
+    """gramschmidt's k is r_diag's innermost loop but outer to the rest: it stays walked at the top."""
+    kernel, model = _model("gramschmidt")
+    order = ("k", "i", "i_2", "i_3", "i_4", "j")
+    mapping = interchange_mapping(model, 0, HOST, order)
+    below = dict(zip(mapping.loops, mapping.levels[1].tile))
+    assert below == {"k": 1, "i": 1, "i_2": 1, "i_3": 1, "i_4": 1, "j": None}
+    assert check_mapping(model, mapping, params={"M": 4, "N": 5}).legal

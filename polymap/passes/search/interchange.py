@@ -16,8 +16,9 @@ loop right after the last loop nested inside it (``p`` after ``s`` above);
 :func:`interchange_orders` applies, greedily, every sink that lowers the
 weight, and proposes the result (and the best single sink, when different).
 :func:`interchange_mappings` turns an order into a mapping that walks the
-outer loops at the backing store and holds each statement's innermost loop
-whole below it, so that the counts see the rows an inner level keeps.
+outer loops at the backing store and holds the innermost loops (the order's
+longest suffix of statements' innermost loops) whole below it, so that the
+counts see the rows an inner level keeps.
 Statements that lack a loop run before or after it (``mapping.md``), which
 can break a dependence: every candidate goes through compile's exact
 legality check like any other; nothing here decides legality.
@@ -121,10 +122,16 @@ def interchange_orders(model: KernelModel, nest: int, params: MappingT[str, int]
 
 
 def interchange_mapping(model: KernelModel, nest: int, arch: Architecture, order: tuple[str, ...]) -> Mapping:
-    """``order`` walked at the backing store; below it, each statement's innermost loop whole."""
+    """``order`` walked at the backing store; below it, whole, the longest suffix of ``order`` made of
+    statements' innermost loops (a suffix: the levels' walks then nest in the order's sequence)."""
     kernel = model.kernel
     loops = nest_loops(kernel, nest)
-    inner = {innermost(s.loops, order) for s in model.nest_statements(nest)}
+    innermosts = {innermost(s.loops, order) for s in model.nest_statements(nest)}
+    inner: set[str] = set()
+    for x in reversed(order):
+        if x not in innermosts:
+            break
+        inner.add(x)
     keep = nest_tensors(kernel, nest)
     below = tuple(None if x in inner else 1 for x in loops)
     levels = tuple(LevelMapping(lv.name, below if k else (1,) * len(loops), order, (), keep)
