@@ -47,7 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from polybench_compare import dataset_sizes, find_source, parse_dump  # noqa: E402
+from polybench_compare import dataset_sizes, find_source  # noqa: E402
 
 import polymap  # noqa: E402
 
@@ -140,6 +140,22 @@ def run(exe: Path, threads: int, dump: bool) -> tuple[float, dict[str, np.ndarra
         raise RuntimeError(f"{exe.name} exited with {proc.returncode}")
     seconds = float(proc.stdout.split()[-1])
     return seconds, (parse_dump(proc.stderr) if dump else {})
+
+
+def parse_dump(text: str) -> dict[str, np.ndarray]:
+    """PolyBench's array dump (``begin dump: NAME`` ... ``end   dump: NAME``) as flat arrays; NumPy
+    converts the numbers (millions at LARGE: a Python loop over them takes minutes on a loaded machine)."""
+    out = {}
+    at = 0
+    while True:
+        start = text.find("begin dump: ", at)
+        if start < 0:
+            return out
+        head = start + len("begin dump: ")
+        name = re.match(r"\w+", text[head:head + 200]).group(0)
+        end = text.find(f"end   dump: {name}", head)
+        out[name] = np.array(text[head + len(name):end].split(), dtype=np.float64)
+        at = end + 1
 
 
 def differences(want: dict[str, np.ndarray], got: dict[str, np.ndarray]) -> dict[str, float]:
