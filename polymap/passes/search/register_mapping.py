@@ -214,10 +214,20 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     rows = b.mc if i is not None else None
     whole = tuple(None for _ in loops)
     outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
+    top, group = (whole, outer_first, ()), whole
+    if i is not None and chunk > b.mc:
+        # a core's rows in blocks of at most MC, so that the L2 tile's block of A fits L2 (and is
+        # packed there); the DRAM level walks groups of one block per core, the LLC level spreads a
+        # group over the cores: every core gets the same number of blocks
+        blocks = -(-chunk // b.mc)
+        rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
+        chunk = rows
+        top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
+        group = tile(rows * cores, None, None)
     l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     specs = {
-        0: (whole, outer_first, ()),
-        n - 4: (whole, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
+        0: top,
+        n - 4: (group, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
                 (par,) if cores > 1 else ()),
         n - 3: (l2, ij + (k,) + others, ()),
         n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
