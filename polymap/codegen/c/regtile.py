@@ -30,6 +30,12 @@ Legal because every element keeps its own updates in the original order
 depend on the reduction loop, distinct box points must hit distinct
 elements (each box loop a bare subscript of its own dimension), and no
 other reference in the statement may touch the target's tensor.
+
+Rounding: an update ``c += x * y`` (``c -= x * y``) of a vectorised tile is
+one fused multiply-add (``polymap_fma_*``) where the build has FMA (the
+64-byte variant, and the 32-byte one with ``__FMA__``), as GCC contracts the
+same statement of the original program at ``-O3 -march=native``; elsewhere
+it is rounded twice, as the rest of the file (see ``docs/design.md``).
 """
 from __future__ import annotations
 
