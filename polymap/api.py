@@ -47,12 +47,12 @@ from polymap.codegen.runner import numpy_mapping_arg, run_generated
 from polymap.codegen.c.names import DEFAULT_COMMAND
 from polymap.codegen.verify_sizes import SizedVerification, verify_written
 from polymap.driver import load_program, param_values, parse
-from polymap.codegen.timing import ProcessTimer
+from polymap.codegen.timing import ProcessTimer, Timer
 from polymap.budget import Budget
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
 from polymap.limits import Limits
 from polymap.machine.arch import Architecture
-from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
 from polymap.machine.hostinfo import host_info
 from polymap.machine.presets import load_architecture
@@ -74,20 +74,20 @@ from polymap.passes.search.cache import TuningCache, architecture_fingerprint, c
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
 from polymap.passes.search.default_mapping import choose_mappings as default_mappings
 from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
-from polymap.passes.search.mapsearch import SearchOptions
-from polymap.passes.search.network import search_kernels
+from polymap.passes.search.mapsearch import Progress as SearchProgress, SearchOptions
+from polymap.passes.search.network import NetworkResult, search_kernels
 from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.passes.search.remember import recall, remember
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, tune_choice
+from polymap.passes.search.tune import NestTuning, TuneCandidate, TuneOptions, tune, tune_choice
 from polymap.poly import KernelModel, build_model
 from polymap.reference import execute
 from polymap.reports.compile import compile_document
 from polymap.reports.html.facts import ReportOptions, gather
 from polymap.reports.html.page import render
 from polymap.tensors import validate_inputs
-from polymap.timeloop import import_timeloop as run_import
+from polymap.timeloop import Imported, import_timeloop as run_import
 from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
 
@@ -161,6 +161,7 @@ def architecture(arch: Architecture | str | Path = "host") -> Architecture:
 
 
 MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
+ArchArg = Architecture | str | Path
 
 
 def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: MappingArg,
@@ -361,9 +362,9 @@ def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", param
     return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
 
 
-def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
-                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
-                   progress: Any = None):
+def search_network(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
+                   options: SearchOptions | None = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Callable[[str, SearchProgress], None] | None = None) -> NetworkResult:
     """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
 
     ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
@@ -587,16 +588,16 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
 class ChoiceResult:
     """Compile's choice for a kernel, whether it came from the cache, and what tuning measured."""
 
-    choice: Any  # polymap.passes.search.choice.KernelChoice
-    tuning: tuple  # of polymap.passes.search.tune.NestTuning (empty when not tuned)
+    choice: KernelChoice
+    tuning: tuple[NestTuning, ...]  # empty when not tuned
     cache: str  # "hit", "miss" or "off"
     warnings: tuple[str, ...] = ()
 
 
-def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
-                 options: Any = None, timer: Any = None, verify_hit: bool = True,
-                 progress: Any = None, choice_options: ChoiceOptions | None = None,
+                 options: TuneOptions | None = None, timer: Timer | None = None, verify_hit: bool = True,
+                 progress: Progress | None = None, choice_options: ChoiceOptions | None = None,
                  budget: Budget | None = None) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
@@ -634,10 +635,11 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
     return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
 
 
-def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
+def measure(kernel: ir.Kernel, mappings: Sequence[MappingArg], *, arch: ArchArg = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
-            progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[MappingArg] = (),
+            options: TuneOptions | None = None, timer: Timer | None = None,
+            progress: Progress | None = None) -> NestTuning:
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
@@ -658,8 +660,8 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
                 fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
-def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
-              progress: Any = None):
+def calibrate(*, arch: ArchArg = "host", probe: Probe | None = None, timer: Timer | None = None,
+              kernels: Sequence[str] | None = None, progress: Progress | None = None) -> Calibration:
     """Measure this machine and fit the cost model to it (``polymap calibrate``).
 
     Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
@@ -685,7 +687,7 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
 # --------------------------------------------------------------------------- the HTML report
 
 
-def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
+def report(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", mapping: MappingArg | None = None,
            params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
            fixed: MappingT[str, int] | None = None, statement: str | None = None,
            title: str = "polymap report") -> str:
@@ -716,7 +718,8 @@ def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = N
 # --------------------------------------------------------------------------- other tools' files
 
 
-def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None,
+                    out_dir: str | Path) -> Imported:
     """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
 
     Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
@@ -726,7 +729,8 @@ def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path |
     return run_import(problem, arch, mapping, out_dir)
 
 
-def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+def export_timeloop(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg,
+                    params: MappingT[str, int] | None = None) -> str:
     """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
 
     return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

@@ -49,7 +49,7 @@ REPORT_BUGS = "please report it with the command and the input files that caused
 class UsageError(Exception):
     """argparse found a bad command line (exit 2)."""
 
-    def __init__(self, message: str, usage: str):
+    def __init__(self, message: str, usage: str) -> None:
         super().__init__(message)
         self.usage = usage
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 from polymap.islcheck import isl
+from polymap.mapping.model import Mapping as MappingModel
 from polymap.mapping.schedule import mapped_nests
 from polymap.poly import KernelModel, isl_name, param_set, textual_rank
 from polymap.passes.schedule.tiling import mapped_schedule
@@ -146,7 +147,7 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
                           tuple((n, r) for n, r, _ in parts), tuple(sorted(by_nest)), tuple(separate))
 
 
-def _rescheduled(mapping) -> bool:
+def _rescheduled(mapping: MappingModel) -> bool:
     """Does the mapping give statements new coordinates, fuse nests or walk tiles by diagonals?
 
     Such nests are printed with their innermost loop over the coordinate itself (not its offset in
@@ -272,7 +273,7 @@ def loop_info(ks: KernelSchedule, node: isl.AstNode) -> LoopInfo:
 class LoopAnalysis:
     """Computes :class:`LoopInfo` for AST for nodes, caching the parallelism tests."""
 
-    def __init__(self, ks: KernelSchedule):
+    def __init__(self, ks: KernelSchedule) -> None:
         self.ks = ks
         self._conflicts: dict[int, isl.UnionMap] = {}
         self._parallel: dict[tuple[int, int], bool] = {}

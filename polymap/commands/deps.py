@@ -8,6 +8,7 @@ with distance vectors and the loops that carry them, and the loop classes
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -15,7 +16,7 @@ from polymap.driver import check_defines, load_program, param_values, parse_defi
 from polymap.errors import InputError
 from polymap.passes.dependences.depgraph import dependence_graph, to_dot
 from polymap.reports.dep_plot import plot_iteration_space
-from polymap.passes.dependences.dependences import dependences, group
+from polymap.passes.dependences.dependences import Dependence, dependences, group
 from polymap.passes.dependences.loop_classes import (
     carrier_of,
     carrying_loops,
@@ -46,7 +47,7 @@ def kernel_deps(model: KernelModel, *, memory: bool) -> dict:
     }
 
 
-def _exact(model: KernelModel, d) -> list[dict] | None:
+def _exact(model: KernelModel, d: Dependence) -> list[dict] | None:
     """Each exact distance vector with the loop carrying it, when they are few constants."""
     vectors = exact_distances(model, d)
     if vectors is None:
@@ -103,7 +104,7 @@ def _fixes(items: list[str]) -> dict[str, int]:
     return out
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
     defines = parse_defines(args.defines)
@@ -124,7 +125,7 @@ def main(args) -> int:
     return 0
 
 
-def _pictures(args, models: list[KernelModel], defines: dict[str, int]) -> list[str]:
+def _pictures(args: argparse.Namespace, models: list[KernelModel], defines: dict[str, int]) -> list[str]:
     """Write the --dot and --plot files; return the lines saying what was written."""
     if len(models) != 1:
         raise InputError("--plot and --dot need one kernel: pick it with --kernel NAME")

@@ -36,7 +36,7 @@ import numpy as np
 
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, trip_counts
-from polymap.passes.counting.counting import Counts
+from polymap.passes.counting.counting import Counts, LevelCounts
 
 #: a number or an array of numbers (one per candidate)
 Num = TypeVar("Num", int, float, np.ndarray)
@@ -136,7 +136,7 @@ def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT
     return capped_units(arch, active)
 
 
-def _traffic(level) -> int:
+def _traffic(level: LevelCounts) -> int:
     return level.reads + level.updates
 
 

@@ -129,7 +129,8 @@ def _rank(objective: str, energy: np.ndarray, cycles: np.ndarray) -> tuple[np.nd
     return edp, energy, cycles
 
 
-def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
+               ) -> tuple[list[dict[str, dict[str, np.ndarray]]], np.ndarray]:
     """``(counts[l][X][name], T)``: arrays of shape (orders..., B) for one part (its ``rows`` of ``terms``)."""
     g, nest, n = part.data, item.nest, len(item.arch.levels)
     perms = [all_orders(p) for p in g.pattern]
@@ -146,7 +147,8 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return counts, T
 
 
-def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
+def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int
+            ) -> tuple[np.ndarray, np.ndarray]:
     """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
     energy = compute_energy(arch, instances)
     bound = []
@@ -190,7 +192,8 @@ def evaluate_item(item: WorkItem) -> ItemResult:
     return ItemResult(item.index, evaluated, tuple(best), table)
 
 
-def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
+                  ) -> tuple[list[Scored], int, dict[str, np.ndarray] | None]:
     counts, T = item_counts(item, terms, part, rows)
     energy, cycles = costs_of(counts, item.arch, T, item.plan, item.nest.instances)
     B = T.shape[0]

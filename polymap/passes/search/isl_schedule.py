@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
@@ -29,6 +30,7 @@ from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.counting import ENUMERATION_LIMIT
+from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel, count, to_int
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
@@ -132,7 +134,7 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     return IslSchedule(tuple(entries), loops, band, coincident)
 
 
-def _instances(model: KernelModel, nest: int, params) -> int:
+def _instances(model: KernelModel, nest: int, params: MappingT[str, int]) -> int:
     values = {p: params[p] for p in model.params if p in params}
     if len(values) < len(model.params):
         return 0
@@ -182,7 +184,8 @@ def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
                        tuple(renamed[x] for x in sched.constant) + (extra,))
 
 
-def isl_mappings(model: KernelModel, nest: int, arch, params, *, to_count: bool = True) -> list[tuple[str, Mapping]]:
+def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
+                 to_count: bool = True) -> list[tuple[str, Mapping]]:
     """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band).
 
     ``to_count`` false: at any size (for code only; compile counts every candidate it ranks)."""

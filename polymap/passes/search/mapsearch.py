@@ -273,7 +273,8 @@ def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: Map
     return out
 
 
-def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions, why: str, start: float) -> SearchResult:
+def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions,
+                why: str, start: float) -> SearchResult:
     space = SearchSpace.build(model, nest, arch, dict(params))
     result = SearchResult(model.kernel.name, nest, options.objective, [], path="isl", notes=[why])
     if space is None:
@@ -301,7 +302,7 @@ def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     return result
 
 
-def _halved(template: Mapping):
+def _halved(template: Mapping) -> np.ndarray:
     import numpy as np
 
     return np.array([[0 if t is None else max(1, t // 2) for t in lm.tile] for lm in template.levels])
