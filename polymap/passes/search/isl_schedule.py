@@ -175,7 +175,10 @@ def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
     loops: tuple[str, ...] = ()
     for _ in range(len(sched.loops) + 1):  # s0, s1, ... in order again
         loops += (_fresh_loop(taken | set(loops)),)
-    cut = len(sched.loops) - 1
+    moving = [k for k in range(len(sched.loops)) if any(not e.exprs[k].lstrip("-").isdigit() for e in sched.entries)]
+    if not moving:
+        return None
+    cut = moving[-1]  # in front of the innermost loop that moves (trailing constants only order)
     extra = loops[cut]
     renamed = dict(zip(sched.loops, loops[:cut] + loops[cut + 1:]))
     entries = tuple(ScheduleEntry(e.statement, loops, e.exprs[:cut] + (str(q),) + e.exprs[cut:],
