@@ -10,6 +10,7 @@ import pytest
 
 from polymap.driver import parse
 from polymap.machine.arch import architecture_from_dict
+from polymap.passes.counting.cost_model import Objective
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import Evaluator, Structure
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
@@ -100,7 +101,7 @@ def brute_force(model, nest, arch, objective: str):
 def test_pruning_never_removes_the_best(src, objective):
     kernel, model, params, nest = setup(src)
     best, total = brute_force(model, nest, ARCH, objective)
-    found = search_nest(model, 0, ARCH, params, options=SearchOptions(objective=objective, top=3,
+    found = search_nest(model, 0, ARCH, params, options=SearchOptions(objective=Objective.parse(objective), top=3,
                                                                        max_evaluations=None))
     assert found.exhaustive and found.evaluated < total
     assert found.best is not None and found.best.confirmed

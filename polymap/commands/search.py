@@ -22,6 +22,7 @@ from polymap.codegen.timing import ProcessTimer, timing_environment
 from polymap.commands.common import progress_printer
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import InputError
+from polymap.passes.counting.cost_model import Objective
 from polymap.passes.search.mapsearch import Progress, SearchOptions
 from polymap.passes.search.network import NetworkResult
 from polymap.passes.search.tune import NestTuning, tuning_lines
@@ -78,7 +79,7 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--evaluations takes a positive number")
     if args.tune < 0:
         raise InputError("--tune takes a number of mappings (0 or more)")
-    options = SearchOptions(objective=args.objective, top=max(args.top, args.tune), max_evaluations=args.evaluations,
+    options = SearchOptions(objective=Objective.parse(args.objective), top=max(args.top, args.tune), max_evaluations=args.evaluations,
                             csv_rows=args.csv is not None)
     progress = _progress_printer()
     net = api.search_network(kernels, arch=args.arch, params=defines, options=options,

@@ -140,6 +140,26 @@ def carrying_loops(model: KernelModel, dep: Dependence) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class DependenceFacts:
+    """One dependence as ``polymap deps`` reports it, with its distances and carrying loops."""
+
+    dependence: Dependence
+    distance: tuple[str, ...]
+    """The distance (or direction: ``+``, ``0+``, ``*``) per common loop (:func:`distance_vector`)."""
+    carried_by: tuple[str, ...]
+    """The loops carrying some pair (``""`` for loop-independent pairs)."""
+    exact: tuple[tuple[tuple[int, ...], str], ...] | None
+    """Every distance vector with the loop carrying it when they are few constants (:func:`exact_distances`)."""
+
+
+def dependence_facts(model: KernelModel, dep: Dependence) -> DependenceFacts:
+    """The distances and carrying loops of ``dep``."""
+    vectors = exact_distances(model, dep)
+    exact = None if vectors is None else tuple((v, carrier_of(v, model, dep)) for v in vectors)
+    return DependenceFacts(dep, distance_vector(model, dep), carrying_loops(model, dep), exact)
+
+
+@dataclass(frozen=True)
 class LoopClass:
     """What one loop name is, over every loop of the kernel with that name."""
 
