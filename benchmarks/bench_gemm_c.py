@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gemm_c.py [--sizes 1024 2048] [--dtypes f32 f64] [--threads 2]
                                       [--blocking MR,NR,KC,MC,NC | --register] [--repeat 5]
+                                      [--reassociate] [--no-module]
 
 The benchmark re-executes itself without ``OPENBLAS_CORETYPE`` and
 ``OPENBLAS_L2_SIZE`` (only its own process: OpenBLAS reads them when NumPy
@@ -89,6 +90,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*", default=[1024, 2048])
     ap.add_argument("--dtypes", nargs="*", default=["f32", "f64"])
     ap.add_argument("--blocking", help="MR,NR,KC,MC,NC instead of compile's choice")
+    ap.add_argument("--no-module", action="store_true",
+                    help="skip the NumPy module (in-order folding takes seconds per call at 1024)")
     ap.add_argument("--register", action="store_true",
                     help="compile's first register-tile candidate (the host's capacity blocking) without "
                          "the search, which may run out of its time budget on a loaded machine")
@@ -134,7 +137,7 @@ def main() -> None:
             c = np.zeros((n, n), dtype=nt)
             arrays = {"A": a, "B": b, "C": c}
             fns = {"numpy": lambda: np.matmul(a, b), "polymap": lambda: tiled(arrays, params)}
-            if dtype == "f32" and n == args.sizes[0]:
+            if dtype == "f32" and n == args.sizes[0] and not args.no_module:
                 np_maps = numpy_mappings(model, arch, params, reassociate=args.reassociate)
                 namespace: dict = {}
                 exec(emit_numpy(kernel, model, np_maps[0] if np_maps else None, reassociate=args.reassociate),

@@ -5,9 +5,11 @@ loop ``k`` that does not index ``C`` (gemm, the PolyBench BLAS kernels,
 matrix-vector products), on an architecture with at least four levels
 (``host``: DRAM, LLC, L2 x cores, L1 x cores, RF)::
 
-    LLC   whole nest, order i, j, k, spatial i   (one chunk of rows per core: one parallel region)
-    L2    tile {i: chunk, j: NC, k: KC}          (chunk = M / cores rounded up to MR)
-    L1    tile {i: MC, j: NR, k: KC} order j, i, k  (the MC x KC block of A stays in L2,
+    DRAM  whole nest, order i, j, k              (walks groups of one row block per core)
+    LLC   tile {i: cores x rows}, spatial i      (one row block per core: one parallel region)
+    L2    tile {i: rows, j: NC, k: KC}           (rows = M / cores, or when that is over MC, the
+                                                  same number of blocks of at most MC per core)
+    L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the rows x KC block of A stays in L2,
                                                    the KC x NR panel of B in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
 
