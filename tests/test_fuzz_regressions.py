@@ -1,0 +1,65 @@
+"""What the 10,000-case fuzz run of issue 14 found, each case reduced to its cause and kept.
+
+Each test failed before its fix: a ``NotImplementedError`` escaping
+``load_npz`` (a damaged compression method), an ``islpy.Error`` from a shape
+such as ``-0*H``, compile's choice exiting 3 when a candidate source (isl's
+scheduler, a lexmin) could not apply, and analyses answering minutes past
+the budget inside one ISL call.
+"""
+from __future__ import annotations
+
+import io
+import struct
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from polymap.cli import main
+from polymap.errors import InputError
+from polymap.tensors import load_npz
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return rc, out, err
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+# --------------------------------------------------------------------------- .npz members zipfile cannot open
+
+def _npz_with_method(method: int, *, encrypted: bool = False) -> bytes:
+    """A NumPy archive whose central directory says ``method`` (and the encryption flag)."""
+    buf = io.BytesIO()
+    np.savez(buf, A=np.arange(4.0))
+    data = bytearray(buf.getvalue())
+    at = data.index(b"PK\x01\x02")  # the central directory entry of the one member
+    flags, = struct.unpack_from("<H", data, at + 8)
+    struct.pack_into("<HH", data, at + 8, flags | (1 if encrypted else 0), method)
+    return bytes(data)
+
+
+@pytest.mark.parametrize("method, encrypted, says", [
+    (99, False, "compression method 99"),    # zipfile: NotImplementedError "compression type 99"
+    (12, False, "compression method 12"),    # bzip2: NumPy never writes it
+    (0, True, "is encrypted"),               # zipfile: RuntimeError "password required"
+])
+def test_an_npz_member_zipfile_cannot_open_is_bad_input(tmp_path, capsys, method, encrypted, says):
+    p = tmp_path / "in.npz"
+    p.write_bytes(_npz_with_method(method, encrypted=encrypted))
+    with pytest.raises(InputError, match=says):
+        load_npz(p)
+    k = write(tmp_path, "k.loop", "kernel k(N = 4) {\n  in A[N] : f64\n  out B[N] : f64\n"
+                                  "  for i in 0..N {\n    s: B[i] = A[i]\n  }\n}\n")
+    rc, out, err = run(capsys, "run", k, "--inputs", p)
+    assert rc == 2 and "in.npz" in err and says in err
