@@ -63,3 +63,25 @@ def test_an_npz_member_zipfile_cannot_open_is_bad_input(tmp_path, capsys, method
                                   "  for i in 0..N {\n    s: B[i] = A[i]\n  }\n}\n")
     rc, out, err = run(capsys, "run", k, "--inputs", p)
     assert rc == 2 and "in.npz" in err and says in err
+
+
+# --------------------------------------------------------------------------- constant factors reaching ISL
+
+def _kernel(extent: str, upper: str, index: str = "i") -> str:
+    return (f"kernel k(H = 4) {{\n  inout A[{extent}] : f64\n  for i in 0..{upper} {{\n"
+            f"    s: A[{index}] = A[{index}] + 1\n  }}\n}}\n")
+
+
+@pytest.mark.parametrize("extent", ["(1 + 1) * H", "H * (3 - 1)", "-(-2) * H", "(-1) * (-2 * H)", "2*H + 0*H",
+                                    "H * 2 - -0*H"])
+def test_constant_factors_of_any_form_are_affine(tmp_path, capsys, extent):
+    # every extent is 2H: a loop to 2H stays inside, one more iteration leaves it at A[2H] (i = 8 at H = 4)
+    rc, out, err = run(capsys, "deps", write(tmp_path, "in.loop", _kernel(extent, "2 * H")))
+    assert rc == 0, err
+    rc, out, err = run(capsys, "show", write(tmp_path, "out.loop", _kernel(extent, "2 * H + 1")))
+    assert rc == 2 and "A[i] writes A[8] when i = 8, but A has extent 8 in dimension 0" in err, err
+
+
+def test_a_negated_zero_factor_is_an_empty_extent(tmp_path, capsys):
+    rc, out, err = run(capsys, "show", write(tmp_path, "z.loop", _kernel("-0*H", "H")))
+    assert rc == 2 and "but A has extent 0 in dimension 0" in err and "z.loop:4:" in err
