@@ -38,25 +38,28 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 # --------------------------------------------------------------------------- .npz members zipfile cannot open
 
-def _npz_with_method(method: int, *, encrypted: bool = False) -> bytes:
-    """A NumPy archive whose central directory says ``method`` (and the encryption flag)."""
+def _npz_with(*, method: int = 0, flag: int = 0, version: int = 20) -> bytes:
+    """A NumPy archive whose central directory says ``method``, ``flag`` and the version to extract."""
     buf = io.BytesIO()
     np.savez(buf, A=np.arange(4.0))
     data = bytearray(buf.getvalue())
     at = data.index(b"PK\x01\x02")  # the central directory entry of the one member
     flags, = struct.unpack_from("<H", data, at + 8)
-    struct.pack_into("<HH", data, at + 8, flags | (1 if encrypted else 0), method)
+    struct.pack_into("<HHH", data, at + 6, version, flags | flag, method)
     return bytes(data)
 
 
-@pytest.mark.parametrize("method, encrypted, says", [
-    (99, False, "compression method 99"),    # zipfile: NotImplementedError "compression type 99"
-    (12, False, "compression method 12"),    # bzip2: NumPy never writes it
-    (0, True, "is encrypted"),               # zipfile: RuntimeError "password required"
+@pytest.mark.parametrize("change, says", [
+    (dict(method=99), "compression method 99"),   # zipfile: NotImplementedError "compression type 99"
+    (dict(method=12), "compression method 12"),   # bzip2: NumPy never writes it
+    (dict(flag=0x1), "is encrypted"),             # zipfile: RuntimeError "password required"
+    (dict(flag=0x40), "strong encryption"),       # NotImplementedError
+    (dict(flag=0x20), "patched data"),            # NotImplementedError
+    (dict(version=119), "zip file version 11.9"),  # NotImplementedError, from ZipFile() itself (fuzz seed 664)
 ])
-def test_an_npz_member_zipfile_cannot_open_is_bad_input(tmp_path, capsys, method, encrypted, says):
+def test_an_npz_member_zipfile_cannot_open_is_bad_input(tmp_path, capsys, change, says):
     p = tmp_path / "in.npz"
-    p.write_bytes(_npz_with_method(method, encrypted=encrypted))
+    p.write_bytes(_npz_with(**change))
     with pytest.raises(InputError, match=says):
         load_npz(p)
     k = write(tmp_path, "k.loop", "kernel k(N = 4) {\n  in A[N] : f64\n  out B[N] : f64\n"
