@@ -9,6 +9,8 @@ the budget inside one ISL call.
 from __future__ import annotations
 
 import io
+import os
+import signal
 import struct
 import time
 from pathlib import Path
@@ -88,3 +90,64 @@ def test_constant_factors_of_any_form_are_affine(tmp_path, capsys, extent):
 def test_a_negated_zero_factor_is_an_empty_extent(tmp_path, capsys):
     rc, out, err = run(capsys, "show", write(tmp_path, "z.loop", _kernel("-0*H", "H")))
     assert rc == 2 and "but A has extent 0 in dimension 0" in err and "z.loop:4:" in err
+
+
+# --------------------------------------------------------------------------- one ISL call past the budget
+
+def _or_ed_moduli(n: int) -> str:
+    terms = " or ".join(f"i % {k + 2} == 0" for k in range(n))
+    return ("kernel o(N = 8) {\n  inout A[N] : f64\n  for i in 0..N {\n"
+            f"    if {terms} {{\n      s: A[i] = A[i] + 1\n    }}\n  }}\n}}\n")
+
+
+def test_a_single_long_isl_call_is_stopped_at_the_budget(tmp_path, capsys):
+    # four moduli under a raised limit: ISL's dataflow splits the pieces against each other for
+    # minutes inside one call, which the in-process alarm cannot interrupt (it answered at the end)
+    f = write(tmp_path, "o.loop", _or_ed_moduli(4))
+    start = time.monotonic()
+    # (reading the file runs ISL's dataflow too, for a few seconds: the budget leaves room for it)
+    rc, out, err = run(capsys, "deps", f, "--limit", "domain_moduli=4", "--budget", "20")
+    seconds = time.monotonic() - start
+    assert rc == 2, err
+    assert "the time budget of 20 s ran out during the value-based dependences of kernel 'o'" in err
+    assert "--budget SECONDS" in err
+    assert seconds < 60, seconds  # 20 s and the grace (before: minutes); generous for a loaded machine
+
+
+def test_a_call_that_blocks_the_alarm_is_stopped_at_the_budget(capsys, monkeypatch):
+    from polymap.commands import show
+
+    def stuck(args):  # what a C extension does: no Python step for the alarm to stop at
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        args.budget.check("a long call")
+        print("partial", flush=True)
+        time.sleep(40)
+        return 0
+
+    monkeypatch.setattr(show, "main", stuck)
+    start = time.monotonic()
+    rc, out, err = run(capsys, "show", ROOT / "examples" / "gemm.loop", "--budget", "1", "--json")
+    assert rc == 2 and time.monotonic() - start < 20
+    assert "ran out during a long call" in err
+    assert '"error"' in out and "partial" not in out  # one JSON document: the refusal
+
+
+def test_a_command_process_that_dies_is_an_internal_error(capsys, monkeypatch):
+    from polymap.commands import show
+
+    monkeypatch.setattr(show, "main", lambda args: os._exit(9))  # a crash inside a C extension
+    rc, out, err = run(capsys, "show", ROOT / "examples" / "gemm.loop")
+    assert rc == 3 and "internal error" in err and "status 9" in err
+
+
+def test_the_supervised_command_gives_what_it_gives_in_process(capsys):
+    gemm = ROOT / "examples" / "gemm.loop"
+    rc, out, err = run(capsys, "deps", gemm, "--json")
+    from polymap.budget import Budget
+    from polymap.commands import deps as deps_command
+    from polymap.cli import build_parser
+    from polymap.limits import Limits
+    args = build_parser().parse_args(["deps", str(gemm), "--json"])
+    args.budget, args.limits, args.command_line = Budget(), Limits(), ""
+    assert deps_command.main(args) == 0 == rc
+    assert capsys.readouterr().out == out and out.startswith("{")

@@ -113,7 +113,11 @@ def main(args) -> int:
     models = [build_model(k) for k in kernels]
     for m in models:
         require_tractable(m.kernel, limits=args.limits, model=m, what="the dependence analyses")
-    docs = [kernel_deps(m, memory=args.memory_based) for m in models]
+    docs = []
+    for m in models:
+        args.budget.check(f"the {'memory' if args.memory_based else 'value'}-based dependences of kernel "
+                          f"'{m.kernel.name}'")
+        docs.append(kernel_deps(m, memory=args.memory_based))
     wrote = _pictures(args, models, defines) if args.plot or args.dot else []
     if args.json:
         print(json.dumps(docs[0] if len(docs) == 1 else {"kernels": docs}, indent=2))

@@ -46,6 +46,7 @@ def main(args: argparse.Namespace) -> int:
     mapping = None
     if args.mapping and args.target != "reference":
         mapping = api.mappings_of(kernel, args.mapping, args.arch)
+    args.budget.check(f"the {args.target} execution of kernel '{kernel.name}'")
     outputs = api.run(kernel, arrays, params=params, target=args.target, mapping=mapping, arch=args.arch,
                       choice=choice_options(args))
     if args.output:
