@@ -51,13 +51,14 @@ from polymap.driver import load_program, param_values, parse
 from polymap.codegen.timing import ProcessTimer, Timer
 from polymap.budget import Budget
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
-from polymap.limits import Limits, require_tractable
+from polymap.limits import Limits, require_integers, require_tractable
 from polymap.machine.arch import Architecture
 from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
 from polymap.machine.hostinfo import host_info
-from polymap.machine.presets import load_architecture
-from polymap.mapping.documents import mappings_from_data
+from polymap.machine.presets import load_architecture, presets
+from polymap.mapping.documents import DOCUMENT_KEYS, is_document, mappings_from_data
+from polymap.mapping.files import MAPPING_KEYS
 from polymap.mapping.renamed import in_original_terms
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
@@ -71,6 +72,7 @@ from polymap.passes.dependences.dependences import Dependence, dependences as fi
 from polymap.passes.dependences.loop_classes import DependenceFacts, LoopClass, dependence_facts, loop_classes
 from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
+from polymap.passes.schedule.suggest import suggested_mapping
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
 from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
@@ -156,9 +158,14 @@ def model(kernel: ir.Kernel) -> KernelModel:
     return build_model(kernel)
 
 
-def architecture(arch: Architecture | str | Path = "host") -> Architecture:
+def architecture(arch: Architecture | str | Path = "host", *, limits: Limits | None = None) -> Architecture:
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
+    return arch if isinstance(arch, Architecture) else load_architecture(str(arch), limits=limits)
+
+
+def architecture_presets() -> tuple[str, ...]:
+    """The names of the preset architectures (``polymap arch --list``)."""
+    return tuple(presets())
 
 
 MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
@@ -179,9 +186,42 @@ def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: M
                               document=doc)
 
 
-def mapping_of(kernel: ir.Kernel, mapping: MappingArg, arch: Architecture | str | Path = "host") -> Mapping:
+def mapping_architecture(mapping: str | Path, arch: ArchArg | None = None, *,
+                         limits: Limits | None = None) -> Architecture:
+    """``arch`` when given; else the architecture a compile document (``NAME.json``) names, or the
+    preset whose level names the mapping file uses, outermost first (``check`` and ``transform``
+    without ``--arch``)."""
+    if arch is not None:
+        return arch if isinstance(arch, Architecture) else load_architecture(str(arch), limits=limits)
+    doc = read_yaml(mapping, limits=limits)
+    data = doc.data
+    if is_document(data):
+        if isinstance(data.get("arch"), str) and data["arch"] in presets():
+            return load_architecture(data["arch"])
+        entries = data["mappings"] if isinstance(data["mappings"], list) else []
+        data = entries[0] if entries and isinstance(entries[0], dict) else {}
+    if not isinstance(data, dict):
+        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}, or a compile "
+                     f"document with keys {', '.join(DOCUMENT_KEYS)}")
+    levels = data.get("levels")
+    if not isinstance(levels, list):
+        doc.fail(("levels",) if "levels" in data else (),
+                 "levels: expected a list with one entry per architecture level, outermost first")
+    names = [lv.get("level") for lv in levels if isinstance(lv, dict)]
+    known = []
+    for name in presets():
+        arch = load_architecture(name)
+        if [lv.name for lv in arch.levels] == names:
+            return arch
+        known.append(f"{name}: {', '.join(arch.level_names)}")
+    doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
+                          f"architecture ({'; '.join(known)}); give one with --arch")
+
+
+def mapping_of(kernel: ir.Kernel | Sequence[ir.Kernel], mapping: MappingArg, arch: ArchArg = "host", *,
+               limits: Limits | None = None) -> Mapping:
     """The one validated mapping ``mapping`` holds (``InputError`` when it holds several)."""
-    found = mappings_of(kernel, mapping, arch)
+    found = mappings_of(kernel, mapping, arch, limits=limits)
     if len(found) != 1:
         raise InputError(f"expected one mapping, got {len(found)} (one per nest): use mappings_of()")
     return found[0]
@@ -238,8 +278,30 @@ def _join(verdicts: Sequence[Verdict]) -> Verdict:
                    tuple(x for v in verdicts for x in v.notes), tuple(x for v in verdicts for x in v.hints))
 
 
+def order_of(kernel: ir.Kernel, order: Sequence[str]) -> tuple[int, tuple[str, ...]]:
+    """The nest whose loops ``order`` names (outer -> inner), and the whole order of that nest (the loops
+    not named keep their place after them); unknown or repeated names are an ``InputError``."""
+    order = tuple(order)
+    text = ",".join(order)
+    if not order:
+        raise InputError(f"--order {text!r}: name the loops outer -> inner, e.g. --order i,k,j")
+    dup = [x for x in order if order.count(x) > 1]
+    if dup:
+        raise InputError(f"--order {text}: loop '{dup[0]}' is named twice")
+    nests = range(len(kernel.nests()))
+    for nest in nests:
+        loops = nest_loops(kernel, nest)
+        if all(x in loops for x in order):
+            return nest, order + tuple(x for x in loops if x not in order)
+    known = ", ".join("(" + ", ".join(nest_loops(kernel, n)) + ")" for n in nests)
+    missing = [x for x in order if all(x not in nest_loops(kernel, n) for n in nests)]
+    what = f"kernel '{kernel.name}' has no loop '{missing[0]}'" if missing else "no single nest holds all these loops"
+    raise InputError(f"--order {text}: {what} (its nests' loops: {known or 'none'})")
+
+
 def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: MappingArg | None = None,
-          arch: Architecture | str | Path | None = None, params: MappingT[str, int] | None = None) -> Verdict:
+          arch: Architecture | str | Path | None = None, params: MappingT[str, int] | None = None,
+          limits: Limits | None = None) -> Verdict:
     """Is a loop ``order`` (outer -> inner) or a whole ``mapping`` legal?
 
     Returns a :class:`~polymap.passes.legality.legality.Verdict` (``legal``,
@@ -251,17 +313,40 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Map
     if (order is None) == (mapping is None):
         raise TypeError("check() needs exactly one of order= or mapping=")
     m = build_model(kernel)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=m, what="the legality checks")
     values = _values(kernel, params) if _all_sized(kernel, params) else None
     if order is not None:
-        order = tuple(order)
-        nest = next((n for n in range(len(kernel.nests())) if set(order) <= set(nest_loops(kernel, n))), 0)
+        nest, whole = order_of(kernel, order)
         loops = nest_loops(kernel, nest)
-        return _with_fusion_note(kernel, nest, check_mapping(m, order_mapping(kernel, nest, loops, order),
+        return _with_fusion_note(kernel, nest, check_mapping(m, order_mapping(kernel, nest, loops, whole),
                                                              params=values))
     arch_obj = architecture(arch) if arch is not None else None
     found = mappings_of(kernel, mapping, arch_obj or "host")
     return _join([_with_fusion_note(kernel, mp.nest, check_mapping(m, mp, arch=arch_obj, params=values))
                   for mp in found])
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """``check --suggest``: the nest skewed as the hint says and tiled, and whether that is legal."""
+
+    nest: int
+    arch: Architecture
+    mapping: Mapping | None
+    """None when no small skew makes the nest's band permutable."""
+    verdict: Verdict | None
+
+
+def suggest(kernel: ir.Kernel, nest: int, *, arch: ArchArg = "host",
+            params: MappingT[str, int] | None = None) -> Suggestion:
+    """The mapping of the skew :func:`check` hints at for ``nest``, tiled on ``arch``, with its verdict."""
+    arch_obj = architecture(arch)
+    m = build_model(kernel)
+    mapping = suggested_mapping(m, nest, arch_obj)
+    values = _values(kernel, params) if _all_sized(kernel, params) else None
+    verdict = None if mapping is None else check_mapping(m, mapping, params=values)
+    return Suggestion(nest, arch_obj, mapping, verdict)
 
 
 def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
@@ -357,6 +442,31 @@ def cycle_spread(kernel: ir.Kernel, mapping: Mapping, report: CostReport, *, arc
     return variance(kernel, mapping, architecture(arch), report.cycle_terms, extents, values)
 
 
+@dataclass(frozen=True)
+class NestCost:
+    """What ``polymap cost`` says of one mapping: its report, its pessimistic cycles, and whether it is legal
+    (an illegal mapping is counted anyway, with a note)."""
+
+    mapping: Mapping
+    report: CostReport
+    spread: Variance
+    legal: bool
+
+
+def cost_details(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg, params: MappingT[str, int] | None = None,
+                 options: CostOptions = CostOptions(), budget: Budget | None = None,
+                 limits: Limits | None = None) -> tuple[NestCost, ...]:
+    """``polymap cost``: per mapping ``mapping`` holds, :func:`cost_nests`'s report, :func:`cycle_spread`
+    and :func:`is_legal` (raises :class:`~polymap.errors.InvalidMapping` when one does not fit)."""
+    arch_obj = architecture(arch)
+    mappings = mappings_of(kernel, mapping, arch_obj, limits=limits)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=build_model(kernel), what="the counts")
+    reports = cost_nests(kernel, mappings, arch=arch_obj, params=params, options=options, budget=budget)
+    return tuple(NestCost(mp, r, cycle_spread(kernel, mp, r, arch=arch_obj, params=params), is_legal(kernel, mp))
+                 for mp, r in zip(mappings, reports))
+
+
 def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
     """Does ``mapping`` keep every reaching and final writer (no witnesses, for notes)?"""
     m = build_model(kernel)
@@ -411,13 +521,15 @@ def _refuse_illegal(kernel: ir.Kernel, m: KernelModel, mappings: Sequence[Mappin
 
 
 def transform(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path = "host",
-              params: MappingT[str, int] | None = None) -> str:
+              params: MappingT[str, int] | None = None, limits: Limits | None = None) -> str:
     """The mapped nest as ``.loop`` source that parses again and computes the same results.
 
     ``params`` become the printed parameters' defaults. Refuses an illegal
     mapping (:class:`~polymap.errors.IllegalTransformation`).
     """
     m = build_model(kernel)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=m, what="the legality checks")
     mp = mapping_of(kernel, mapping, arch)
     _refuse_illegal(kernel, m, (mp,), _values(kernel, params) if _all_sized(kernel, params) else None)
     given = dict(params or {})
@@ -566,7 +678,7 @@ def _write_unverified(out_dir: Path, name: str, c_source: str, numpy_source: str
 
 def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: MappingT[str, int] | None = None,
         target: str = "reference", mapping: MappingArg | None = None, arch: Architecture | str | Path = "host",
-        choice: ChoiceOptions = ChoiceOptions()) -> dict[str, np.ndarray]:
+        choice: ChoiceOptions = ChoiceOptions(), limits: Limits | None = None) -> dict[str, np.ndarray]:
     """Run ``kernel`` on ``arrays`` (every ``in``/``inout`` tensor); return every ``out``/``inout`` tensor.
 
     ``target`` is ``"reference"`` (the original program, straight from the
@@ -574,6 +686,10 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
     mappings ``compile`` chooses for that target with the same ``choice`` options).
     """
     values = _values(kernel, params)
+    if limits is not None:
+        require_integers(kernel, values, limits=limits, what="a run")
+        if target != "reference":  # generated code: compile's analyses first
+            require_tractable(kernel, limits=limits, model=build_model(kernel), what="the code generation")
     validate_inputs(kernel, arrays, values, allow_extra=True)
     if target == "reference":
         return execute(kernel, dict(arrays), values)
@@ -582,7 +698,7 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
     arch_obj = architecture(arch)
     if mapping is not None:
         m = build_model(kernel)
-        mappings = mappings_of(kernel, mapping, arch_obj)
+        mappings = mappings_of(kernel, mapping, arch_obj, limits=limits)
         _refuse_illegal(kernel, m, mappings, values)
     else:
         chosen = choose(kernel, arch_obj, values, options=choice)
