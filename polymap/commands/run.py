@@ -25,7 +25,7 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import InputError
-from polymap.limits import Limits
+from polymap.limits import Limits, require_integers
 from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
 
@@ -37,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
     defines = parse_defines(args.defines)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
+    require_integers(kernel, params, limits=args.limits, what="a run")  # before reading arrays of that size
     arrays = _inputs(kernel, args.inputs, limits=args.limits)
     validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")  # errors named after the file
     mapping = args.mapping if args.mapping and args.target != "reference" else None
