@@ -75,6 +75,7 @@ from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_sc
 from polymap.passes.schedule.suggest import suggested_mapping
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
 from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+from polymap.passes.search.cache import arch_fingerprint as spec_fingerprint
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
 from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
 from polymap.passes.search.mapsearch import Progress as SearchProgress, SearchOptions
@@ -143,6 +144,8 @@ class CompileOptions:
     exercise every tile edge)."""
     reassociate: bool = False
     """Let floating-point reductions add in another order and contract multiply-adds (FMA)."""
+    tune: int = 0
+    """Build and time the model's best ``tune`` candidates per nest and keep the fastest (0: no measuring)."""
 
 
 def load(path: str | Path, *, cpp: str = "") -> ir.Program:
@@ -488,23 +491,54 @@ def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", param
     return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
 
 
+@dataclass(frozen=True)
+class NetworkSearch:
+    """``polymap search``: the search of every nest, and what ``--tune`` measured of the best ones."""
+
+    network: NetworkResult
+    tunings: dict[tuple[str, int], NestTuning]
+    """Per (kernel, nest) with at least two mappings found: the best ``tune`` built and timed."""
+
+
 def search_network(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
                    options: SearchOptions | None = None, workers: int | None = None, scheduler: str | None = None,
-                   progress: Callable[[str, SearchProgress], None] | None = None) -> NetworkResult:
+                   progress: Callable[[str, SearchProgress], None] | None = None, tune: int = 0,
+                   timer: Timer | None = None, tune_progress: Progress | None = None) -> NetworkSearch:
     """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
 
     ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
     (objective, top, evaluation budget); the work runs on ``workers`` local
     processes (None: the cores) or on the Dask scheduler at ``scheduler``
-    (``tcp://HOST:PORT``), with the same answer. Returns a
+    (``tcp://HOST:PORT``), with the same answer. The result's ``network`` is a
     :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
     best mappings with their ISL-confirmed costs, the space and what was
-    pruned, lower bounds per level; totals).
+    pruned, lower bounds per level; totals). With ``tune`` K the best K
+    mappings of every nest are built and timed (:func:`measure`, the other
+    nests of the kernel at their best).
     """
-
+    if tune < 0:
+        raise InputError("--tune takes a number of mappings (0 or more)")
+    if workers is not None and workers < 1:
+        raise InputError("--workers takes a positive number")
+    options = options or SearchOptions()
+    options = dataclasses.replace(options, top=max(options.top, tune))  # tuning needs that many candidates
+    arch_obj = architecture(arch)
     executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
-    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
-                          options=options or SearchOptions(), executor=executor, progress=progress)
+    net = search_kernels(tuple(kernels), arch_obj, dict(params or {}), options=options, executor=executor,
+                         progress=progress)
+    tunings = {}
+    for layer in net.layers if tune else ():
+        found = layer.result.found[:tune]
+        if len(found) < 2:
+            continue
+        kernel = next(kn for kn in kernels if kn.name == layer.kernel)
+        fixed = [other.result.best.mapping for other in net.layers
+                 if other.kernel == layer.kernel and other.nest != layer.nest and other.result.best is not None]
+        tunings[layer.kernel, layer.nest] = measure(
+            kernel, [f.mapping for f in found], arch=arch_obj, params=layer.params,
+            predicted_s=[f.cost.seconds for f in found], sources=[f"search #{r}" for r in range(1, len(found) + 1)],
+            fixed=fixed, timer=timer, progress=tune_progress)
+    return NetworkSearch(net, tunings)
 
 
 # --------------------------------------------------------------------------- code
@@ -568,6 +602,10 @@ class CompiledKernel:
     written_mappings: tuple[Mapping, ...] = ()
     """``mappings`` said of the kernel as written (loops renamed apart become ``schedule`` entries):
     what ``NAME.json`` records."""
+    tuning: tuple[NestTuning, ...] = ()
+    """What ``--tune`` measured per nest (empty without tuning)."""
+    warnings: tuple[str, ...] = ()
+    """What the tuning cache had to say (an entry dropped, unreadable or failing verification)."""
 
     @property
     def name(self) -> str:
@@ -586,17 +624,87 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
             out_dir: str | Path | None = None, options: CompileOptions = CompileOptions(),
             progress: Progress | None = None, choice: KernelChoice | None = None, why: str | None = None,
             extra: MappingT[str, Any] | None = None, command: str = DEFAULT_COMMAND,
-            budget: Budget | None = None) -> CompiledKernel:
+            budget: Budget | None = None, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
+            timer: Timer | None = None, limits: Limits | None = None) -> CompiledKernel:
     """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
 
     Without ``mapping`` every nest gets the mapping of
-    :func:`~polymap.passes.search.choice.choose` (as ``polymap compile``).
+    :func:`~polymap.passes.search.choice.choose` (as ``polymap compile``); with
+    ``cache_dir`` a tuned choice remembered there for this shape bucket is used
+    after re-checking it, and with ``options.tune`` the best candidates are
+    measured (:func:`tuned_choice`); a remembered mapping whose code fails
+    verification is dropped and the choice made again (``warnings`` says so).
     With ``out_dir`` the files ``NAME.c``, ``NAME.py`` and ``NAME.json``
     (the mappings and their cost documents, :func:`polymap.reports.compile.compile_document`)
     are written there. Raises ``IllegalTransformation`` for an illegal
     mapping, ``InvalidMapping`` for spatial loops beyond the fan-out, and
     ``VerificationFailure`` when the generated code disagrees with the reference.
     """
+    if options.tune < 0:
+        raise InputError(f"--tune {options.tune}: expected a number of candidates (0 or more)")
+    arch_obj = architecture(arch, limits=limits)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=build_model(kernel), what="compile's analyses")
+        require_integers(kernel, _values(kernel, params), limits=limits)
+    if mapping is not None or choice is not None:
+        recorded = {"cache": "off", **(extra or {})} if mapping is not None else dict(extra or {})
+        return _compile_with(kernel, arch_obj, mapping, params, out_dir, options, progress, choice, why, recorded,
+                             command, budget)
+    values = _values(kernel, params)
+    fingerprint = arch_fingerprint or _fingerprint(arch, arch_obj)
+    found = tuned_choice(kernel, arch=arch_obj, params=values, tune=options.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
+                         choice_options=options.choice, budget=budget)
+    warnings = found.warnings
+    try:
+        return _compile_found(kernel, arch_obj, values, out_dir, options, progress, found, why, extra, command,
+                              budget, warnings)
+    except VerificationFailure:
+        if found.cache != "hit" or cache_dir is None:
+            raise
+    # a remembered mapping whose code disagrees with the reference is dropped, never trusted
+    TuningCache(Path(cache_dir)).discard(cache_key(kernel, fingerprint, values))
+    warnings += (f"the remembered mapping of kernel {kernel.name} failed verification; dropped from the cache, "
+                 f"choosing again",)
+    found = tuned_choice(kernel, arch=arch_obj, params=values, tune=options.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, timer=timer, progress=progress, choice_options=options.choice,
+                         budget=budget)
+    return _compile_found(kernel, arch_obj, values, out_dir, options, progress,
+                          dataclasses.replace(found, cache="miss"), why, extra, command, budget,
+                          warnings + found.warnings)
+
+
+def _fingerprint(arch: ArchArg, arch_obj: Architecture) -> str:
+    """What remembered choices are keyed by: the ``--arch`` text (host's processor, a file's content), or an
+    object's data."""
+    if isinstance(arch, Architecture):
+        return architecture_fingerprint(arch_obj)
+    try:
+        return spec_fingerprint(str(arch))
+    except OSError as exc:
+        raise InputError(f"--arch {arch}: cannot read the file: {exc.strerror or exc}") from None
+
+
+def _compile_found(kernel: ir.Kernel, arch: Architecture, values: dict[str, int], out_dir: str | Path | None,
+                   options: CompileOptions, progress: Progress | None, found: ChoiceResult, why: str | None,
+                   extra: MappingT[str, Any] | None, command: str, budget: Budget | None,
+                   warnings: tuple[str, ...]) -> CompiledKernel:
+    """Compile ``found`` (a remembered, tuned or plain choice), saying where it came from."""
+    if why is None and found.cache == "hit":
+        why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
+    elif why is None and found.tuning:
+        why = f"the fastest measured of the model's best {options.tune} candidates of each nest"
+    recorded = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning], **(extra or {})}
+    result = _compile_with(kernel, arch, None, values, out_dir, options, progress, found.choice, why, recorded,
+                           command, budget)
+    return dataclasses.replace(result, tuning=tuple(found.tuning), warnings=tuple(warnings))
+
+
+def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, params: MappingT[str, int] | None,
+                  out_dir: str | Path | None, options: CompileOptions, progress: Progress | None,
+                  choice: KernelChoice | None, why: str | None, extra: MappingT[str, Any] | None, command: str,
+                  budget: Budget | None) -> CompiledKernel:
+    """Code, verification and files for the given mapping, or for ``choice`` (made here when None)."""
     arch_obj = architecture(arch)
     values = _values(kernel, params)
     original = kernel
