@@ -724,6 +724,8 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
                       f"({OBJECTIVE_WORDS[options.choice.objective]})")
     if progress:
         progress("generating code...")
+    if budget is not None:
+        budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
     costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
     c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)

@@ -56,6 +56,7 @@ def main(args: argparse.Namespace) -> int:
     docs, reports, legal = [], [], True
     for kernel in kernels:
         params = {k: v for k, v in defines.items() if k in kernel.param_names}
+        args.budget.check(f"the legality checks of kernel '{kernel.name}'")
         if args.mapping:
             mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
             what = f"mapping {args.mapping}"

@@ -41,6 +41,7 @@ def main(args: argparse.Namespace) -> int:
     arrays = _inputs(kernel, args.inputs, limits=args.limits)
     validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")  # errors named after the file
     mapping = args.mapping if args.mapping and args.target != "reference" else None
+    args.budget.check(f"the {args.target} execution of kernel '{kernel.name}'")
     outputs = api.run(kernel, arrays, params=params, target=args.target, mapping=mapping, arch=args.arch,
                       choice=choice_options(args), limits=args.limits)
     if args.output:
