@@ -54,7 +54,7 @@ def order_by(cands, arch) -> list[int]:
     """Positions of ``cands`` ranked by the model on ``arch``: cycles, then energy (compile's key)."""
     keys = []
     for k, c in enumerate(cands):
-        r = evaluate(c.report.counts, arch, active_units=c.report.active_units)
+        r = evaluate(c.report.counts, arch, execution=c.report.execution)
         keys.append((r.cycles, r.energy_pj, k))
     return [k for *_, k in sorted(keys)]
 
@@ -84,7 +84,7 @@ def features(kernel, c, arch, values) -> dict:
 
 
 def seconds_on(c, arch) -> float:
-    return evaluate(c.report.counts, arch, active_units=c.report.active_units).seconds
+    return evaluate(c.report.counts, arch, execution=c.report.execution).seconds
 
 
 def stats(cands, measured: list[float | None], arch) -> dict:

@@ -59,7 +59,7 @@ from polymap.machine.presets import load_architecture
 from polymap.mapping.documents import mappings_from_data
 from polymap.mapping.renamed import in_original_terms
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
-from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
@@ -306,8 +306,7 @@ def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, i
         counts = count_symbolic_within(m, mp, arch, params=values, budget=budget)
     else:
         counts = count_mapping(m, mp, arch, params=values)
-    units = active_compute_units(mp, arch, loop_extents_of(m, mp, values))
-    return evaluate(counts, arch, active_units=units)
+    return evaluate(counts, arch, execution=mapping_execution(m, mp, arch, loop_extents_of(m, mp, values)))
 
 
 def loop_extents_of(m: KernelModel, mapping: Mapping, values: MappingT[str, int]) -> dict[str, int]:

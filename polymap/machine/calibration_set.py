@@ -85,7 +85,7 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                         progress(f"calibrating: {label}: {'dropped' if m.seconds is None else f'{m.seconds:.3g} s'}")
                     if m.seconds is None:
                         continue
-                    old = evaluate(cand.report.counts, before, active_units=cand.report.active_units)
+                    old = evaluate(cand.report.counts, before, execution=cand.report.execution)
                     # the fastest sample: what the machine can do, not what the other users leave of it
                     samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds))
     return samples

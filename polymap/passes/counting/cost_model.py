@@ -5,13 +5,18 @@ The formulas are those of ``mapping.md`` (after the counts)::
     energy    = sum over levels of (reads + writebacks) * read_energy
                                  + (fills + updates) * write_energy
               + instances * compute energy
-    cycles    = max(instances / (active units * ops_per_cycle),
+    cycles    = max(instances * waste / (active units * ops_per_cycle),
                     max over levels of (reads + updates) / bandwidth)
     intensity = instances / (reads + updates) per level
 
-``active units`` is the product of the trip counts of every spatial loop
-down the hierarchy, capped by the compute instances; utilization is that
-over the compute instances.
+``active units`` and the compute term's waste are what the generated code
+does with the mapping (:mod:`polymap.passes.counting.execution`): on an
+accelerator the trip counts of its spatial loops; on a CPU its threads (the
+spatial loops, else OpenMP's loop) times the vector lanes of its innermost
+loop, capped by the compute instances. The compute term divides the
+busiest unit's work, ``instances x waste / active units`` (partial vectors
+and uneven thread shares, exact from the tiles), by the ops per cycle;
+utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -37,6 +42,8 @@ import numpy as np
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.counting import Counts
+from polymap.passes.counting.execution import Execution, execution as _execution_of
+from polymap.poly import KernelModel
 
 #: a number or an array of numbers (one per candidate)
 Num = TypeVar("Num", int, float, np.ndarray)
@@ -94,9 +101,10 @@ def capped_units(arch: Architecture, active: Num) -> Num:
     return max(1, min(active, arch.compute.instances))
 
 
-def compute_cycles(arch: Architecture, instances: Num, active_units: Num) -> Num:
-    """Cycles of the compute units: instances over (active units x ops per cycle)."""
-    return instances / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
+def compute_cycles(arch: Architecture, instances: Num, active_units: Num, waste: Num = 1.0) -> Num:
+    """Cycles of the compute units: the busiest unit's share (instances x waste / active units)
+    over the ops per cycle."""
+    return instances * waste / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
 
 
 def level_cycles(spec: Level, crossing: Num) -> Num | None:
@@ -120,6 +128,7 @@ class CostReport:
     utilization: float
     intensity: tuple[tuple[str, float | None], ...]  # None: nothing crosses the boundary
     seconds: float
+    execution: Execution = Execution()  # threads, lanes and waste behind active_units
 
     def objective(self, objective: Objective) -> float:
         """The value ``objective`` minimises for this mapping."""
@@ -127,7 +136,8 @@ class CostReport:
 
 
 def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> int:
-    """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances."""
+    """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances
+    (what an accelerator runs; a CPU's code also has threads and lanes: :func:`mapping_execution`)."""
     active = 1
     for k, lm in enumerate(mapping.levels):
         if lm.spatial:
@@ -136,20 +146,32 @@ def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT
     return capped_units(arch, active)
 
 
+def mapping_execution(model: KernelModel, mapping: Mapping, arch: Architecture,
+                      extents: MappingT[str, int]) -> Execution:
+    """The units that run ``mapping``'s instances and their waste (:mod:`~polymap.passes.counting.execution`)."""
+    return _execution_of(model, mapping, arch, extents)
+
+
 def _traffic(level) -> int:
     return level.reads + level.updates
 
 
-def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> CostReport:
-    """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``."""
+def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
+             execution: Execution | None = None) -> CostReport:
+    """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``.
+
+    ``execution`` (:func:`mapping_execution`) gives the active units and the waste; without it,
+    ``active_units`` with no waste."""
+    if execution is None:
+        execution = Execution(threads=max(1, int(active_units)))
     breakdown = []
     for lv, spec in zip(counts.levels, arch.levels):
         outgoing = sum(t.reads + (t.writebacks or 0) for t in lv.tensors)
         incoming = sum(t.updates + (t.fills or 0) for t in lv.tensors)
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
-    units = capped_units(arch, active_units)
-    terms = [("compute", compute_cycles(arch, counts.instances, units))]
+    units = capped_units(arch, execution.units)
+    terms = [("compute", compute_cycles(arch, counts.instances, units, execution.waste))]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:
@@ -159,4 +181,4 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> Co
                       for lv in counts.levels)
     return CostReport(counts, sum(e for _, e in breakdown), tuple(breakdown), cycles, tuple(terms),
                       bottleneck, units, units / arch.compute.instances, intensity,
-                      cycles / arch.compute.frequency)
+                      cycles / arch.compute.frequency, execution)

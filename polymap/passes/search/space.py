@@ -18,6 +18,7 @@ import numpy as np
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
+from polymap.passes.counting.execution import batch_execution
 from polymap.passes.counting.fit import exceeds, fanout_available
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.passes.legality.legality import is_legal
@@ -129,7 +130,8 @@ class SearchSpace:
                 need = need * -(-ev_T[:, k, j] // ev_T[:, k + 1, j])
             ok &= need <= fanout_available(arch, k)
             active = active * need
-        cycles = compute_cycles(arch, inst, active)
+        units, waste = batch_execution(self.model, template, arch, self.extents, ev_T)
+        cycles = compute_cycles(arch, inst, units, waste)
         for l, spec in enumerate(arch.levels):
             c = level_cycles(spec, moved[l])
             if c is not None:

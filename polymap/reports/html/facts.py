@@ -22,7 +22,7 @@ from polymap.codegen.c.emitter import emit_c
 from polymap.errors import PolymapError
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, mapping_loop_extents
-from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import CostReport, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import fanout_problems, capacity_problems
 from polymap.passes.dependences.dependences import Dependence, dependences, group
@@ -104,7 +104,7 @@ def _cost(model: KernelModel, mapping: Mapping, arch: Architecture, params: Mapp
     if problems:
         return None, "the mapping does not fit: " + "; ".join(problems)
     counts = count_mapping(model, mapping, arch, params=dict(params))
-    return evaluate(counts, arch, active_units=active_compute_units(mapping, arch, extents)), ""
+    return evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents)), ""
 
 
 def _slice(model: KernelModel, deps: list[Dependence], verdict: Verdict | None, params: MappingT[str, int],
