@@ -658,14 +658,15 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
 
 
 def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
-              progress: Any = None):
+              progress: Any = None, budget: Budget | None = None):
     """Measure this machine and fit the cost model to it (``polymap calibrate``).
 
     Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
     bandwidths and FMA rate, the fitted architecture, one derating factor
     per cycle term, and the error before and after over the calibration
     kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
-    ``timer`` replace the native measurements.
+    ``timer`` replace the native measurements. ``budget`` bounds each calibration
+    kernel's choice (compile's default).
     """
 
     before = architecture(arch)
@@ -674,7 +675,7 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
     measured = measured_architecture(before, bw)
     samples = calibration_samples(before, measured, timer if timer is not None else ProcessTimer(),
                                   names=tuple(kernels) if kernels is not None else tuple(KERNELS),
-                                  progress=progress)
+                                  progress=progress, budget=budget)
     if len(samples) < 2:
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
