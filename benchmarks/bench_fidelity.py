@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from polymap import api
 from polymap.budget import Budget
@@ -61,7 +62,7 @@ CASES = {
     "syrk": ("examples/polybench/syrk.loop", [{"M": 200, "N": 240}, {"M": 500, "N": 600}]),
 }
 #: the first run of each candidate: does it build, run and finish (one sample, no repeats)
-SCREEN = SamplingPolicy(warmup=0, min_repeats=1, max_repeats=1, max_seconds=0.0)
+SCREEN = SamplingPolicy(warmup=0, min_repeats=2, max_repeats=2, max_seconds=0.0)
 #: a run shorter than this is repeated inside one sample
 MIN_SAMPLE_S = 0.002
 
@@ -257,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
         cal = api.calibrate(arch=host, progress=lambda s: print("   ", s, file=sys.stderr, flush=True),
                             budget=Budget(seconds=args.budget))
         calibrated = cal.architecture
+        if args.json:  # reusable with --calibrated (calibration is the slow part on a loaded machine)
+            args.json.with_suffix(".calibrated.yaml").write_text(
+                yaml.safe_dump(calibrated.to_dict(), sort_keys=False))
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
                    "spearman": [cal.spearman_before, cal.spearman_after]}
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
