@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Mapping, TypeVar, Union
+from typing import Callable, Iterable, Iterator, Mapping, TypeVar, Union
 
 from polymap import ir
 from polymap.errors import AnalysisError, Diagnostic
+from polymap.evaluate import eval_int
 from polymap.islcheck import isl
 
 # ISL reserves these words; a name that collides gets a suffix inside ISL text only.
@@ -43,7 +44,15 @@ def isl_name(name: str) -> str:
 
 
 def aff_text(e: ir.Expr) -> str:
-    """ISL text of a quasi-affine expression (``floor(i / 2) + 1`` -> ``(floor((i)/2) + 1)``)."""
+    """ISL text of a quasi-affine expression (``floor(i / 2) + 1`` -> ``(floor((i)/2) + 1)``).
+
+    A part without names is written as its value: ISL multiplies only by a
+    bare literal (``-3 * H`` parses, ``(-3) * H`` and ``(2 + 1) * H`` are
+    syntax errors), and the language allows any constant factor (``-0*H``).
+    """
+    folded = _constant_value(e)
+    if folded is not None:
+        return str(folded)
     match e:
         case ir.Const(value=v):
             return str(int(v))
@@ -62,6 +71,17 @@ def aff_text(e: ir.Expr) -> str:
         case ir.Call(func="min" | "max", args=args):
             return _fold(e.func, [aff_text(a) for a in args])
     raise AnalysisError(Diagnostic("not a quasi-affine expression", getattr(e, "loc", None)))
+
+
+def _constant_value(e: ir.Expr) -> int | None:
+    """The value of an integer expression without names (``-0``, ``2 + 1``), else None."""
+    parts = list(ir.subexpressions(e))
+    if not all(isinstance(x, (ir.Const, ir.Neg, ir.BinOp)) and not (isinstance(x, ir.Const)
+               and not isinstance(x.value, int)) for x in parts):
+        return None
+    if any(isinstance(x, ir.BinOp) and x.op not in ("+", "-", "*") for x in parts):
+        return None  # floor division and modulo keep their own ISL forms (positive literal divisors)
+    return eval_int(e, {})
 
 
 def _fold(func: str, parts: list[str]) -> str:
@@ -228,7 +248,7 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
     """
     out: dict[int, tuple[int, ...]] = {}
 
-    def items(nodes: Iterable[ir.Node]):
+    def items(nodes: Iterable[ir.Node]) -> Iterator[ir.Node]:
         for n in nodes:
             if isinstance(n, ir.If):
                 yield from items(n.then)
@@ -236,7 +256,7 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
             else:
                 yield n
 
-    def walk(nodes: Iterable[ir.Node], prefix: tuple[int, ...]):
+    def walk(nodes: Iterable[ir.Node], prefix: tuple[int, ...]) -> None:
         for rank, n in enumerate(items(nodes)):
             if isinstance(n, ir.Assign):
                 out[id(n)] = prefix + (rank,)
@@ -301,7 +321,7 @@ def param_set(model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int
     return isl.Set(f"{_params_prefix(kernel)} -> {{ : {conds} }}")
 
 
-def fix_params(obj: IslObject, model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]):
+def fix_params(obj: IslObject, model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]) -> IslObject:
     """``obj`` (any ISL set or map, union or not) with the parameters fixed to ``values``."""
     return obj.intersect_params(param_set(model_or_kernel, values))
 

@@ -77,6 +77,7 @@ def main(args: argparse.Namespace) -> int:
     docs, reports, legal = [], [], True
     for kernel in kernels:
         params = _params(kernel, defines)
+        args.budget.check(f"the legality checks of kernel '{kernel.name}'")
         require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the legality checks")
         if args.mapping:
             mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)

@@ -30,11 +30,16 @@ def bound_rows(layer: LayerResult) -> list[dict]:
     out = []
     for b in layer.bounds:
         entry = {"level": b.level, "capacity": b.capacity, "instances": b.instances, "kind": b.kind,
-                 "lower_bound": b.traffic}
+                 "lower_bound": b.traffic, "note": b.note}
         if best is not None:
             k = next(i for i, lv in enumerate(best.cost.counts.levels) if lv.name == b.level)
-            keeps_all = len(best.mapping.levels[k].keep) == len(best.cost.counts.levels[0].tensors)
-            if keeps_all:
+            bypassed = [t.tensor for t in best.cost.counts.levels[0].tensors
+                        if t.tensor not in best.mapping.levels[k].keep]
+            if bypassed:
+                # the bound counts every tensor entering the level: a bypassed one never does
+                entry["note"] = (f"{b.note}; not compared: the best mapping bypasses "
+                                 f"{', '.join(bypassed)} here, and the bound counts every tensor")
+            else:
                 traffic = level_traffic(best.cost.counts, k)
                 entry["traffic"] = traffic
                 entry["ratio"] = traffic / b.traffic if b.traffic else None
@@ -50,7 +55,7 @@ def search_json(net: NetworkResult, arch: Architecture) -> list[dict]:
             entry = {"kernel": layer.kernel, "nest": layer.nest, "rank": rank, "mapping": f.mapping.to_dict(),
                      "cost": report_json(f.cost, arch), "objective": f.objective, "confirmed": f.confirmed}
             if rank == 1:
-                entry["search"] = {"objective": r.objective, "space": r.space, "pruned": r.pruned,
+                entry["search"] = {"objective": r.objective.value, "space": r.space, "pruned": r.pruned,
                                    "evaluated": r.evaluated, "exhaustive": r.exhaustive,
                                    "seconds": r.seconds, "path": r.path, "notes": r.notes}
                 entry["lower_bounds"] = bound_rows(layer)
@@ -72,7 +77,7 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
         r = layer.result
         head = f"kernel {layer.kernel}" + (f" nest {layer.nest}" if layer.nest else "")
         params = ", ".join(f"{k}={v}" for k, v in sorted(layer.params.items()))
-        lines.append(f"{head} ({params}) on {arch.name}: objective {r.objective}")
+        lines.append(f"{head} ({params}) on {arch.name}: objective {r.objective.value}")
         pruned = sum(r.pruned.values())
         why = ", ".join(f"{k} {v:.3g}" for k, v in r.pruned.items() if v)
         lines.append(f"  space {r.space:.4g} mappings; pruned {pruned:.4g} ({why or 'nothing'}); "
@@ -96,6 +101,10 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
             sp = f", spatial {' '.join(lm.spatial)}" if lm.spatial else ""
             lines.append(f"    {lm.level:<6} tile {{{tile}}} order {' '.join(lm.order)}{sp}")
         rows = bound_rows(layer)
+        if not rows:
+            why = ("the nest is outside the fast path's class, whose access shapes the bounds are derived from"
+                   if r.path == "isl" else "no level below the backing store has a capacity")
+            lines.append(f"  lower bounds: none ({why})")
         if rows:
             lines.append("  traffic across each level's upper boundary (fills + writebacks) vs its lower bound:")
             for b in rows:
@@ -103,6 +112,7 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
                 lines.append(f"    {b['level']:<6} capacity {b['capacity']:,} x {b['instances']}: "
                              f"best {b.get('traffic', '-'):,}  bound {b['lower_bound']:,.0f} ({b['kind']})  "
                              f"ratio {ratio}")
+                lines.append(f"           {b['note']}")
     if len(net.layers) > 1:
         lines.append(f"total over {len(net.layers)} layers: energy {net.energy_pj:,.0f} pJ, "
                      f"cycles {net.cycles:,.0f}, EDP {net.edp:.4g}; {net.evaluated:,} mappings evaluated "

@@ -92,7 +92,7 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
     ks = kernel_schedule(model, mappings)
-    root = build_ast(model, ks.union)
+    root = build_ast(model, ks.union, separate=ks.separate)
     printer = _Printer(kernel, model, ks, mappings, register_tiles=register_tiles, pack=pack)
     printer.plan = Planner(printer.analysis, params=params, opaque=printer.is_register_tile,
                            spatial_ranks=printer.spatial_ranks, threads=threads).plan(root)
@@ -119,7 +119,7 @@ class _Printer:
     """A line buffer with indentation, over one kernel's AST."""
 
     def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, mappings: Sequence[Mapping] = (), *,
-                 register_tiles: bool = True, pack: bool = True):
+                 register_tiles: bool = True, pack: bool = True) -> None:
         self.kernel = kernel
         # the mapping of each mapped top-level item (register tiles read the innermost level's tile)
         self.mappings_by_rank = {ks.rank_of(mapping_statements(model, m)[0].name): m
@@ -248,7 +248,8 @@ class _Printer:
         self.node(n, path, mode)
         self.depth -= 1
 
-    def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *, register_tiles: bool = True) -> None:
+    def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *,
+                 register_tiles: bool = True) -> None:
         info = self.analysis.info(n)
         if register_tiles and not info.innermost and info.rank in self.mappings_by_rank:
             tile = regtile.match(self, n, info)
@@ -262,7 +263,9 @@ class _Printer:
         init = ast_expr(n.for_get_init(), self.names)
         cond = ast_expr(n.for_get_cond(), self.names)
         inc = ast_expr(n.for_get_inc(), self.names)
-        simd = info.parallel and info.innermost and self._unit_stride(info)
+        # a loop that carries conflicts may still run in lock-step when each goes forward in the body
+        simd = info.innermost and self._unit_stride(info) and (
+            info.parallel or (info.rank >= 0 and self.analysis.lockstep(info.rank, info.dim)))
         body_mode = mode
         if mode == "serial" and path in self.plan.parallel_for:
             self.emit("#pragma omp parallel for" + (" simd" if simd else "") + " schedule(static)")

@@ -42,7 +42,7 @@ from polymap.poly import KernelModel, cached
 from polymap.passes.frontend.params import param_values
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
-from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analyse_nest
+from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, TensorShape, analyse_nest
 from polymap.machine.arch import Architecture
 from typing import Sequence
 
@@ -101,14 +101,14 @@ class BatchCounts:
         return Counts(nest.kernel, nest.params, self.instances, tuple(levels), None, mapping)
 
 
-def _opt(arr: np.ndarray | None, b: int):
+def _opt(arr: np.ndarray | None, b: int) -> int | None:
     return None if arr is None else int(arr[b])
 
 
 class Evaluator:
     """Exact counts of every mapping of ``nest`` with one :class:`Structure`, over batches of tiles."""
 
-    def __init__(self, nest: FastNest, structure: Structure):
+    def __init__(self, nest: FastNest, structure: Structure) -> None:
         self.nest, self.s = nest, structure
         self._check_multicast()
 
@@ -138,7 +138,7 @@ class Evaluator:
         out[:, n] = 1
         return out
 
-    def _exact(self, T: np.ndarray, chains) -> np.ndarray:
+    def _exact(self, T: np.ndarray, chains: Sequence[Sequence[list[F.State]]]) -> np.ndarray:
         ok = np.ones(T.shape[0], dtype=bool)
         for k in range(self.s.levels):
             for x in self.s.spatial[k]:
@@ -180,7 +180,7 @@ class Evaluator:
 
     # ----------------------------------------------------------------- per level
 
-    def _entries(self, l: int, T: np.ndarray, chains) -> dict[str, np.ndarray]:
+    def _entries(self, l: int, T: np.ndarray, chains: Sequence[Sequence[list[F.State]]]) -> dict[str, np.ndarray]:
         """Elements entering level ``l`` (fills before the write-first rule), per kept tensor."""
         kept = [t for t in self.nest.tensors if t.name in self.s.keep[l]]
         if not kept:
@@ -204,7 +204,8 @@ class Evaluator:
                 out[t.name] = out[t.name] + size - both
         return out
 
-    def _pairs(self, x: int, j: int, dims, kj: int, y: int, l: int, T, chains):
+    def _pairs(self, x: int, j: int, dims: Sequence[tuple[int, int, bool]], kj: int, y: int, l: int, T: np.ndarray,
+               chains: Sequence[Sequence[list[F.State]]]) -> list[F.Pair]:
         """Pair states of loop ``x`` for the transitions at time dimension ``j`` (loop ``y``)."""
         if x == y:
             pairs = F.pair_step(chains[x][kj], T[:, kj + 1, x])
@@ -218,7 +219,8 @@ class Evaluator:
             pairs = step(pairs, T[:, k + 1, x])
         return pairs
 
-    def _tensor_counts(self, l: int, t, T: np.ndarray, entries) -> dict[str, np.ndarray]:
+    def _tensor_counts(self, l: int, t: TensorShape, T: np.ndarray, entries: Sequence[dict[str, np.ndarray] | None]
+                      ) -> dict[str, np.ndarray]:
         keepers = self.s.keepers(t.name)
         inner = [c for c in keepers if c > l]
         out = {}
@@ -243,20 +245,20 @@ class Evaluator:
         return out
 
 
-def _product(values: Sequence[np.ndarray]):
+def _product(values: Sequence[np.ndarray]) -> np.ndarray | int:
     out = 1
     for v in values:
         out = out * v
     return out
 
 
-def _tensor_sum(t, states: dict, m: int):
+def _tensor_sum(t: TensorShape, states: dict, m: int) -> np.ndarray | int:
     """``sum |D_X(r)|`` over the joint states (a product over subscripts and unused loops)."""
     out = _product(F.group_state_sum(sub, states) for sub in t.subscripts)
     return out * _product(F.total(states[x]) for x in range(m) if x not in t.loops)
 
 
-def _tensor_pair_sums(t, pairs: dict, m: int):
+def _tensor_pair_sums(t: TensorShape, pairs: dict, m: int) -> tuple[np.ndarray | int, np.ndarray | int]:
     sums = [F.group_pair_sums(sub, pairs) for sub in t.subscripts]
     rest = _product(F.total(pairs[x]) for x in range(m) if x not in t.loops)
     return _product(s for s, _ in sums) * rest, _product(b for _, b in sums) * rest
@@ -282,7 +284,8 @@ def evaluator_for(model: KernelModel, mapping: Mapping, params: MappingT[str, in
     return found
 
 
-def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None) -> Counts | None:
+def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None
+               ) -> Counts | None:
     """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's class."""
     if params is None:
         params = param_values(model.kernel)

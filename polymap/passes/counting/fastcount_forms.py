@@ -27,7 +27,7 @@ State = tuple  # (count, L)
 Pair = tuple  # (count, LI, LJ, d)
 
 
-def ceil_div(a: np.ndarray, b: np.ndarray):
+def ceil_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return -(-a // b)
 
 
@@ -108,17 +108,18 @@ def image_size(terms: tuple, lengths: dict) -> np.ndarray | int:
     return (lu - 1) * np.minimum(a, lw) + lw
 
 
-def _overlap(li: np.ndarray, lj: np.ndarray, d: np.ndarray):
+def _overlap(li: np.ndarray, lj: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``|[0, LI) & [d, d + LJ)|``."""
     return np.maximum(np.minimum(li, d + lj) - np.maximum(0, d), 0)
 
 
-def _count_residue(lo: np.ndarray, hi: np.ndarray, rho: int, a: int):
+def _count_residue(lo: np.ndarray, hi: np.ndarray, rho: int, a: int) -> np.ndarray:
     """``#{x in [lo, hi) : x = rho (mod a)}`` (0 when the range is empty)."""
     return np.maximum((hi - 1 - rho) // a - (lo - 1 - rho) // a, 0)
 
 
-def strided_overlap(a: int, lui: np.ndarray, lwi: np.ndarray, luj: np.ndarray, lwj: np.ndarray, delta: np.ndarray):
+def strided_overlap(a: int, lui: np.ndarray, lwi: np.ndarray, luj: np.ndarray, lwj: np.ndarray, delta: np.ndarray
+                   ) -> np.ndarray:
     """``|S(LuI, LwI) & (delta + S(LuJ, LwJ))|`` with ``S(Lu, Lw) = {a u + w : u < Lu, w < Lw}``.
 
     ``x`` is in ``S(Lu, Lw)`` iff ``0 <= x < a (Lu - 1) + Lw`` and ``x mod a < Lw``,
@@ -153,7 +154,7 @@ def group_pair_sums(terms: tuple, pairs: dict) -> tuple:
     return size, both
 
 
-def group_state_sum(terms: tuple, states: dict):
+def group_state_sum(terms: tuple, states: dict) -> np.ndarray | int:
     """``sum |D_d(r)|`` over the joint states of one subscript."""
     if not terms:
         return 1

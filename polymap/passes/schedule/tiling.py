@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Iterator
 
 from polymap import ir
 from polymap.islcheck import isl
@@ -105,11 +106,11 @@ def nest_index(kernel: ir.Kernel, nest: int) -> int:
     return [k for k, n in enumerate(kernel.body) if isinstance(n, ir.Loop)][nest]
 
 
-def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]):
+def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
     """``((position, var), ...)`` for ``loop`` and every loop inside it (positions as in StatementContext)."""
     yield pos, loop.var
 
-    def walk(nodes: tuple[ir.Node, ...], prefix: tuple[int, ...]):
+    def walk(nodes: tuple[ir.Node, ...], prefix: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
         for k, n in enumerate(nodes):
             here = prefix + (k,)
             if isinstance(n, ir.Loop):
@@ -122,7 +123,7 @@ def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]):
     yield from walk(loop.body, pos)
 
 
-def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
+def _tile_coords(var: str, tiles: list[int | None], levels: int, absolute: bool = False) -> list[str]:
     """ISL text of the coordinate of ``var`` at each level (``tiles[l]`` is level l's extent)."""
     inner = list(tiles[1:]) + [1]  # level l walks tiles of extent inner[l]
     out, rest = [], var
@@ -130,12 +131,15 @@ def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
         if size is None:
             out.append("0")
             continue
-        out.append(f"({rest})" if size == 1 else f"floor(({rest})/{size})")
+        if size == 1 and absolute and rest != "0":
+            out.append(f"({var})")  # the point itself: the same order as its offset in the tile
+        else:
+            out.append(f"({rest})" if size == 1 else f"floor(({rest})/{size})")
         rest = f"(({rest}) mod {size})" if size != 1 else "0"
     return out
 
 
-def mapped_schedule(model: KernelModel, mapping: Mapping) -> MappedSchedule:
+def mapped_schedule(model: KernelModel, mapping: Mapping, *, absolute: bool = False) -> MappedSchedule:
     """Build the mapped schedule of the nests ``mapping`` maps (see the module docstring)."""
     kernel = model.kernel
     statements = mapping_statements(model, mapping)
@@ -158,7 +162,7 @@ def mapped_schedule(model: KernelModel, mapping: Mapping) -> MappedSchedule:
     maps = []
     for rank, s in enumerate(statements):
         have = coords_of[s.name]
-        coords = {x: _tile_coords(have[x], tiles[x], n) for x in loops if x in have}
+        coords = {x: _tile_coords(have[x], tiles[x], n, absolute) for x in loops if x in have}
         out = []
         for d in dims[:-1]:
             if d.kind == "phase":
@@ -189,7 +193,7 @@ def statement_phase(statements: tuple[StatementModel, ...], coords_of: dict[str,
     return PHASE_BEFORE if having and all(s.context.position < p for p in having) else PHASE_AFTER
 
 
-def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]):
+def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]) -> Mapping:
     """The mapping that runs ``nest`` in loop ``order`` (missing loops follow in nest order):
     one untiled level, which is what ``--order`` means."""
     full = tuple(order) + tuple(x for x in loops if x not in order)

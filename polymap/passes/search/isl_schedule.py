@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.passes.legality.legality import check_mapping
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.counting import ENUMERATION_LIMIT
+from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel, count, to_int
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
@@ -46,6 +49,13 @@ class IslSchedule:
     loops: tuple[str, ...]
     band: int  # members of the outermost band (its loops are loops[:band])
     coincident: tuple[bool, ...]  # per band member
+    constant: tuple[str, ...] = ()  # loops that only order the statements (see distributed)
+
+    @property
+    def band_loops(self) -> tuple[str, ...]:
+        """The band's loops (the ones tiled), outer first."""
+        moving = [x for x in self.loops if x not in self.constant]
+        return tuple(moving[:self.band])
 
 
 def _aff_text(aff: isl.Aff, iterators: tuple[str, ...], params: tuple[str, ...]) -> str | None:
@@ -124,7 +134,7 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     return IslSchedule(tuple(entries), loops, band, coincident)
 
 
-def _instances(model: KernelModel, nest: int, params) -> int:
+def _instances(model: KernelModel, nest: int, params: MappingT[str, int]) -> int:
     values = {p: params[p] for p in model.params if p in params}
     if len(values) < len(model.params):
         return 0
@@ -138,34 +148,89 @@ def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
     return tuple(moving) == model.statement(entry.statement).loops
 
 
-def isl_mappings(model: KernelModel, nest: int, arch, params) -> list[tuple[str, Mapping]]:
-    """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band)."""
-    if params and _instances(model, nest, params) > ENUMERATION_LIMIT:
+def _fresh_loop(taken: set[str]) -> str:
+    k = 0
+    while f"s{k}" in taken:
+        k += 1
+    return f"s{k}"
+
+
+def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
+    """The fused statements distributed over the innermost loop (None for a single statement).
+
+    A constant coordinate (the statement's place among the fused ones) goes in front of the
+    innermost loop, so each statement walks it in a loop of its own::
+
+        to_b: [t, 2t + i, 2t + j]        ->  [t, 2t + i, 0, 2t + j]
+        to_a: [t, 2t + i + 1, 2t + j + 1] ->  [t, 2t + i + 1, 1, 2t + j + 1]
+
+    Fused in one innermost loop, a statement that reads what the one before it wrote an
+    iteration earlier (jacobi-2d's ``to_a`` reads ``B[i][j-1]``) makes every vector load wait for a
+    partly overlapping store; distributed, each loop is a plain unit-stride sweep.
+    """
+    if len(sched.entries) < 2 or not sched.loops:
+        return None
+    taken = set(model.params) | {d.name for d in model.kernel.decls}
+    taken |= {x for e in sched.entries for x in model.statement(e.statement).loops}
+    loops: tuple[str, ...] = ()
+    for _ in range(len(sched.loops) + 1):  # s0, s1, ... in order again
+        loops += (_fresh_loop(taken | set(loops)),)
+    moving = [k for k in range(len(sched.loops)) if any(not e.exprs[k].lstrip("-").isdigit() for e in sched.entries)]
+    if not moving:
+        return None
+    cut = moving[-1]  # in front of the innermost loop that moves (trailing constants only order)
+    extra = loops[cut]
+    renamed = dict(zip(sched.loops, loops[:cut] + loops[cut + 1:]))
+    entries = tuple(ScheduleEntry(e.statement, loops, e.exprs[:cut] + (str(q),) + e.exprs[cut:],
+                                  e.isl[:cut] + (str(q),) + e.isl[cut:]) for q, e in enumerate(sched.entries))
+    return IslSchedule(entries, loops, sched.band, sched.coincident,
+                       tuple(renamed[x] for x in sched.constant) + (extra,))
+
+
+def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
+                 to_count: bool = True) -> list[tuple[str, Mapping]]:
+    """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band).
+
+    ``to_count`` false: at any size (for code only; compile counts every candidate it ranks)."""
+    if to_count and params and _instances(model, nest, params) > ENUMERATION_LIMIT:
         return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
     sched = isl_schedule(model, nest)
     if sched is None or sched.band < 1 or all(_as_written(model, e) for e in sched.entries):
         return []
-    loops = sched.loops
-    keep = nest_tensors(model.kernel, nest)
     names = arch.level_names
-    n = len(names)
-    if n < 3:
+    if len(names) < 3:
         return []
+    split = distributed(model, sched)
     out = []
     for first, rest in TILE_SHAPES:
-        tile = tuple((first if k == 0 else rest) if k < sched.band else None for k in range(len(loops)))
-        wave: tuple[str, ...] = ()
-        if not any(sched.coincident) and sched.band >= 2:
-            wave = (loops[0], loops[1])
-        tiled = max(1, n - 3)  # the level holding one tile of the band (L2 on host); below: points
-        lms = []
-        for l in range(n):
-            t = (None,) * len(loops) if l < tiled else tile if l < n - 1 else (1,) * len(loops)
-            lms.append(LevelMapping(names[l], t, loops, (), keep, wave if l == tiled - 1 else ()))
-        m = Mapping(model.kernel.name, nest, loops, tuple(lms), (), sched.entries)
-        source = f"isl schedule {first}x{rest}" + (" wavefront" if wave else "")
+        m = _tiled(model, nest, sched, names, first, rest)
+        source = f"isl schedule {first}x{rest}" + (" wavefront" if any(lv.wavefront for lv in m.levels) else "")
+        if split is not None:
+            apart = _tiled(model, nest, split, names, first, rest)
+            if check_mapping(model, apart).legal:  # for every size: the choice does not depend on them
+                m, source = apart, source + " distributed"
         out.append((source, m))
     return out
+
+
+def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...], first: int,
+           rest: int) -> Mapping:
+    """The schedule's band tiled ``first`` x ``rest`` x ... at the level above the innermost two
+    (L2 on ``host``), points below; walked by diagonals one level up when no band loop is parallel."""
+    loops = sched.loops
+    band = sched.band_loops
+    n = len(names)
+    tile = tuple((first if x == band[0] else rest) if x in band else None for x in loops)
+    wave: tuple[str, ...] = ()
+    if not any(sched.coincident) and len(band) >= 2:
+        wave = (band[0], band[1])
+    tiled = max(1, n - 3)  # the level holding one tile of the band (L2 on host); below: points
+    lms = []
+    for l in range(n):
+        t = (None,) * len(loops) if l < tiled else tile if l < n - 1 else (1,) * len(loops)
+        lms.append(LevelMapping(names[l], t, loops, (), nest_tensors(model.kernel, nest),
+                                wave if l == tiled - 1 else ()))
+    return Mapping(model.kernel.name, nest, loops, tuple(lms), (), sched.entries)
 
 
 def describe(mapping: Mapping, model: KernelModel) -> list[str]:

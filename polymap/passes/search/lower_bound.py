@@ -27,8 +27,13 @@ nest (every subscript one loop or a constant):
    (``+=``: each entry is a fill, and each written element leaves once):
    ``traffic >= max(E_hbl, sum |X|) + sum_{updated X} |X|``.
 
-Haloed nests (``2*p + r``) are not projective: only the compulsory term of
-step 4 is given (``"compulsory"``). Nests outside the fast path get none.
+Haloed nests (``a*u + w``, the convolution's ``2*p + r``) get the same steps
+over *slices*: fixing the window loops ``F`` (every ``w``) leaves a projective
+nest per slice, and Hölder over the slices costs a factor ``rho_X`` per tensor,
+the most slices one element of ``X`` can lie in (``ceil(E_w / a)`` per halo
+subscript): :func:`hbl_form`, proven in ``docs/design.md``. Where no such form
+exists only the compulsory term of step 4 is given (``"compulsory"``, with the
+reason in ``Bound.note``). Nests outside the fast path get none.
 """
 from __future__ import annotations
 
@@ -54,26 +59,86 @@ class Bound:
     traffic: float
     kind: str  # "hbl" (steps 1-4) or "compulsory" (step 4 only)
     sigma: float | None = None
+    note: str = ""  # which form applied, or why HBL does not
+
+
+@dataclass(frozen=True)
+class HblForm:
+    """Step 1 for a nest: ``|V| <= factor * prod_X u_X^(s_X)`` for every finite set ``V`` of instances."""
+
+    s: tuple[float, ...]  # per tensor of the nest
+    factor: float  # prod over tensors that use a window loop of rho_X^(s_X); 1 for a projective nest
+    fixed: tuple[int, ...]  # the window loops F, fixed per slice (empty for a projective nest)
+
+
+def _window_loops(nest: FastNest) -> tuple[int, ...]:
+    """``F``: the ``w`` of every two-loop subscript ``a*u + w`` (extent > 1); fixing them leaves
+    every subscript one loop or a constant."""
+    return tuple(sorted({w for t in nest.tensors for sub in t.subscripts if len(sub) == 2
+                         for w, _ in sub[1:] if nest.extents[w] > 1}))
+
+
+def _multiplicity(nest: FastNest, t: TensorShape, fixed: tuple[int, ...]) -> int:
+    """``rho_X``: at most this many slices (values of the loops in ``fixed``) touch one element of ``t``.
+
+    Per window loop ``g``: 1 if a subscript of ``t`` is ``g`` alone (the slice fixes that coordinate);
+    ``ceil(E_g / a)`` if a subscript is ``a*u + g`` (``g = h - a*u`` takes one residue class mod
+    ``a`` in ``[0, E_g)``, and ``u`` follows from ``g`` if it is fixed too); ``E_g`` if ``t`` ignores ``g``.
+    """
+    out = 1
+    for g in fixed:
+        factor = nest.extents[g]
+        for sub in t.subscripts:
+            if len(sub) == 1 and sub[0][0] == g:
+                factor = 1
+            elif len(sub) == 2 and sub[1][0] == g:
+                factor = -(-nest.extents[g] // sub[0][1])
+            elif len(sub) == 2 and sub[0][0] == g and sub[1][0] in fixed:
+                factor = 1  # the pair (u, w) is counted at w
+        out *= factor
+    return out
+
+
+def hbl_form(nest: FastNest) -> HblForm | None:
+    """The ``s`` of step 1 minimising ``sum s`` (vertex enumeration of a tiny LP), or None.
+
+    Constraints: ``s >= 0``; per loop ``x`` of extent > 1 outside ``F``, ``sum_{X uses x} s_X >= 1``
+    (HBL on one slice, a projective nest); and if ``F`` is not empty, ``sum s_X >= 1`` over the
+    tensors that use a loop of ``F`` (Hölder over the slices).
+    """
+    fixed = _window_loops(nest)
+    loops = [x for x in range(len(nest.loops)) if nest.extents[x] > 1 and x not in fixed]
+    n = len(nest.tensors)
+    rows = [[1.0 if x in t.loops else 0.0 for t in nest.tensors] for x in loops]
+    if fixed:
+        rows.append([1.0 if t.loops & set(fixed) else 0.0 for t in nest.tensors])
+    A = np.array(rows + list(np.eye(n)))
+    b = np.array([1.0] * (len(A) - n) + [0.0] * n)
+    rho = [_multiplicity(nest, t, fixed) if t.loops & set(fixed) else 1 for t in nest.tensors]
+    best, best_key = None, None
+    for pick in combinations(range(len(A)), n):
+        M = A[list(pick)]
+        if abs(np.linalg.det(M)) < 1e-12:
+            continue
+        s = np.linalg.solve(M, b[list(pick)])
+        if not (A @ s >= b - 1e-9).all():
+            continue
+        s = np.maximum(s, 0.0)
+        key = (round(float(s.sum()), 9), float(sum(v * np.log(r) for v, r in zip(s, rho))))
+        if best_key is None or key < best_key:
+            best, best_key = s, key
+    if best is None:
+        return None
+    s = tuple(float(v) for v in best)
+    return HblForm(s, float(prod(r ** v for r, v in zip(rho, s))), fixed)
 
 
 def hbl_exponents(nest: FastNest) -> tuple[float, ...] | None:
-    """The ``s`` of step 1 minimising ``sum s`` (vertex enumeration of a tiny LP); None if not projective."""
-    if any(len(sub) > 1 for t in nest.tensors for sub in t.subscripts):
+    """The exponents of :func:`hbl_form` for a projective nest; None if the nest has a halo."""
+    if _window_loops(nest):
         return None
-    loops = [x for x in range(len(nest.loops)) if nest.extents[x] > 1]
-    n = len(nest.tensors)
-    # rows: sum_{X uses x} s_X >= 1 per loop, then s_X >= 0
-    A = np.array([[1.0 if x in t.loops else 0.0 for t in nest.tensors] for x in loops] + list(np.eye(n)))
-    b = np.array([1.0] * len(loops) + [0.0] * n)
-    best = None
-    for rows in combinations(range(len(A)), n):
-        M = A[list(rows)]
-        if abs(np.linalg.det(M)) < 1e-12:
-            continue
-        s = np.linalg.solve(M, b[list(rows)])
-        if (A @ s >= b - 1e-9).all() and (best is None or s.sum() < best.sum() - 1e-12):
-            best = s
-    return None if best is None else tuple(float(max(v, 0.0)) for v in best)
+    form = hbl_form(nest)
+    return None if form is None else form.s
 
 
 def _elements(nest: FastNest, t: TensorShape) -> int:
@@ -81,29 +146,43 @@ def _elements(nest: FastNest, t: TensorShape) -> int:
     return int(prod(image_size(sub, lengths) for sub in t.subscripts))
 
 
-def hbl_entries(work: float, capacity: int, instances: int, s: tuple[float, ...]) -> float:
-    """Step 3: elements that must enter ``instances`` copies of a level of ``capacity`` to run ``work``."""
+def hbl_entries(work: float, capacity: int, instances: int, s: tuple[float, ...], factor: float = 1.0) -> float:
+    """Step 3: elements that must enter ``instances`` copies of a level of ``capacity`` to run ``work``
+    (``factor``: the slices' Hölder factor of :class:`HblForm`)."""
     sigma = sum(s)
     if sigma <= 1:
         return 0.0
-    c = prod((v / sigma) ** v for v in s if v > 0)
+    c = factor * prod((v / sigma) ** v for v in s if v > 0)
     T = capacity / (sigma - 1)
     return max(0.0, T * work / (c * (capacity + T) ** sigma) - instances * T)
 
 
 def level_bounds(nest: FastNest, arch: Architecture) -> list[Bound]:
     """One bound per level below the backing store that has a capacity."""
-    s = hbl_exponents(nest)
+    form = hbl_form(nest)
     accessed = sum(_elements(nest, t) for t in nest.tensors)
     updated = sum(_elements(nest, t) for t in nest.tensors if t.writes and t.reads)
+    if form is None:
+        note = "HBL does not apply: no exponents cover every loop (the LP of step 1 is infeasible)"
+    elif sum(form.s) <= 1:
+        note = (f"HBL gives nothing beyond the compulsory traffic: sigma = {sum(form.s):g} <= 1 "
+                f"(each element is used a bounded number of times)")
+    elif form.fixed:
+        note = (f"HBL over slices of fixed {', '.join(nest.loops[x] for x in form.fixed)} "
+                f"(halo), Hölder factor {form.factor:.4g}")
+    else:
+        note = "HBL (projective nest)"
     out = []
     for lv in arch.levels[1:]:
         cap = _capacity_elements(nest, lv)
         if cap is None:
             continue
-        entries = 0.0 if s is None else hbl_entries(nest.instances, cap, lv.instances, s)
-        out.append(Bound(lv.name, cap, lv.instances, max(entries, accessed) + updated,
-                         "compulsory" if s is None else "hbl", None if s is None else sum(s)))
+        entries = 0.0 if form is None else hbl_entries(nest.instances, cap, lv.instances, form.s, form.factor)
+        kind = "hbl" if form is not None and sum(form.s) > 1 else "compulsory"
+        out.append(Bound(lv.name, cap, lv.instances, max(entries, accessed) + updated, kind,
+                         None if form is None else sum(form.s),
+                         note + ("" if entries > accessed or kind == "compulsory"
+                                 else "; at this capacity the compulsory traffic is larger")))
     return out
 
 

@@ -25,7 +25,14 @@ import numpy as np
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents
-from polymap.passes.counting.cost_model import CostReport, mapping_execution, evaluate
+from polymap.passes.counting.cost_model import (
+    CostReport,
+    Objective,
+    evaluate,
+    mapping_execution,
+    objective_value,
+    rank_terms,
+)
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import capacity_problems, fanout_problems
 from polymap.passes.counting.fastcount import Evaluator, Structure, fast_counts
@@ -46,7 +53,7 @@ from polymap.poly import KernelModel
 class SearchOptions:
     """What ``polymap search`` was asked for."""
 
-    objective: str = "energy"  # "energy" | "cycles" | "edp"
+    objective: Objective = Objective.ENERGY
     top: int = 5
     max_evaluations: int | None = 5_000_000  # mappings evaluated at most (None: the whole pruned space)
     max_spatial: int = 2  # spatial loops per level that fans out
@@ -81,7 +88,7 @@ class SearchResult:
 
     kernel: str
     nest: int
-    objective: str
+    objective: Objective
     found: list[Found]
     space: int = 0
     pruned: dict = field(default_factory=dict)
@@ -97,10 +104,6 @@ class SearchResult:
     @property
     def best(self) -> Found | None:
         return self.found[0] if self.found else None
-
-
-def objective_value(objective: str, energy: float, cycles: float) -> float:
-    return {"energy": energy, "cycles": cycles, "edp": energy * cycles}[objective]
 
 
 # --------------------------------------------------------------------------- legality
@@ -269,11 +272,12 @@ def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: Map
         counts = count_mapping(model, mp, arch, params=dict(params))
         agree = counts == fast_counts(model, mp, arch, params=dict(params))
         cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, extents))
-        out.append(Found(mp, cost, objective_value(options.objective, cost.energy_pj, cost.cycles), agree))
+        out.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), agree))
     return out
 
 
-def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions, why: str, start: float) -> SearchResult:
+def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions,
+                why: str, start: float) -> SearchResult:
     space = SearchSpace.build(model, nest, arch, dict(params))
     result = SearchResult(model.kernel.name, nest, options.objective, [], path="isl", notes=[why])
     if space is None:
@@ -293,15 +297,15 @@ def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: Mappi
             continue
         counts = count_mapping(model, mp, arch, params=dict(params))
         cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, space.extents))
-        found.append(Found(mp, cost, objective_value(options.objective, cost.energy_pj, cost.cycles), True))
-    found.sort(key=lambda f: (f.objective, f.cost.energy_pj, f.cost.cycles))
+        found.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), True))
+    found.sort(key=lambda f: rank_terms(options.objective, f.cost.energy_pj, f.cost.cycles))
     result.found = found[:options.top]
     result.exhaustive = limit >= len(candidates)
     result.seconds = time.monotonic() - start
     return result
 
 
-def _halved(template: Mapping):
+def _halved(template: Mapping) -> np.ndarray:
     import numpy as np
 
     return np.array([[0 if t is None else max(1, t // 2) for t in lm.tile] for lm in template.levels])
