@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping as MappingT, Sequence
 
+import networkx as nx
 import numpy as np
 
 from polymap import ir
@@ -47,12 +48,12 @@ from polymap.codegen.runner import numpy_mapping_arg, run_generated
 from polymap.codegen.c.names import DEFAULT_COMMAND
 from polymap.codegen.verify_sizes import SizedVerification, verify_written
 from polymap.driver import load_program, param_values, parse
-from polymap.codegen.timing import ProcessTimer
+from polymap.codegen.timing import ProcessTimer, Timer
 from polymap.budget import Budget
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
-from polymap.limits import Limits
+from polymap.limits import Limits, require_tractable
 from polymap.machine.arch import Architecture
-from polymap.machine.calibrate import NativeProbe, fit, measure_bandwidths, measured_architecture
+from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
 from polymap.machine.hostinfo import host_info
 from polymap.machine.presets import load_architecture
@@ -65,29 +66,29 @@ from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.passes.counting.variance import Variance, variance
-from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences
-from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
+from polymap.passes.dependences.depgraph import dependence_graph
+from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences, group
+from polymap.passes.dependences.loop_classes import DependenceFacts, LoopClass, dependence_facts, loop_classes
 from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
 from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
-from polymap.passes.search.default_mapping import choose_mappings as default_mappings
 from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
-from polymap.passes.search.mapsearch import SearchOptions
-from polymap.passes.search.network import search_kernels
+from polymap.passes.search.mapsearch import Progress as SearchProgress, SearchOptions
+from polymap.passes.search.network import NetworkResult, search_kernels
 from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.passes.search.remember import recall, remember
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, tune_choice
+from polymap.passes.search.tune import NestTuning, TuneCandidate, TuneOptions, tune, tune_choice
 from polymap.poly import KernelModel, build_model
 from polymap.reference import execute
-from polymap.reports.compile import compile_document
-from polymap.reports.html.facts import ReportOptions, gather
+from polymap.reports.compile import OBJECTIVE_WORDS, compile_document
+from polymap.reports.html.facts import KernelFacts, ReportOptions, roofline_section, slice_section
 from polymap.reports.html.page import render
 from polymap.tensors import validate_inputs
-from polymap.timeloop import import_timeloop as run_import
+from polymap.timeloop import Imported, import_timeloop as run_import
 from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
 
@@ -161,6 +162,7 @@ def architecture(arch: Architecture | str | Path = "host") -> Architecture:
 
 
 MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
+ArchArg = Architecture | str | Path
 
 
 def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: MappingArg,
@@ -199,16 +201,31 @@ class DependenceReport:
     kernel: str
     analysis: str  # "value-based" | "memory-based"
     dependences: tuple[Dependence, ...]
+    """Per pair of references."""
     loops: dict[str, LoopClass]
     model: KernelModel | None = dataclasses.field(default=None, compare=False, repr=False)
+    merged: tuple[DependenceFacts, ...] = ()
+    """Merged per kind, statements and tensor, with distances and carrying loops: the rows of ``deps``
+    (:mod:`polymap.reports.deps` renders them)."""
+    graph: nx.MultiDiGraph | None = dataclasses.field(default=None, compare=False, repr=False)
+    """The statement dependence graph (``deps --dot``), when asked for."""
 
 
-def dependences(kernel: ir.Kernel, *, memory_based: bool = False) -> DependenceReport:
-    """Exact dependences (value-based by default) and which loops are parallel or reductions."""
+def dependences(kernel: ir.Kernel, *, memory_based: bool = False, graph: bool = False,
+                limits: Limits | None = None) -> DependenceReport:
+    """Exact dependences (value-based by default) and which loops are parallel or reductions.
+
+    ``graph`` also builds the statement dependence graph; ``limits`` refuses a kernel past them
+    before the analyses (``polymap deps`` passes its ``--limit`` values).
+    """
     m = build_model(kernel)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=m, what="the dependence analyses")
     deps = find_dependences(m, memory=memory_based)
+    merged = tuple(group(deps))
     return DependenceReport(kernel.name, "memory-based" if memory_based else "value-based",
-                            tuple(deps), loop_classes(m), m)
+                            tuple(deps), loop_classes(m), m, tuple(dependence_facts(m, d) for d in merged),
+                            dependence_graph(m, merged) if graph else None)
 
 
 # --------------------------------------------------------------------------- legality
@@ -361,9 +378,9 @@ def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", param
     return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
 
 
-def search_network(kernels: Sequence[ir.Kernel], *, arch: Any = "host", params: MappingT[str, int] | None = None,
-                   options: Any = None, workers: int | None = None, scheduler: str | None = None,
-                   progress: Any = None):
+def search_network(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
+                   options: SearchOptions | None = None, workers: int | None = None, scheduler: str | None = None,
+                   progress: Callable[[str, SearchProgress], None] | None = None) -> NetworkResult:
     """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
 
     ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
@@ -484,7 +501,7 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
             choice = choose(kernel, arch_obj, values, options=options.choice, progress=progress, budget=budget)
         kernel, m, mappings = choice.kernel, choice.model, choice.mappings
         why = why or (f"the best legal, fitting candidate of each nest by exact counts "
-                      f"({_objective_words(options.choice.objective)})")
+                      f"({OBJECTIVE_WORDS[options.choice.objective]})")
     if progress:
         progress("generating code...")
     costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
@@ -547,11 +564,6 @@ def _write_unverified(out_dir: Path, name: str, c_source: str, numpy_source: str
     return kept
 
 
-def _objective_words(objective: Objective) -> str:
-    return {Objective.CYCLES: "fewest cycles, then energy", Objective.ENERGY: "least energy, then cycles",
-            Objective.EDP: "smallest energy-delay product, then cycles"}[objective]
-
-
 def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: MappingT[str, int] | None = None,
         target: str = "reference", mapping: MappingArg | None = None, arch: Architecture | str | Path = "host",
         choice: ChoiceOptions = ChoiceOptions()) -> dict[str, np.ndarray]:
@@ -587,16 +599,16 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
 class ChoiceResult:
     """Compile's choice for a kernel, whether it came from the cache, and what tuning measured."""
 
-    choice: Any  # polymap.passes.search.choice.KernelChoice
-    tuning: tuple  # of polymap.passes.search.tune.NestTuning (empty when not tuned)
+    choice: KernelChoice
+    tuning: tuple[NestTuning, ...]  # empty when not tuned
     cache: str  # "hit", "miss" or "off"
     warnings: tuple[str, ...] = ()
 
 
-def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str, int] | None = None,
+def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
-                 options: Any = None, timer: Any = None, verify_hit: bool = True,
-                 progress: Any = None, choice_options: ChoiceOptions | None = None,
+                 options: TuneOptions | None = None, timer: Timer | None = None, verify_hit: bool = True,
+                 progress: Progress | None = None, choice_options: ChoiceOptions | None = None,
                  budget: Budget | None = None) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
@@ -634,10 +646,11 @@ def tuned_choice(kernel: ir.Kernel, *, arch: Any = "host", params: MappingT[str,
     return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
 
 
-def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
+def measure(kernel: ir.Kernel, mappings: Sequence[MappingArg], *, arch: ArchArg = "host",
             params: MappingT[str, int] | None = None, predicted_s: Sequence[float | None] | None = None,
-            sources: Sequence[str] | None = None, fixed: Sequence[Any] = (), options: Any = None, timer: Any = None,
-            progress: Any = None):
+            sources: Sequence[str] | None = None, fixed: Sequence[MappingArg] = (),
+            options: TuneOptions | None = None, timer: Timer | None = None,
+            progress: Progress | None = None) -> NestTuning:
     """Build and time ``mappings`` (of one nest, the model's best first); the fastest is ``chosen``.
 
     Returns a :class:`~polymap.passes.search.tune.NestTuning` with both
@@ -658,8 +671,8 @@ def measure(kernel: ir.Kernel, mappings: Sequence[Any], *, arch: Any = "host",
                 fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
-def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kernels: Sequence[str] | None = None,
-              progress: Any = None):
+def calibrate(*, arch: ArchArg = "host", probe: Probe | None = None, timer: Timer | None = None,
+              kernels: Sequence[str] | None = None, progress: Progress | None = None) -> Calibration:
     """Measure this machine and fit the cost model to it (``polymap calibrate``).
 
     Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
@@ -685,38 +698,77 @@ def calibrate(*, arch: Any = "host", probe: Any = None, timer: Any = None, kerne
 # --------------------------------------------------------------------------- the HTML report
 
 
-def report(kernels: Sequence[ir.Kernel], *, arch: Any = "host", mapping: Any = None,
-           params: MappingT[str, int] | None = None, loops: tuple[str, str] | None = None,
-           fixed: MappingT[str, int] | None = None, statement: str | None = None,
-           title: str = "polymap report") -> str:
-    """One self-contained HTML page (``polymap report``) for ``kernels``.
+def report_facts(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", mapping: MappingArg | None = None,
+                 params: MappingT[str, int] | None = None, options: ReportOptions = ReportOptions(),
+                 choice: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None,
+                 budget: Budget | None = None) -> tuple[KernelFacts, ...]:
+    """What :func:`report` shows of each kernel, gathered from the API's own answers.
 
-    Per kernel: dependences, loop classes, the iteration space of ``loops``
-    (other loops at ``fixed``) with its dependences, the legality of the
-    mapping (``mapping``, else the default choice of every nest) with its
-    witness ringed, the mapping as nested tiles, traffic, energy, the
-    roofline and the generated C code.
+    The mapping is ``mapping``, else compile's choice (:func:`choose_mappings`, the same
+    function and ``choice`` options as :func:`compile`); the first nest's is checked
+    and costed, every nest's goes into the C code, printed as ``compile`` prints it.
     """
-
     if mapping is not None and len(kernels) != 1:
         raise InputError("--mapping describes one kernel: pick it with --kernel NAME")
     arch_obj = architecture(arch)
-    options = ReportOptions(loops=loops, fixed=dict(fixed or {}), statement=statement)
     facts = []
     for k in kernels:
-        values = param_values(k, dict(params or {}))
+        values = _values(k, params)
         if mapping is not None:
-            mappings, source = (mapping_of(k, mapping, arch_obj),), "given"
+            kernel, m, mappings, source = k, build_model(k), mappings_of(k, mapping, arch_obj), "given"
         else:
-            mappings, source = tuple(default_mappings(build_model(k), arch_obj, values)), "the default choice"
-        facts.append(gather(k, arch_obj, mappings, values, source=source, options=options))
-    return render(facts, title=title)
+            chosen = choose(k, arch_obj, values, options=choice, progress=progress, budget=budget)
+            kernel, m, mappings, source = chosen.kernel, chosen.model, chosen.mappings, "compile's choice"
+        facts.append(_kernel_facts(kernel, m, arch_obj, tuple(mappings), values, source, options))
+    return tuple(facts)
+
+
+def _kernel_facts(kernel: ir.Kernel, m: KernelModel, arch: Architecture, mappings: tuple[Mapping, ...],
+                  values: dict[str, int], source: str, options: ReportOptions) -> KernelFacts:
+    deps = tuple(dependence_facts(m, d) for d in group(find_dependences(m)))
+    mapping = mappings[0] if mappings else None
+    verdict = check_mapping(m, mapping, arch=arch, params=values) if mapping is not None else None
+    cost, refusal, extents = None, "", {}
+    if mapping is not None:
+        extents = loop_extents_of(m, mapping, values)
+        problems = fit_problems(m, mapping, arch, values)
+        if problems:
+            refusal = "the mapping does not fit: " + "; ".join(p.describe() for p in problems)
+        else:
+            cost = _report(m, mapping, arch, values, CostOptions())
+    roof, roof_svg = roofline_section(cost, arch)
+    picture, pic_svg, pic_refusal, labels = slice_section(m, [f.dependence for f in deps], verdict, values, options)
+    code, code_refusal = "", ""
+    if verdict is None or verdict.legal:
+        code = c_emitter.emit_c(kernel, m, mappings, arch=arch, params=values)
+    else:
+        code_refusal = "no code: the mapping is illegal, so the tiled code would compute something else"
+    return KernelFacts(kernel, arch, dict(values), mapping, source if mapping is not None else "none", extents,
+                       loop_classes(m), deps, verdict, cost, refusal, roof, roof_svg, picture, pic_svg, pic_refusal,
+                       labels, code, code_refusal)
+
+
+def report(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", mapping: MappingArg | None = None,
+           params: MappingT[str, int] | None = None, options: ReportOptions = ReportOptions(),
+           choice: ChoiceOptions = ChoiceOptions(), title: str = "polymap report",
+           progress: Progress | None = None, budget: Budget | None = None) -> str:
+    """One self-contained HTML page (``polymap report``) for ``kernels``.
+
+    Per kernel: dependences, loop classes, the iteration space of ``options.loops``
+    (other loops at ``options.fixed``) with its dependences, the legality of the
+    mapping (``mapping``, else compile's choice with the ``choice`` options) with
+    its witness ringed, the mapping as nested tiles, traffic, energy, the
+    roofline and the generated C code (:func:`report_facts`).
+    """
+    return render(report_facts(kernels, arch=arch, mapping=mapping, params=params, options=options, choice=choice,
+                               progress=progress, budget=budget), title=title)
 
 
 # --------------------------------------------------------------------------- other tools' files
 
 
-def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None, out_dir: str | Path):
+def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path | None,
+                    out_dir: str | Path) -> Imported:
     """Timeloop v0.4 problem, architecture and mapping files as ``.loop``, ``arch.yaml``, ``mapping.yaml``.
 
     Returns :class:`~polymap.timeloop.Imported` (the files written, the kernel's
@@ -726,7 +778,8 @@ def import_timeloop(problem: str | Path, arch: str | Path, mapping: str | Path |
     return run_import(problem, arch, mapping, out_dir)
 
 
-def export_timeloop(kernel: ir.Kernel, mapping: Any, *, arch: Any, params: MappingT[str, int] | None = None) -> str:
+def export_timeloop(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg,
+                    params: MappingT[str, int] | None = None) -> str:
     """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
 
     return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))

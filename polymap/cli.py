@@ -25,7 +25,9 @@ from polymap import __version__
 from polymap.budget import Budget
 from polymap.errors import InputError, PolymapError, Refusal
 from polymap.limits import parse_limits
+from polymap.passes.counting.cost_model import Objective
 from polymap.passes.search.choice import ChoiceOptions
+from polymap.passes.search.mapsearch import SearchOptions
 
 COMMANDS = ("show", "run", "deps", "check", "cost", "transform", "compile", "search", "arch", "calibrate", "report",
             "import")
@@ -49,7 +51,7 @@ REPORT_BUGS = "please report it with the command and the input files that caused
 class UsageError(Exception):
     """argparse found a bad command line (exit 2)."""
 
-    def __init__(self, message: str, usage: str):
+    def __init__(self, message: str, usage: str) -> None:
         super().__init__(message)
         self.usage = usage
 
@@ -80,8 +82,9 @@ def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
 
 def _choice(p: argparse.ArgumentParser) -> None:
     default = ChoiceOptions()
-    p.add_argument("--objective", choices=("cycles", "energy", "edp"), default=default.objective.value,
-                   help="what the choice of a mapping minimises (default: %(default)s, then energy)")
+    p.add_argument("--objective", choices=tuple(o.value for o in Objective), default=default.objective.value,
+                   help="what the choice of a mapping minimises (default: %(default)s; ties go to energy for "
+                        "cycles, to cycles otherwise)")
     p.add_argument("--search-evaluations", type=int, default=default.search_evaluations, metavar="N",
                    help="tile vectors the mapping search evaluates per loop order; 0 leaves the search out "
                         "(default: %(default)s)")
@@ -190,48 +193,66 @@ def build_parser() -> argparse.ArgumentParser:
                         "no measuring)")
     p.add_argument("--no-cache", action="store_true", help="neither use nor store remembered tuned choices")
 
-    p = sub.add_parser("calibrate", help="measure this machine and write a fitted architecture file")
+    p = _sub(sub, "calibrate", "measure this machine and write a fitted architecture file",
+             "Measure this machine's bandwidths and compute rate, fit one derating factor per level over a set "
+             "of calibration kernels, and write the fitted architecture (use it with --arch ARCH.yaml).")
     _common(p, file=False)
-    p.add_argument("--arch", default="host", help="the architecture to start from (default: host)")
+    p.add_argument("--arch", default="host", help="the architecture to start from (default: %(default)s)")
     p.add_argument("-o", "--output", required=True, metavar="ARCH.yaml", help="the architecture file to write")
 
-    p = sub.add_parser("import", help="read another tool's files (Timeloop) into polymap's")
+    p = _sub(sub, "import", "read another tool's files (Timeloop) into polymap's",
+             "Translate Timeloop v0.4 problem, architecture and (optional) mapping files into a .loop kernel, "
+             "DIR/arch.yaml and DIR/mapping.yaml.")
     p.add_argument("format", choices=("timeloop",), help="the tool whose files these are")
-    p.add_argument("problem", metavar="PROBLEM.yaml")
-    p.add_argument("arch", metavar="ARCH.yaml")
-    p.add_argument("mapping", nargs="?", metavar="MAPPING.yaml")
-    p.add_argument("-o", "--output-dir", required=True, metavar="DIR")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a report")
+    p.add_argument("problem", metavar="PROBLEM.yaml", help="Timeloop's problem file")
+    p.add_argument("arch", metavar="ARCH.yaml", help="Timeloop's architecture file")
+    p.add_argument("mapping", nargs="?", metavar="MAPPING.yaml", help="Timeloop's mapping file (default: none)")
+    p.add_argument("-o", "--output-dir", required=True, metavar="DIR", help="where to write the files")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of the report")
+    p.add_argument("--debug", action="store_true", help="on an internal error, print the traceback")
 
-    p = sub.add_parser("report", help="one self-contained HTML page per kernel, for reading and teaching")
+    p = _sub(sub, "report", "one self-contained HTML page per kernel, for reading and teaching",
+             "Write one self-contained HTML page: per kernel its dependences, an iteration-space picture, the "
+             "legality of the mapping with its witness, the mapping as nested tiles, traffic, energy, the "
+             "roofline and the generated C code.")
     _common(p)
-    p.add_argument("--arch", default="host")
-    p.add_argument("--mapping")
-    p.add_argument("-o", "--output", required=True, metavar="REPORT.html")
-    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture")
+    p.add_argument("--arch", default="host", help="architecture: a preset (host, toy, eyeriss) or a YAML file "
+                   "(default: %(default)s)")
+    p.add_argument("--mapping", metavar="M.yaml", help="a mapping file, or compile's NAME.json (default: the "
+                   "mapping compile chooses)")
+    _choice(p)
+    p.add_argument("-o", "--output", required=True, metavar="REPORT.html", help="the page to write")
+    p.add_argument("--loops", metavar="I,J", help="the two loops of the iteration-space picture (default: the "
+                   "two innermost)")
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
-                   help="value of a loop not drawn (repeatable)")
+                   help="value of a loop not drawn (repeatable; default: its first value)")
     p.add_argument("--statement", help="the statement of the picture (default: the deepest)")
 
-    p = sub.add_parser("search", help="search the mapspace: the best legal, fitting mappings")
+    searched = SearchOptions()
+    p = _sub(sub, "search", "search the mapspace: the best legal, fitting mappings",
+             "Search every nest of every kernel over its pruned mapspace, count each mapping exactly, and print "
+             "the best with ISL-confirmed counts, the size of the space, what was pruned and lower bounds.")
     _common(p)
-    p.add_argument("--arch", required=True)
-    p.add_argument("--top", type=int, default=5, help="mappings to print per nest (default 5)")
-    p.add_argument("--objective", choices=("energy", "cycles", "edp"), default="energy")
-    p.add_argument("--evaluations", type=int, default=5_000_000, metavar="N",
-                   help="work budget: mappings evaluated per nest at most (default 5,000,000)")
+    p.add_argument("--arch", required=True, help="architecture: a preset (host, toy, eyeriss) or a YAML file")
+    p.add_argument("--top", type=int, default=searched.top, help="mappings to print per nest (default: %(default)s)")
+    p.add_argument("--objective", choices=tuple(o.value for o in Objective), default=searched.objective.value,
+                   help="what the ranking minimises (default: %(default)s)")
+    p.add_argument("--evaluations", type=int, default=searched.max_evaluations, metavar="N",
+                   help="work budget: mappings evaluated per nest at most (default: %(default)s)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--workers", type=int, help="local worker processes (default: the cores)")
-    g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT")
-    p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, tcp://HOST:PORT "
+                   "(default: none, local processes)")
+    p.add_argument("--csv", metavar="ALL.csv", help="write every evaluated mapping with its counts (default: none)")
     p.add_argument("--tune", type=int, default=0, metavar="K",
-                   help="build and time the best K mappings per nest on this machine; report both rankings")
+                   help="build and time the best K mappings per nest on this machine; report both rankings "
+                        "(default: 0, no measuring)")
 
     p = _sub(sub, "arch", "show an architecture (preset or file)",
              "Show an architecture's levels, capacities, energies and bandwidths, or list the presets.")
     _common(p, file=False)
-    p.add_argument("name", nargs="?", help="preset name or YAML file")
-    p.add_argument("--list", action="store_true", help="list the presets")
+    p.add_argument("name", nargs="?", help="preset name (host, toy, eyeriss) or YAML file")
+    p.add_argument("--list", action="store_true", help="list the presets and what each models")
     return parser
 
 

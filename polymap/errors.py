@@ -56,7 +56,7 @@ class PolymapError(Exception):
 
     exit_status = 2
 
-    def __init__(self, message_or_diagnostics: str | Diagnostic | list[Diagnostic], loc: Loc | None = None):
+    def __init__(self, message_or_diagnostics: str | Diagnostic | list[Diagnostic], loc: Loc | None = None) -> None:
         if isinstance(message_or_diagnostics, str):
             diags = [Diagnostic(message_or_diagnostics, loc)]
         elif isinstance(message_or_diagnostics, Diagnostic):

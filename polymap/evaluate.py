@@ -7,7 +7,7 @@ is the non-negative remainder for a positive divisor, as in ISL.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from polymap import ir
 
@@ -62,7 +62,8 @@ def loop_range(loop: ir.Loop, env: Mapping[str, int]) -> range:
     return range(lo, hi, loop.step)
 
 
-def iterate_statement_instances(kernel: ir.Kernel, params: Mapping[str, int]):
+def iterate_statement_instances(kernel: ir.Kernel, params: Mapping[str, int]
+                               ) -> Iterator[tuple[ir.StatementContext, dict[str, int]]]:
     """Yield ``(StatementContext, env)`` for every statement instance in original order.
 
     ``env`` maps parameters and enclosing iterators to values. This is the
@@ -71,7 +72,7 @@ def iterate_statement_instances(kernel: ir.Kernel, params: Mapping[str, int]):
     """
     contexts = {id(c.stmt): c for c in kernel.statements()}
 
-    def run(nodes: tuple[ir.Node, ...], env: dict[str, int]):
+    def run(nodes: tuple[ir.Node, ...], env: dict[str, int]) -> Iterator[tuple[ir.StatementContext, dict[str, int]]]:
         for node in nodes:
             if isinstance(node, ir.Assign):
                 yield contexts[id(node)], env

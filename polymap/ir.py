@@ -331,7 +331,8 @@ def walk_statements(kernel: Kernel) -> Iterator[StatementContext]:
         if isinstance(node, Loop):
             nest_of_top[k] = len(nest_of_top)
 
-    def walk(nodes: tuple[Node, ...], loops: tuple[Loop, ...], conds: tuple[tuple[If, bool], ...], pos: tuple[int, ...], nest: int):
+    def walk(nodes: tuple[Node, ...], loops: tuple[Loop, ...], conds: tuple[tuple[If, bool], ...],
+             pos: tuple[int, ...], nest: int) -> Iterator[StatementContext]:
         for k, node in enumerate(nodes):
             here = pos + (k,)
             if not pos:

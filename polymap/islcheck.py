@@ -6,10 +6,12 @@ and every count would be lost. polymap refuses to run instead of estimating.
 """
 from __future__ import annotations
 
+from types import ModuleType
+
 from polymap.errors import EnvironmentProblem
 
 
-def require_barvinok():
+def require_barvinok() -> ModuleType:
     """Import islpy and check that ``card()`` exists; return the module."""
     try:
         import islpy as isl

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Iterable, Mapping, TypeVar, Union
+from typing import Callable, Iterable, Iterator, Mapping, TypeVar, Union
 
 from polymap import ir
 from polymap.errors import AnalysisError, Diagnostic
@@ -228,7 +228,7 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
     """
     out: dict[int, tuple[int, ...]] = {}
 
-    def items(nodes: Iterable[ir.Node]):
+    def items(nodes: Iterable[ir.Node]) -> Iterator[ir.Node]:
         for n in nodes:
             if isinstance(n, ir.If):
                 yield from items(n.then)
@@ -236,7 +236,7 @@ def _betas(kernel: ir.Kernel) -> dict[int, tuple[int, ...]]:
             else:
                 yield n
 
-    def walk(nodes: Iterable[ir.Node], prefix: tuple[int, ...]):
+    def walk(nodes: Iterable[ir.Node], prefix: tuple[int, ...]) -> None:
         for rank, n in enumerate(items(nodes)):
             if isinstance(n, ir.Assign):
                 out[id(n)] = prefix + (rank,)
@@ -301,7 +301,7 @@ def param_set(model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int
     return isl.Set(f"{_params_prefix(kernel)} -> {{ : {conds} }}")
 
 
-def fix_params(obj: IslObject, model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]):
+def fix_params(obj: IslObject, model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]) -> IslObject:
     """``obj`` (any ISL set or map, union or not) with the parameters fixed to ``values``."""
     return obj.intersect_params(param_set(model_or_kernel, values))
 

@@ -24,7 +24,7 @@ from polymap.commands.run import _document as run_document
 from polymap.passes.counting.cost_model import Objective, rank_key
 from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.reports.cost import cost_nests_json
-from polymap.commands.deps import kernel_deps
+from polymap.reports.deps import deps_json
 from polymap.reports.model import kernel_json
 from test_examples import SMALL
 
@@ -75,7 +75,7 @@ def test_show_deps_check_json_equal_the_api(path: str, capsys: pytest.CaptureFix
         {"kernels": [kernel_json(api.model(kernel), params)]}))
     for memory in (False, True):
         flags = ["--memory-based"] if memory else []
-        want = kernel_deps(api.model(kernel), memory=memory)
+        want = deps_json(api.dependences(kernel, memory_based=memory))
         assert _cli_json(capsys, "deps", file, *flags) == json.loads(json.dumps(want))
     loops = polymap.mapping.model.nest_loops(kernel, 0)
     order = tuple(reversed(loops))

@@ -20,7 +20,8 @@ from polymap.cli import main
 from polymap.driver import load_program
 from polymap.machine.presets import load_architecture
 from polymap.mapping.files import load_mapping
-from polymap.reports.html.facts import gather
+from polymap.passes.counting.cost_model import Objective
+from polymap.passes.search.choice import ChoiceOptions
 
 EX = Path(__file__).parent.parent / "examples"
 SIZES = ["-D", "M=64", "-D", "N=64", "-D", "K=64"]
@@ -59,7 +60,7 @@ def test_illegal_mapping_rings_the_witness(tmp_path):
     path.write_text(SEIDEL_T_J_I)
     mapping = load_mapping(path, kernel=kernel, arch=arch)
     params = {"T": 2, "N": 10}
-    facts = gather(kernel, arch, (mapping,), params, source="given")
+    facts = api.report_facts([kernel], arch=arch, mapping=mapping, params=params)[0]
     verdict = api.check(kernel, mapping=mapping, arch=arch, params=params)
     assert not facts.verdict.legal and not verdict.legal
     w = next(v.witness for v in verdict.violations if v.witness is not None)
@@ -73,11 +74,22 @@ def test_illegal_mapping_rings_the_witness(tmp_path):
     assert "The mapping is ILLEGAL." in out.read_text()
 
 
-def test_report_without_mapping_uses_the_default_choice(tmp_path):
+@pytest.mark.parametrize("objective", ["cycles", "energy"])
+def test_report_without_mapping_shows_compiles_choice(tmp_path, objective):
+    """The same function and options as compile: the page's mapping is the one compile writes."""
+    kernel = load_program(EX / "gemm.loop").kernels[0]
+    params = {"M": 64, "N": 64, "K": 64}
+    choice = ChoiceOptions(objective=Objective.parse(objective), search_evaluations=0)
+    compiled = api.compile(kernel, arch="toy", params=params,
+                           options=api.CompileOptions(targets=("c",), verify=False, choice=choice))
+    facts = api.report_facts([kernel], arch="toy", params=params, choice=choice)[0]
+    assert compiled.mappings and facts.mapping == compiled.mappings[0]
+    assert facts.mapping_source == "compile's choice"
     out = tmp_path / "gemm.html"
-    assert main(["report", str(EX / "gemm.loop"), "--arch", "toy", *SIZES, "-o", str(out)]) == 0
+    assert main(["report", str(EX / "gemm.loop"), "--arch", "toy", *SIZES, "--objective", objective,
+                 "--search-evaluations", "0", "-o", str(out)]) == 0
     page = out.read_text()
-    assert "Mapping: the default choice." in page and "void gemm(" in page
+    assert "Mapping: compile&#x27;s choice." in page and "void gemm(" in page
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

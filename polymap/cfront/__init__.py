@@ -30,6 +30,7 @@ Before and after, for PolyBench's gemm (``-I utilities -DMINI_DATASET``)::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 from pycparser import c_ast, c_parser
 
@@ -135,7 +136,7 @@ def _type_name(decl_type: c_ast.Node) -> str | None:
 class _Declared:
     """The declarations one kernel may use: arguments, the function's variables, globals."""
 
-    def __init__(self, f: c_ast.FuncDef, sources: Sources, globals_: dict[str, c_ast.Decl]):
+    def __init__(self, f: c_ast.FuncDef, sources: Sources, globals_: dict[str, c_ast.Decl]) -> None:
         self.sources = sources
         params = f.decl.type.args.params if f.decl.type.args is not None else []
         self.args = [p for p in params if isinstance(p, c_ast.Decl) and p.name]
@@ -268,7 +269,7 @@ def _iterators(region: list[c_ast.Node]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _walk(node: c_ast.Node):
+def _walk(node: c_ast.Node) -> Iterator[c_ast.Node]:
     yield node
     for _, child in node.children():
         yield from _walk(child)

@@ -22,6 +22,7 @@ loops run upward).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from pycparser import c_ast
 
@@ -45,7 +46,7 @@ _INT_TYPES = {"int", "long", "short", "char", "unsigned", "signed"}
 class Unsupported(Exception):
     """Something outside the language, with its diagnostic."""
 
-    def __init__(self, diagnostic: Diagnostic):
+    def __init__(self, diagnostic: Diagnostic) -> None:
         super().__init__(diagnostic.message)
         self.diagnostic = diagnostic
 
@@ -281,7 +282,7 @@ class Lowerer:
                         "integer expressions to an integer type, only)", node)
 
 
-def _walk(node: c_ast.Node):
+def _walk(node: c_ast.Node) -> Iterator[c_ast.Node]:
     yield node
     for _, child in node.children():
         yield from _walk(child)

@@ -239,7 +239,7 @@ def loop_info(ks: KernelSchedule, node: isl.AstNode) -> LoopInfo:
 class LoopAnalysis:
     """Computes :class:`LoopInfo` for AST for nodes, caching the parallelism tests."""
 
-    def __init__(self, ks: KernelSchedule):
+    def __init__(self, ks: KernelSchedule) -> None:
         self.ks = ks
         self._conflicts: dict[int, isl.UnionMap] = {}
         self._parallel: dict[tuple[int, int], bool] = {}

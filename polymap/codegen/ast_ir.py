@@ -163,7 +163,7 @@ def linear(e: ir.Expr) -> tuple[dict, int] | None:
     return None
 
 
-def _key(e: ir.Expr):
+def _key(e: ir.Expr) -> tuple[str, ir.Expr]:
     return ("expr", e)
 
 
@@ -317,7 +317,7 @@ def kernel_names(kernel: ir.Kernel) -> set[str]:
 class Names:
     """Fresh names that avoid a set of taken names (and each other)."""
 
-    def __init__(self, taken: Iterable[str]):
+    def __init__(self, taken: Iterable[str]) -> None:
         self.taken = set(taken)
 
     def fresh(self, base: str) -> str:

@@ -88,7 +88,7 @@ _C_INTS = {"int": ctypes.c_int, "long": ctypes.c_long, "long int": ctypes.c_long
 class CFunction:
     """A kernel's C function loaded with ctypes; call it with arrays and parameter values."""
 
-    def __init__(self, library: Path, kernel: ir.Kernel):
+    def __init__(self, library: Path, kernel: ir.Kernel) -> None:
         self.kernel = kernel
         self.lib = ctypes.CDLL(str(library))
         self.fn = getattr(self.lib, c_name(kernel.name))

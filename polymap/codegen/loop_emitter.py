@@ -82,7 +82,7 @@ def emit_loop(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapp
 
 
 class _Printer:
-    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule):
+    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule) -> None:
         self.kernel = kernel
         self.model = model
         self.ks = ks

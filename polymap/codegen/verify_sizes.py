@@ -32,6 +32,7 @@ from polymap.budget import Budget
 from polymap.codegen.build import load_kernel
 from polymap.codegen.verify import (
     TargetCheck,
+    TensorCheck,
     VerifyResult,
     compare,
     needs_well_conditioned,
@@ -57,7 +58,7 @@ class SizedVerification:
     def passed(self) -> bool:
         return all(r.passed for r in self.results)
 
-    def largest(self):
+    def largest(self) -> tuple[str, TensorCheck] | None:
         pairs = [p for r in self.results if (p := r.largest()) is not None]
         return max(pairs, key=lambda p: (not p[1].passed, p[1].max_rel), default=None)
 

@@ -67,7 +67,7 @@ def _f(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
-def _document(result, out: Path) -> dict:
+def _document(result: api.Calibration, out: Path) -> dict:
     return {"architecture": str(out),
             "bandwidth_elements_per_cycle": dict(result.bandwidths.per_level),
             "fma_per_cycle": result.bandwidths.fma_per_cycle,

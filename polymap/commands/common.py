@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Callable
 
+from polymap.errors import InputError
 from polymap.limits import Limits
 from polymap.machine.arch import Architecture
 from polymap.machine.presets import load_architecture, presets
@@ -65,3 +66,21 @@ def mapping_arch(spec: str | None, mapping_path: str, *, limits: Limits | None =
         known.append(f"{name}: {', '.join(arch.level_names)}")
     doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
                           f"architecture ({'; '.join(known)}); give one with --arch")
+
+
+def parse_fixes(items: list[str]) -> dict[str, int]:
+    """``--fix LOOP=VALUE`` flags (repeatable) as ``{loop: value}``."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise InputError(f"--fix {item}: expected LOOP=VALUE")
+        try:
+            v = int(value)
+        except ValueError:
+            raise InputError(f"--fix {item}: expected LOOP=VALUE with an integer value") from None
+        if name in out and out[name] != v:
+            raise InputError(f"--fix {item}: loop '{name}' is already fixed at {out[name]}")
+        out[name] = v
+    return out

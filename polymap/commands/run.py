@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Any, Mapping as MappingT
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def _stats(a: np.ndarray) -> dict[str, Any]:
     return {k: (float(v) if np.isfinite(v) else None) for k, v in values.items()}
 
 
-def _document(kernel: ir.Kernel, target: str, outputs, path: str | None) -> dict[str, Any]:
+def _document(kernel: ir.Kernel, target: str, outputs: MappingT[str, np.ndarray], path: str | None) -> dict[str, Any]:
     return {
         "kernel": kernel.name,
         "target": target,
@@ -95,7 +95,7 @@ def _document(kernel: ir.Kernel, target: str, outputs, path: str | None) -> dict
     }
 
 
-def _report(kernel: ir.Kernel, target: str, outputs, path: str | None) -> str:
+def _report(kernel: ir.Kernel, target: str, outputs: MappingT[str, np.ndarray], path: str | None) -> str:
     done = f"wrote {path}" if path else "no -o given, nothing written"
     rows = [("tensor", "shape", "dtype", "min", "max", "mean")]
     for name, a in outputs.items():

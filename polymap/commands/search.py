@@ -10,21 +10,26 @@ evaluated per nest); the search is deterministic in it.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
+from typing import Callable, Sequence
 
-from polymap import api
+from polymap import api, ir
+from polymap.machine.arch import Architecture
 from polymap.codegen.timing import ProcessTimer, timing_environment
 from polymap.commands.common import progress_printer
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import InputError
+from polymap.passes.counting.cost_model import Objective
 from polymap.passes.search.mapsearch import Progress, SearchOptions
-from polymap.passes.search.tune import tuning_lines
+from polymap.passes.search.network import NetworkResult
+from polymap.passes.search.tune import NestTuning, tuning_lines
 from polymap.reports.search import search_json, search_text, write_csv
 
 
-def _progress_printer():
+def _progress_printer() -> Callable[[str, Progress], None] | None:
     if not sys.stderr.isatty():
         return None
 
@@ -37,7 +42,8 @@ def _progress_printer():
     return show
 
 
-def _tune(net, kernels, arch, k: int) -> dict:
+def _tune(net: NetworkResult, kernels: Sequence[ir.Kernel], arch: Architecture,
+          k: int) -> dict[tuple[str, int], NestTuning]:
     """The best ``k`` mappings of every nest built and timed (the other nests at their best)."""
     timer = ProcessTimer(timing_environment(os.environ))
     out = {}
@@ -62,7 +68,7 @@ def _print_tunings(tunings: dict) -> None:
         print("\n".join(lines[1:]))
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     program = load_program(args.file)
     defines = parse_defines(args.defines)
     kernels = select_kernels(program, args.kernel)
@@ -73,7 +79,7 @@ def main(args) -> int:
         raise InputError("--evaluations takes a positive number")
     if args.tune < 0:
         raise InputError("--tune takes a number of mappings (0 or more)")
-    options = SearchOptions(objective=args.objective, top=max(args.top, args.tune), max_evaluations=args.evaluations,
+    options = SearchOptions(objective=Objective.parse(args.objective), top=max(args.top, args.tune), max_evaluations=args.evaluations,
                             csv_rows=args.csv is not None)
     progress = _progress_printer()
     net = api.search_network(kernels, arch=args.arch, params=defines, options=options,

@@ -9,7 +9,9 @@ not an error here.
 """
 from __future__ import annotations
 
+import argparse
 import json
+from typing import Sequence
 
 from polymap import ir, pretty
 from polymap.driver import (
@@ -24,7 +26,7 @@ from polymap.reports.model import kernel_json, kernel_report
 from polymap.poly import build_model
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     """Print the model of every selected kernel (one JSON document with ``--json``)."""
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     kernels = select_kernels(program, args.kernel)
@@ -43,7 +45,7 @@ def main(args) -> int:
     return 0
 
 
-def _emit_loop(kernels, *, as_json: bool) -> int:
+def _emit_loop(kernels: Sequence[ir.Kernel], *, as_json: bool) -> int:
     """The kernels in the ``.loop`` language (``show FILE.c --emit loop``)."""
     text = "\n".join(pretty.kernel(k) for k in kernels)
     print(json.dumps({"loop": text}, indent=2) if as_json else text, end="" if not as_json else "\n")

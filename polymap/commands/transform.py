@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Sequence
 
-from polymap import api
+from polymap import api, ir
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import MappingError
 from polymap.machine.presets import load_architecture
 from polymap.mapping.files import load_mapping
+from polymap.mapping.model import Mapping
 from polymap.yamlsource import read_yaml
 from polymap.limits import require_tractable
 from polymap.poly import build_model
@@ -36,7 +38,7 @@ def _mapping_levels(path: str) -> list[str] | None:
     return [lv.get("level") for lv in data["levels"] if isinstance(lv, dict)]
 
 
-def resolve_mapping(path: str, kernels, arch_spec: str | None):
+def resolve_mapping(path: str, kernels: ir.Kernel | Sequence[ir.Kernel], arch_spec: str | None) -> Mapping:
     """Load ``path`` against ``kernels`` with ``arch_spec`` or the first architecture that fits."""
     if arch_spec is not None:
         return load_mapping(path, kernel=kernels, arch=load_architecture(arch_spec))

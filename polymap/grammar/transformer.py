@@ -55,7 +55,7 @@ def _const_int(expr: ir.Expr) -> int | None:
 class LoopTransformer(Transformer):
     """Builds ir nodes; ``source`` is shared by every :class:`ir.Loc`."""
 
-    def __init__(self, source: ir.SourceFile):
+    def __init__(self, source: ir.SourceFile) -> None:
         super().__init__()
         self.source = source
 
@@ -72,10 +72,10 @@ class LoopTransformer(Transformer):
 
     # ------------------------------------------------------------------ kernels
 
-    def start(self, meta: Meta, kernels: list[ir.Kernel]):
+    def start(self, meta: Meta, kernels: list[ir.Kernel]) -> ir.Program:
         return ir.Program(tuple(kernels), self.source)
 
-    def kernel(self, meta: Meta, children: list):
+    def kernel(self, meta: Meta, children: list) -> ir.Kernel:
         name, *rest = [c for c in children if c is not None]
         params = tuple(c for c in rest if isinstance(c, ir.Param))
         where = next((c.conditions for c in rest if isinstance(c, _Where)), ())
@@ -83,18 +83,18 @@ class LoopTransformer(Transformer):
         k = ir.Kernel(str(name), params, where, decls, body, self.loc(meta))
         return finish_kernel(k)
 
-    def param(self, meta: Meta, children: list):
+    def param(self, meta: Meta, children: list) -> ir.Param:
         name, _eq, default = children
         return ir.Param(str(name), default, self.loc(meta))
 
-    def signed_int(self, meta: Meta, children: list):
+    def signed_int(self, meta: Meta, children: list) -> int:
         *sign, digits = children
         return -int(digits) if sign else int(digits)
 
-    def where(self, meta: Meta, children: list):
+    def where(self, meta: Meta, children: list) -> _Where:
         return _Where(_operands(children[0], "and"))
 
-    def kernel_block(self, meta: Meta, items: list):
+    def kernel_block(self, meta: Meta, items: list) -> tuple[tuple[ir.Decl, ...], tuple[ir.Node, ...]]:
         items = [i for i in items if i is not None]
         decls: list[ir.Decl] = []
         body: list[ir.Node] = []
@@ -109,10 +109,10 @@ class LoopTransformer(Transformer):
                 decls.append(item)
         return tuple(decls), tuple(body)
 
-    def role(self, meta: Meta, children: list):
+    def role(self, meta: Meta, children: list) -> str:
         return str(children[0])
 
-    def decl(self, meta: Meta, children: list):
+    def decl(self, meta: Meta, children: list) -> ir.Decl:
         role, name, *rest = [c for c in children if c is not None]
         dtype = "f32"
         if rest and isinstance(rest[-1], Token):
@@ -121,19 +121,19 @@ class LoopTransformer(Transformer):
 
     # ------------------------------------------------------------------ statements
 
-    def block(self, meta: Meta, stmts: list[ir.Node]):
+    def block(self, meta: Meta, stmts: list[ir.Node]) -> tuple[ir.Node, ...]:
         return tuple(s for s in stmts if s is not None)
 
-    def assign(self, meta: Meta, children: list):
+    def assign(self, meta: Meta, children: list) -> ir.Assign:
         label, target, op, value = children
         return ir.Assign(str(label) if label is not None else "", target, str(op), value,
                          self.loc(meta), explicit_label=label is not None)
 
-    def target(self, meta: Meta, children: list):
+    def target(self, meta: Meta, children: list) -> ir.Ref:
         name, *idx = [c for c in children if c is not None]
         return ir.Ref(str(name), tuple(idx), self.loc(meta))
 
-    def range(self, meta: Meta, children: list):
+    def range(self, meta: Meta, children: list) -> _Range:
         var, lo, _dots, hi, step = children
         lower = lo.args if isinstance(lo, ir.Call) and lo.func == "max" else (lo,)
         upper = hi.args if isinstance(hi, ir.Call) and hi.func == "min" else (hi,)
@@ -143,10 +143,10 @@ class LoopTransformer(Transformer):
         # A non-constant step is stored as 0: semantics reports it at step_loc.
         return _Range(str(var), lower, upper, value if value is not None else 0, step.loc, self.loc(meta))
 
-    def step(self, meta: Meta, children: list):
+    def step(self, meta: Meta, children: list) -> ir.Expr:
         return children[0]
 
-    def for_stmt(self, meta: Meta, children: list):
+    def for_stmt(self, meta: Meta, children: list) -> ir.Loop:
         *ranges, body = children
         end = self.loc(meta)
         for r in reversed(ranges):
@@ -154,54 +154,54 @@ class LoopTransformer(Transformer):
             body = (ir.Loop(r.var, r.lower, r.upper, r.step, body, loc, step_loc=r.step_loc),)
         return body[0]
 
-    def if_stmt(self, meta: Meta, children: list):
+    def if_stmt(self, meta: Meta, children: list) -> ir.If:
         cond, then, orelse = children
         return ir.If(cond, then, orelse if orelse is not None else (), self.loc(meta))
 
-    def else_if(self, meta: Meta, children: list):
+    def else_if(self, meta: Meta, children: list) -> tuple[ir.If]:
         return (children[0],)
 
     # ------------------------------------------------------------------ expressions
 
-    def or_(self, meta: Meta, children: list):
+    def or_(self, meta: Meta, children: list) -> ir.BoolOp:
         a, b = children
         return ir.BoolOp("or", _operands(a, "or") + (b,), self.loc(meta))
 
-    def and_(self, meta: Meta, children: list):
+    def and_(self, meta: Meta, children: list) -> ir.BoolOp:
         a, b = children
         return ir.BoolOp("and", _operands(a, "and") + (b,), self.loc(meta))
 
-    def not_(self, meta: Meta, children: list):
+    def not_(self, meta: Meta, children: list) -> ir.Not:
         return ir.Not(children[0], self.loc(meta))
 
-    def compare(self, meta: Meta, children: list):
+    def compare(self, meta: Meta, children: list) -> ir.Compare:
         a, op, b = children
         return ir.Compare(str(op), a, b, self.loc(meta))
 
-    def binop(self, meta: Meta, children: list):
+    def binop(self, meta: Meta, children: list) -> ir.BinOp:
         a, op, b = children
         return ir.BinOp(str(op), a, b, self.loc(meta))
 
-    def neg(self, meta: Meta, children: list):
+    def neg(self, meta: Meta, children: list) -> ir.Neg:
         return ir.Neg(children[1], self.loc(meta))
 
-    def pos(self, meta: Meta, children: list):
+    def pos(self, meta: Meta, children: list) -> ir.Expr:
         return children[1]
 
-    def int(self, meta: Meta, children: list):
+    def int(self, meta: Meta, children: list) -> ir.Const:
         return ir.Const(int(children[0]), self.loc(meta))
 
-    def float(self, meta: Meta, children: list):
+    def float(self, meta: Meta, children: list) -> ir.Const:
         return ir.Const(float(children[0]), self.loc(meta))
 
-    def name(self, meta: Meta, children: list):
+    def name(self, meta: Meta, children: list) -> ir.Var:
         return ir.Var(str(children[0]), self.loc(meta))
 
-    def ref(self, meta: Meta, children: list):
+    def ref(self, meta: Meta, children: list) -> ir.Ref:
         name, *idx = children
         return ir.Ref(str(name), tuple(idx), self.loc(meta))
 
-    def call(self, meta: Meta, children: list):
+    def call(self, meta: Meta, children: list) -> ir.Call | ir.Select:
         name, *args = [c for c in children if c is not None]
         args = tuple(args)
         if str(name) == "select" and len(args) == 3:

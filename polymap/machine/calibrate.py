@@ -100,7 +100,7 @@ class Probe(Protocol):
 class NativeProbe:
     """The C kernels above, built once, best of a few runs each."""
 
-    def __init__(self, vector_bytes: int, *, runs: int = 3):
+    def __init__(self, vector_bytes: int, *, runs: int = 3) -> None:
         import numpy as np
 
 

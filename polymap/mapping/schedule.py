@@ -42,7 +42,7 @@ class ScheduleEntry:
 class ExpressionProblem(ValueError):
     """A schedule expression that is not quasi-affine; ``column`` is 0-based in its text."""
 
-    def __init__(self, message: str, column: int):
+    def __init__(self, message: str, column: int) -> None:
         super().__init__(message)
         self.column = column
 
@@ -170,7 +170,8 @@ def statement_loops(mapping: Mapping, st: StatementModel) -> tuple[str, ...]:
     return st.loops if entry is None else entry.loops
 
 
-def coordinate_map(model: KernelModel, mapping: Mapping, st: StatementModel, loops: tuple[str, ...] | None = None) -> isl.Map:
+def coordinate_map(model: KernelModel, mapping: Mapping, st: StatementModel, loops: tuple[str, ...] | None = None
+                  ) -> isl.Map:
     """``S[iterators] -> [coordinates]`` on the statement's domain (``loops`` defaults to its own)."""
     return coords_map(model, st, statement_coords(mapping, st), loops)
 

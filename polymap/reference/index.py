@@ -9,7 +9,7 @@ division, non-negative remainder, as in ISL)::
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from typing import Callable, NoReturn
 
 import numpy as np
 
@@ -24,7 +24,7 @@ class Context:
     """What compiling needs: the arrays, their shapes and dtypes, and the parameters."""
 
     def __init__(self, kernel: ir.Kernel, store: dict[str, np.ndarray], params: dict[str, int],
-                 *, vectorize: bool = False):
+                 *, vectorize: bool = False) -> None:
         self.kernel = kernel
         self.vectorize = vectorize
         self.store = store
@@ -50,7 +50,7 @@ def compile_subscripts(ref: ir.Ref, ctx: Context) -> Callable[[Env], tuple[int, 
     fns = tuple(compile_index(e) for e in ref.indices)
     check_rank(ref, shape)
 
-    def fail(idx: tuple[int, ...], env: Env):
+    def fail(idx: tuple[int, ...], env: Env) -> NoReturn:
         raise out_of_bounds(ref, idx, shape, env, ctx)
 
     if len(fns) == 1:  # the common cases, without the generic loop

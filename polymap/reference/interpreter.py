@@ -42,7 +42,7 @@ Value semantics (chosen to match C, documented here once):
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NoReturn
 
 import numpy as np
 
@@ -187,7 +187,7 @@ def _compile_assign(stmt: ir.Assign, ctx: Context) -> Run:
     return update
 
 
-def _unstorable(stmt: ir.Assign, dtype: str, env: Env, ctx: Context, exc: Exception):
+def _unstorable(stmt: ir.Assign, dtype: str, env: Env, ctx: Context, exc: Exception) -> NoReturn:
     where = ", ".join(f"{k}={v}" for k, v in env.items() if k not in ctx.params)
     raise InputError(f"statement {stmt.label}{' at ' + where if where else ''}: the value cannot "
                      f"be stored in {dtype} tensor '{stmt.target.tensor}' ({exc})", loc(stmt))

@@ -130,7 +130,7 @@ def _call(func: str, args: tuple[Typed, ...], expr: ir.Call) -> Typed:
     raise SemanticError(f"'{func}' cannot take {len(args)} argument(s)", loc(expr))
 
 
-def c_div(x: int | np.integer, y: int | np.integer, where: ir.Loc | None):
+def c_div(x: int | np.integer, y: int | np.integer, where: ir.Loc | None) -> int | np.integer:
     """C integer division: truncation toward zero."""
     if y == 0:
         raise InputError("integer division by zero in the reference execution", loc_of(where))

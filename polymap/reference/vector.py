@@ -104,7 +104,7 @@ class Region:
         terms = np.broadcast_to(vcast(value, node.value.type, t), (n,))
         op = vop(node.combine, t)
 
-        def step(acc: np.ndarray, v: np.ndarray):  # t = t OP v, stored back into the tensor's dtype
+        def step(acc: np.ndarray, v: np.ndarray) -> np.ndarray:  # t = t OP v, stored back into the tensor's dtype
             return store_values(op(vcast(acc, dtype, t), v), t, dtype, len(acc))
 
         if s.groups is None:  # distinct targets: one step each
@@ -129,7 +129,8 @@ class Region:
 _ACCUMULATE = {"+": np.add, "-": np.subtract, "*": np.multiply}
 
 
-def _fold_rectangular(acc: np.ndarray, terms: np.ndarray, op: str, t: str, dtype: str, step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+def _fold_rectangular(acc: np.ndarray, terms: np.ndarray, op: str, t: str, dtype: str,
+                      step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """Fold each row of ``terms`` into ``acc`` in column order (a sequential recurrence).
 
     ``ufunc.accumulate`` is a recurrence ``r[:, c] = r[:, c-1] OP x[:, c]`` by

@@ -98,29 +98,29 @@ def _checked(value: Value, lo: int, hi: int) -> tuple:
     return value, lo, hi
 
 
-def _neg(a: Bounded):
+def _neg(a: Bounded) -> Bounded:
     return -a[0], -a[2], -a[1]
 
 
-def _add(a: Bounded, b: Bounded):
+def _add(a: Bounded, b: Bounded) -> Bounded:
     return _checked(a[0] + b[0], a[1] + b[1], a[2] + b[2])
 
 
-def _sub(a: Bounded, b: Bounded):
+def _sub(a: Bounded, b: Bounded) -> Bounded:
     return _checked(a[0] - b[0], a[1] - b[2], a[2] - b[1])
 
 
-def _mul(a: Bounded, b: Bounded):
+def _mul(a: Bounded, b: Bounded) -> Bounded:
     corners = (a[1] * b[1], a[1] * b[2], a[2] * b[1], a[2] * b[2])
     return _checked(a[0] * b[0], min(corners), max(corners))
 
 
-def _nonzero(b: Bounded):
+def _nonzero(b: Bounded) -> None:
     if b[1] <= 0 <= b[2] and np.any(np.asarray(b[0]) == 0):
         raise Fallback("division by zero")
 
 
-def _floordiv(a: Bounded, b: Bounded):
+def _floordiv(a: Bounded, b: Bounded) -> Bounded:
     _nonzero(b)
     if isinstance(b[0], int):  # floor division by a constant is monotone
         lo, hi = sorted((a[1] // b[0], a[2] // b[0]))
@@ -129,7 +129,7 @@ def _floordiv(a: Bounded, b: Bounded):
     return a[0] // b[0], lo, hi
 
 
-def _mod(a: Bounded, b: Bounded):  # Python's remainder has the divisor's sign and is smaller than it
+def _mod(a: Bounded, b: Bounded) -> Bounded:  # Python's remainder has the divisor's sign and is smaller than it
     _nonzero(b)
     if isinstance(b[0], int) and b[0] > 0:
         lo, hi = (a[1], a[2]) if 0 <= a[1] and a[2] < b[0] else (0, b[0] - 1)
@@ -152,7 +152,7 @@ def compile_vcondition(expr: ir.Expr) -> Callable[[VEnv], object]:
             fns, f = tuple(compile_vcondition(a) for a in args), (
                 np.logical_and if op == "and" else np.logical_or)
 
-            def combine(venv: VEnv):
+            def combine(venv: VEnv) -> Value:
                 acc = fns[0](venv)
                 for g in fns[1:]:
                     acc = f(acc, g(venv))
@@ -209,7 +209,7 @@ def compile_vvalue(expr: ir.Expr, dtypes: dict[str, str], refs: list[ir.Ref]) ->
             fns = tuple(compile_vvalue(x, dtypes, refs).fn for x in args)
             f = np.logical_and if op == "and" else np.logical_or
 
-            def boolop(venv: VEnv, loads: Sequence[Value]):
+            def boolop(venv: VEnv, loads: Sequence[Value]) -> Value:
                 acc = _truth(fns[0](venv, loads))
                 for g in fns[1:]:
                     acc = f(acc, _truth(g(venv, loads)))
@@ -259,7 +259,7 @@ def vop(op: str, t: str) -> Callable[[object, object], object]:
         case _:
             raise Fallback(f"unknown operator {op!r}")
 
-    def apply(x: Value, y: Value):
+    def apply(x: Value, y: Value) -> Value:
         if not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray):
             return scalar(x, y)
         if weak:
@@ -269,7 +269,7 @@ def vop(op: str, t: str) -> Callable[[object, object], object]:
     return apply
 
 
-def _c_div(x: np.ndarray, y: np.ndarray):
+def _c_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """C's truncating division on integer arrays (a zero divisor is the scalar path's error)."""
     if np.any(y == 0):
         raise Fallback("integer division by zero")
@@ -304,7 +304,7 @@ def _vcall(func: str, args: tuple[VTyped, ...]) -> VTyped:
     raise Fallback(f"'{func}' with {len(args)} argument(s)")
 
 
-def _each(ufunc: np.ufunc, t: str, *xs: Value):
+def _each(ufunc: np.ufunc, t: str, *xs: Value) -> Value:
     """``ufunc`` applied to NumPy scalars one instance at a time, as the scalar path does."""
     if not any(isinstance(x, np.ndarray) for x in xs):
         return ufunc(*xs)
@@ -322,7 +322,7 @@ def vcast_fn(a: VTyped, to: str) -> Callable:
     return lambda venv, loads: vcast(f(venv, loads), frm, to)
 
 
-def vcast(x: Value, frm: str, to: str):
+def vcast(x: Value, frm: str, to: str) -> Value:
     """``CONVERT[to](x)`` element by element; integers only where the conversion is exact."""
     if frm == to:
         return x
@@ -357,7 +357,7 @@ def _within(x: np.ndarray, limit: int) -> None:
         raise Fallback("integer value out of the exactly convertible range")
 
 
-def _small(x: Value, weak: bool):
+def _small(x: Value, weak: bool) -> Value:
     """Weak integers (Python ints in the scalar path) stay far from int64 overflow."""
     if weak and isinstance(x, np.ndarray):
         _within(x, 2 ** 31 - 1)
@@ -366,15 +366,15 @@ def _small(x: Value, weak: bool):
     return x
 
 
-def _truth(x: Value):
+def _truth(x: Value) -> Value:
     return x != 0
 
 
-def _as_int(b: Value):
+def _as_int(b: Value) -> Value:
     return b.astype(np.int64) if isinstance(b, np.ndarray) else (1 if b else 0)
 
 
-def _where(cond: Value, a: Value, b: Value, t: str):
+def _where(cond: Value, a: Value, b: Value, t: str) -> Value:
     if not isinstance(cond, np.ndarray) and not isinstance(a, np.ndarray) and not isinstance(b, np.ndarray):
         return a if cond else b
     out = np.where(cond, a, b)

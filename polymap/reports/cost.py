@@ -14,17 +14,19 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from polymap.machine.arch import Architecture
+from polymap.machine.arch import Architecture, Level
 from polymap.passes.counting.cost_model import CostReport
+from polymap.passes.counting.counting import LevelCounts
+from polymap.passes.counting.variance import Variance
 
 
-def _footprint(level, spec) -> tuple[int, str]:
+def _footprint(level: LevelCounts, spec: Level) -> tuple[int, str]:
     if spec is not None and spec.capacity_bytes is not None:
         return level.footprint_bytes, "bytes"
     return level.footprint, "elements"
 
 
-def report_json(report: CostReport, arch: Architecture, *, variance=None) -> dict:
+def report_json(report: CostReport, arch: Architecture, *, variance: Variance | None = None) -> dict:
     """The ``cli.md`` document for ``polymap cost``, plus bottleneck and energy breakdown."""
     c = report.counts
     levels = []
@@ -57,13 +59,13 @@ def report_json(report: CostReport, arch: Architecture, *, variance=None) -> dic
         "active_units": report.active_units,
         "seconds": report.seconds,
     })
-    if variance is not None:  # polymap.passes.counting.variance.Variance
+    if variance is not None:
         out["cycles_pessimistic"] = variance.pessimistic_cycles
         out["pessimistic"] = variance.to_json()
     return out
 
 
-def _num(x) -> str:
+def _num(x: int | float | None) -> str:
     if x is None:
         return "-"
     if isinstance(x, float) and not x.is_integer():
@@ -81,7 +83,8 @@ def _table(rows: list[list[str]]) -> list[str]:
     return out
 
 
-def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | None = None, variance=None) -> str:
+def report_text(report: CostReport, arch: Architecture, *, notes: list[str] | None = None,
+                variance: Variance | None = None) -> str:
     """A readable report: counts per level and tensor (elements), energy, cycles, intensities."""
     c = report.counts
     params = ", ".join(f"{k}={v}" for k, v in c.params)

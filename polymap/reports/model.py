@@ -60,7 +60,7 @@ def kernel_json(model: KernelModel, params: Mapping[str, int | None]) -> dict[st
 # --------------------------------------------------------------------------- human report
 
 
-def readable(obj) -> str:
+def readable(obj: object) -> str:
     """ISL text without the ``[M, N] ->`` parameter prefix."""
     return _PARAMS_PREFIX.sub("", str(obj))
 

@@ -56,7 +56,7 @@ def search_json(net: NetworkResult, arch: Architecture) -> list[dict]:
             entry = {"kernel": layer.kernel, "nest": layer.nest, "rank": rank, "mapping": f.mapping.to_dict(),
                      "cost": report_json(f.cost, arch), "objective": f.objective, "confirmed": f.confirmed}
             if rank == 1:
-                entry["search"] = {"objective": r.objective, "space": r.space, "pruned": r.pruned,
+                entry["search"] = {"objective": r.objective.value, "space": r.space, "pruned": r.pruned,
                                    "evaluated": r.evaluated, "exhaustive": r.exhaustive,
                                    "seconds": r.seconds, "path": r.path, "notes": r.notes}
                 entry["lower_bounds"] = bound_rows(layer)
@@ -78,7 +78,7 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
         r = layer.result
         head = f"kernel {layer.kernel}" + (f" nest {layer.nest}" if layer.nest else "")
         params = ", ".join(f"{k}={v}" for k, v in sorted(layer.params.items()))
-        lines.append(f"{head} ({params}) on {arch.name}: objective {r.objective}")
+        lines.append(f"{head} ({params}) on {arch.name}: objective {r.objective.value}")
         pruned = sum(r.pruned.values())
         why = ", ".join(f"{k} {v:.3g}" for k, v in r.pruned.items() if v)
         lines.append(f"  space {r.space:.4g} mappings; pruned {pruned:.4g} ({why or 'nothing'}); "

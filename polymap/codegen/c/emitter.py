@@ -118,7 +118,7 @@ class _Printer:
     """A line buffer with indentation, over one kernel's AST."""
 
     def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, mappings: Sequence[Mapping] = (), *,
-                 register_tiles: bool = True, pack: bool = True):
+                 register_tiles: bool = True, pack: bool = True) -> None:
         self.kernel = kernel
         # the mapping of each mapped top-level item (register tiles read the innermost level's tile)
         self.mappings_by_rank = {ks.rank_of(mapping_statements(model, m)[0].name): m
@@ -247,7 +247,8 @@ class _Printer:
         self.node(n, path, mode)
         self.depth -= 1
 
-    def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *, register_tiles: bool = True) -> None:
+    def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *,
+                 register_tiles: bool = True) -> None:
         info = self.analysis.info(n)
         if register_tiles and not info.innermost and info.rank in self.mappings_by_rank:
             tile = regtile.match(self, n, info)

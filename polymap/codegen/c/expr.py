@@ -99,7 +99,7 @@ class ValuePrinter(TypedPrinter):
     """Prints right-hand sides and references; ``iterators`` maps loop names to C text."""
 
     def __init__(self, kernel: ir.Kernel, iterators: Mapping[str, str],
-                 ref_text: Callable[[ir.Ref], str] | None):
+                 ref_text: Callable[[ir.Ref], str] | None) -> None:
         self.kernel = kernel
         self.iterators = iterators
         self.ref_text = ref_text

@@ -45,7 +45,7 @@ class LoopNamer:
     its levels (the suffix of tile loops).
     """
 
-    def __init__(self, kernel: ir.Kernel, level_names: MappingT[int, Sequence[str]]):
+    def __init__(self, kernel: ir.Kernel, level_names: MappingT[int, Sequence[str]]) -> None:
         self.reserved = {c_name(kernel.name)} | {c_name(d.name) for d in kernel.decls} \
             | {c_name(p.name) for p in kernel.params} | C_KEYWORDS
         self.level_names = dict(level_names)

@@ -34,13 +34,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import TYPE_CHECKING
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.codegen.ast_build import user_statement
+from polymap.codegen.ast_build import LoopInfo, user_statement
 from polymap.codegen.c.expr import C_TYPES, ast_expr, c_name
 from polymap.mapping.model import Mapping
-from polymap.poly import KernelModel
+from polymap.poly import KernelModel, StatementModel
+
+
+if TYPE_CHECKING:  # annotations only: the emitter builds on this module
+    from polymap.codegen.c.emitter import _Printer as Printer
 
 #: a buffer larger than this (bytes) is allocated with malloc instead of on the stack
 STACK_BYTES = 64 * 1024
@@ -190,7 +195,8 @@ def packed_index(pack: Pack, values: dict[str, str], coords: dict | None = None)
     return " + ".join(terms) or "0"
 
 
-def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, inner: set[str]):
+def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, inner: set[str]
+               ) -> tuple[StatementModel, tuple[isl.AstExpr, ...]] | None:
     """A statement under ``node`` that has every loop of ``loops``, and the iterators inside ``node``."""
     t = node.get_type()
     if t == isl.ast_node_type.for_:
@@ -218,7 +224,7 @@ def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, i
     return None
 
 
-def open_packs(printer, body: isl.AstNode, packs: list[Pack]) -> list[tuple[Pack, bool]]:
+def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack]) -> list[tuple[Pack, bool]]:
     """Print the copies of ``packs`` at the top of a loop body; returns what to close after it."""
     opened = []
     for pack in packs:
@@ -247,14 +253,14 @@ def open_packs(printer, body: isl.AstNode, packs: list[Pack]) -> list[tuple[Pack
     return opened
 
 
-def close_packs(printer, opened: list[tuple[Pack, bool]]) -> None:
+def close_packs(printer: Printer, opened: list[tuple[Pack, bool]]) -> None:
     for pack, heap in opened:
         printer.active_packs.pop(pack.key, None)
         if heap:
             printer.emit(f"free({buffer_name(pack)});")
 
 
-def _copy(printer, pack: Pack, name: str) -> None:
+def _copy(printer: Printer, pack: Pack, name: str) -> None:
     """Nested loops over the buffer's digits in its order; values outside the array become 0."""
     decl = printer.decls[pack.tensor]
     digit = {id(d): f"polymap_d{k}" for k, d in enumerate(pack.dims)}
@@ -285,7 +291,7 @@ def _copy(printer, pack: Pack, name: str) -> None:
     printer.emit("}")
 
 
-def pack_points(printer, node: isl.AstNode, info) -> list[Pack]:
+def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pack]:
     """The packs whose tiles start inside loop ``node``: no loop of a level above the pack's is inside it."""
     packs = printer.packs_by_rank.get(info.rank)
     if not packs or info.level < 0:
@@ -297,7 +303,7 @@ def pack_points(printer, node: isl.AstNode, info) -> list[Pack]:
     return out
 
 
-def _outer_loop_inside(printer, node: isl.AstNode, level: int) -> bool:
+def _outer_loop_inside(printer: Printer, node: isl.AstNode, level: int) -> bool:
     t = node.get_type()
     if t == isl.ast_node_type.for_:
         if printer.analysis.info(node).level < level:

@@ -74,8 +74,8 @@ class Planner:
     """Chooses the parallel loops of every top-level item (see the module docstring)."""
 
     def __init__(self, analysis: LoopAnalysis, *, params: Mapping[str, int] | None,
-                 opaque: Callable[[isl.AstNode, LoopInfo], bool], spatial_ranks=frozenset(),
-                 threads: int | None = None):
+                 opaque: Callable[[isl.AstNode, LoopInfo], bool], spatial_ranks: frozenset[int] = frozenset(),
+                 threads: int | None = None) -> None:
         self.analysis = analysis
         self.params = dict(params) if params is not None else None
         self.opaque = opaque  # loops printed as one unit (register tiles): nothing inside is shared
@@ -105,7 +105,8 @@ class Planner:
                     holds.update(p[:k] for k in range(len(anchor), len(p)))
         return ParallelPlan(frozenset(pf), frozenset(regions), frozenset(ws), frozenset(holds))
 
-    def _choose(self, node, path, loops_above, spatial_only, out) -> None:
+    def _choose(self, node: isl.AstNode, path: Path, loops_above: tuple[Path, ...], spatial_only: bool,
+                out: list[tuple[Path, tuple[Path, ...]]]) -> None:
         if node.get_type() == isl.ast_node_type.for_:
             info = self.analysis.info(node)
             if self.opaque(node, info):

@@ -35,12 +35,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
+from typing import TYPE_CHECKING
 
 from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
+from polymap.codegen.c.parallel import Path
 from polymap.passes.frontend.types import combine_type
+
+
+if TYPE_CHECKING:  # annotations only: the emitter builds on this module
+    from polymap.codegen.c.emitter import _Printer as Printer
 
 #: (preprocessor condition, vector bytes, edge boxes masked), tried in order when the file is built
 VARIANTS = (("defined(__AVX512F__)", 64, True), ("defined(__AVX2__)", 32, True), ("", 16, False))
@@ -168,7 +174,7 @@ def _simple_value(e: ir.Expr, dtype: str, dtypes: dict) -> bool:
     return False
 
 
-def match(printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
+def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile | None:
     """The register tile rooted at reduction loop ``node``, or None when the pattern does not hold."""
     mapping = printer.mappings_by_rank.get(info.rank)
     if mapping is None or info.level < 0:
@@ -260,7 +266,7 @@ def _packed_unit(packs: dict, r: ir.Ref, loop: str) -> bool:
     return pack is not None and pack.unit_last(loop)
 
 
-def _vector_refs_ready(printer, tile: RegisterTile) -> bool:
+def _vector_refs_ready(printer: Printer, tile: RegisterTile) -> bool:
     """Every vector read is unit stride in memory here (a panel it needs is live)."""
     stmt = printer.model.statement(tile.statement).stmt
     inner = tile.box[-1].loop
@@ -279,7 +285,7 @@ def variant_lanes(count: int, dtype: str, nbytes: int) -> int:
     return lanes
 
 
-def emit(printer, tile: RegisterTile, *, path=(), mode: str = "serial") -> None:
+def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "serial") -> None:
     """Print the tile in every build variant (see the module docstring) with the generic fallback."""
     printer.uses_vectors = printer.uses_vectors or tile.lanes > 1
     box = tile.box
@@ -315,7 +321,7 @@ def _rows(tile: RegisterTile) -> list[tuple[int, ...]]:
     return list(product(*(range(b.count) for b in tile.box[:-1])))
 
 
-def row_upper(printer, tile: RegisterTile, lo: dict, row: tuple[int, ...]) -> str:
+def row_upper(printer: Printer, tile: RegisterTile, lo: dict, row: tuple[int, ...]) -> str:
     """The innermost box loop's inclusive upper bound in row ``row`` (offsets of the outer box loops)."""
     inner = tile.box[-1]
     if not inner.per_row:
@@ -326,7 +332,7 @@ def row_upper(printer, tile: RegisterTile, lo: dict, row: tuple[int, ...]) -> st
     return f"({text}) - 1" if inner.strict else text
 
 
-def _variant(printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, path, mode: str) -> None:
+def _variant(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, path: Path, mode: str) -> None:
     """The full-box fast path, then the edge boxes: masked when ``masked``, else the generic loops."""
     box = tile.box
     inner = box[-1]
@@ -361,7 +367,7 @@ def _variant(printer, tile: RegisterTile, lo: dict, lanes: int, masked: bool, pa
     printer.emit("}")
 
 
-def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict | None) -> None:
+def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, count: dict | None) -> None:
     """Load the accumulators, run the reduction loop, store them; ``count``: masked (edge box)."""
     sm = printer.model.statement(tile.statement)
     stmt = sm.stmt
@@ -379,7 +385,7 @@ def _accumulate(printer, tile: RegisterTile, lo: dict, lanes: int, count: dict |
         # a row past the edge reads its last valid row; its mask is 0, so it writes nothing
         return f"({lo[b.iterator]} + polymap_min({off}, {count[b.iterator]} - 1))"
 
-    def printer_at(point, target_mask: str | None = None) -> ValuePrinter:
+    def printer_at(point: tuple[int, ...], target_mask: str | None = None) -> ValuePrinter:
         names = dict(printer.names)
         names.update({b.iterator: offset(b, off) for b, off in zip(box, point)})
         env = {v: ast_expr(a, names, top=False) for v, a in zip(sm.loops, tile.args)}

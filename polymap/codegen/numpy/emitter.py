@@ -26,7 +26,7 @@ value semantics of :mod:`polymap.reference`.
 from __future__ import annotations
 
 import keyword
-from typing import Mapping as MappingT
+from typing import Callable, Mapping as MappingT
 
 import numpy as np
 
@@ -82,7 +82,8 @@ def emit_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Map
     return head + PRELUDE + "\n\n" + printer.function(root)
 
 
-def load_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None):
+def load_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping: MappingsArg = None
+              ) -> Callable[..., None]:
     """Emit, execute and return the kernel function of the NumPy module."""
     source = emit_numpy(kernel, model, mapping)
     namespace: dict = {"__name__": f"polymap_numpy_{kernel.name}"}
@@ -129,7 +130,8 @@ def python_names(kernel: ir.Kernel) -> dict[str, str]:
 class _Printer:
     """A line buffer with indentation over one kernel's AST."""
 
-    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, *, reassociate: bool = False):
+    def __init__(self, kernel: ir.Kernel, model: KernelModel, ks: KernelSchedule, *, reassociate: bool = False
+                ) -> None:
         self.kernel = kernel
         self.reassociate = reassociate
         self.model = model

@@ -88,7 +88,7 @@ class ValuePrinter(TypedPrinter):
     """Right-hand sides typed by :func:`polymap.passes.frontend.types.typed`; ``ref`` prints a
     tensor reference, ``var`` an integer variable."""
 
-    def __init__(self, dtypes: Mapping[str, str], ref: Callable[[ir.Ref], str], var: Callable[[str], str]):
+    def __init__(self, dtypes: Mapping[str, str], ref: Callable[[ir.Ref], str], var: Callable[[str], str]) -> None:
         self.dtypes = dtypes
         self.ref = ref
         self.var = var

@@ -143,7 +143,7 @@ class StatementPrinter:
     """Prints one (substituted) statement over ``axes``; see the module doc."""
 
     def __init__(self, dtypes: dict[str, str], names: dict[str, str], axes: tuple[Axis, ...], *,
-                 reassociate: bool = False):
+                 reassociate: bool = False) -> None:
         self.reassociate = reassociate  # may a floating-point reduction add in another order?
         self.dtypes = dtypes
         self.names = names  # tensor name -> Python name

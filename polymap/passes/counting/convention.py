@@ -24,6 +24,7 @@ from __future__ import annotations
 from polymap.islcheck import isl
 from polymap.passes.counting.counting import (
     Counts,
+    Quasi,
     TensorCounts,
     _card,
     _Counter,
@@ -45,7 +46,7 @@ class TimeloopCounter(_Counter):
     """The exact counter with Timeloop's two conventions applied on top."""
 
     def __init__(self, model: KernelModel, mapping: Mapping, res: Residencies, params: dict[str, int],
-                 arch: Architecture | None):
+                 arch: Architecture | None) -> None:
         super().__init__(model, mapping, res, params, False)
         self.arch = arch
         written = {a.tensor for s in res.schedule.statements for a in s.accesses if a.kind == "write"}
@@ -66,13 +67,13 @@ class TimeloopCounter(_Counter):
     def fills_tl(self, level: int, tensor: str) -> isl.Map:
         return self.fills(level, tensor).subtract(self._first_fills(level, tensor))
 
-    def _parent_reads_tl(self, level: int, child: int, tensor: str, depth: int):
+    def _parent_reads_tl(self, level: int, child: int, tensor: str, depth: int) -> Quasi:
         rel = self.fills_tl(child, tensor)
         if any(d.spatial and d.level >= level for d in self.res.dims[:depth]):
             rel = _multicast(rel, self.res.dims, level, depth)
         return _card(rel)
 
-    def _first_compute_reads(self, tensor: str):
+    def _first_compute_reads(self, tensor: str) -> Quasi:
         """One per (compute instance, element): the first update of each reads nothing."""
         writes = self.res.events_of(tensor).writes
         spatial = [j for j, d in enumerate(self.res.dims) if d.spatial]
@@ -82,7 +83,7 @@ class TimeloopCounter(_Counter):
                 rel = rel.project_out(isl.dim_type.in_, j, 1)
         return _card(rel)
 
-    def _combined_updates(self, level: int, child: int | None, tensor: str):
+    def _combined_updates(self, level: int, child: int | None, tensor: str) -> Quasi:
         """Updates at a spatial_reduction level: one per element and step for all children."""
         if child is None:
             rel = self.res.events_of(tensor).writes
@@ -112,7 +113,8 @@ class TimeloopCounter(_Counter):
         return TensorCounts(tensor, fills, exact.writebacks, reads, updates)
 
 
-def count_mapping_timeloop(model: KernelModel, mapping: Mapping, arch: Architecture | None, *, params: dict | None = None) -> Counts:
+def count_mapping_timeloop(model: KernelModel, mapping: Mapping, arch: Architecture | None, *,
+                           params: dict | None = None) -> Counts:
     """:func:`~polymap.passes.counting.counting.count_mapping` under Timeloop's convention (numbers only)."""
     values = _default_params(model, params)
     res = residencies(model, mapping, params=values)

@@ -36,7 +36,7 @@ import numpy as np
 
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, trip_counts
-from polymap.passes.counting.counting import Counts
+from polymap.passes.counting.counting import Counts, LevelCounts
 
 #: a number or an array of numbers (one per candidate)
 Num = TypeVar("Num", int, float, np.ndarray)
@@ -71,10 +71,21 @@ def objective_value(objective: Objective, energy_pj: Num, cycles: Num) -> Num:
     return energy_pj * cycles
 
 
+def rank_terms(objective: Objective, energy_pj: Num, cycles: Num) -> tuple[Num, Num, Num]:
+    """What a ranking compares, in order, over numbers or arrays alike: the objective's value, its
+    tie-breaker, then the remaining term: cycles (energy, EDP), energy (cycles, EDP), EDP (cycles, energy)."""
+    value = objective_value(objective, energy_pj, cycles)
+    if objective is Objective.CYCLES:
+        return value, energy_pj, energy_pj * cycles
+    if objective is Objective.ENERGY:
+        return value, cycles, energy_pj * cycles
+    return value, cycles, energy_pj
+
+
 def rank_key(objective: Objective, energy_pj: float, cycles: float) -> tuple[float, float]:
-    """``(objective value, tie-breaker)``: energy breaks ties of cycles, cycles those of energy and EDP."""
-    tie = energy_pj if objective is Objective.CYCLES else cycles
-    return (float(objective_value(objective, energy_pj, cycles)), float(tie))
+    """``(objective value, tie-breaker)`` of :func:`rank_terms`: the sort key of one candidate."""
+    value, tie, _ = rank_terms(objective, energy_pj, cycles)
+    return (float(value), float(tie))
 
 
 def level_energy(spec: Level, outgoing: Num, incoming: Num) -> Num:
@@ -136,7 +147,7 @@ def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT
     return capped_units(arch, active)
 
 
-def _traffic(level) -> int:
+def _traffic(level: LevelCounts) -> int:
     return level.reads + level.updates
 
 

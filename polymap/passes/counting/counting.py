@@ -34,11 +34,15 @@ from polymap.mapping.schedule import mapped_nests, mapping_statements
 from polymap.poly import KernelModel, count, isl_name, to_int
 from polymap.passes.counting.footprint import DTYPE_BYTES, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
+from polymap.passes.schedule.tiling import TimeDim
 from polymap.driver import param_values
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping
-from typing import Mapping as MappingT
+from typing import Mapping as MappingT, Union
 from polymap.poly import IslObject
+
+#: A count in the parameters, as barvinok gives it.
+Quasi = Union[isl.PwQPolynomial, isl.UnionPwQPolynomial]
 
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
@@ -98,12 +102,12 @@ class Counts:
 # --------------------------------------------------------------------------- helpers
 
 
-def _card(obj: IslObject):
+def _card(obj: IslObject) -> Quasi:
     """Barvinok count of a set or a map (all pairs)."""
     return count(obj)
 
 
-def _card_by_points(obj: IslObject):
+def _card_by_points(obj: IslObject) -> Quasi:
     """The same count by enumerating the points (parameters fixed): ``isl_set_count_val``.
 
     Exact like barvinok; much faster on the skewed, wavefront tilings of a
@@ -199,7 +203,7 @@ def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
     return total
 
 
-def _multicast(fills: isl.Map, dims, parent: int, child_depth: int) -> isl.Map:
+def _multicast(fills: isl.Map, dims: tuple[TimeDim, ...], parent: int, child_depth: int) -> isl.Map:
     """Drop the spatial dims that tell apart the children one parent instance serves."""
     drop = [j for j, d in enumerate(dims[:child_depth]) if d.spatial and d.level >= parent]
     for j in reversed(drop):
@@ -207,7 +211,7 @@ def _multicast(fills: isl.Map, dims, parent: int, child_depth: int) -> isl.Map:
     return fills
 
 
-def _per_instance(res: Residencies, instances: list, tensor: str, kind: str):
+def _per_instance(res: Residencies, instances: list, tensor: str, kind: str) -> Quasi | None:
     """One access per reference of ``kind`` per statement instance, over the nest."""
     total = None
     for st, c in zip(res.schedule.statements, instances):
@@ -220,7 +224,8 @@ def _per_instance(res: Residencies, instances: list, tensor: str, kind: str):
 class _Counter:
     """Counts as piecewise quasi-polynomials, then numbers at ``params``."""
 
-    def __init__(self, model: KernelModel, mapping: Mapping, res: Residencies, params: MappingT[str, int], symbolic: bool):
+    def __init__(self, model: KernelModel, mapping: Mapping, res: Residencies, params: MappingT[str, int],
+                 symbolic: bool) -> None:
         self.model, self.mapping, self.res = model, mapping, res
         self.params, self.symbolic = params, symbolic
         self.card = _card if symbolic or not _enumerable(model, mapping, params) else _card_by_points
@@ -239,7 +244,7 @@ class _Counter:
             self._prev[key] = _previously_held(self.res.levels[level], tensor)
         return self._prev[key]
 
-    def _starts(self, level: int, tensor: str, rel: isl.Map):
+    def _starts(self, level: int, tensor: str, rel: isl.Map) -> Quasi:
         """``|rel - prev|`` for ``rel`` within held, as ``|rel| - |rel & prev|``.
 
         Counting an intersection is much cheaper for barvinok than counting a
@@ -248,14 +253,14 @@ class _Counter:
         both = rel.intersect(self.prev(level, tensor))
         return self.card(rel) if both.is_empty() else self.card(rel).sub(self.card(both))
 
-    def entering_count(self, level: int, tensor: str):
+    def entering_count(self, level: int, tensor: str) -> Quasi:
         """How many stays of ``tensor`` start (element entering or not from the parent)."""
         key = (level, tensor)
         if key not in self._entering:
             self._entering[key] = self._starts(level, tensor, self.res.levels[level].tensor(tensor).held)
         return self._entering[key]
 
-    def fill_count(self, level: int, tensor: str):
+    def fill_count(self, level: int, tensor: str) -> Quasi:
         """Stays that start with a read: entering minus those born by a plain write."""
         wf = self.res.levels[level].tensor(tensor).write_first
         entering = self.entering_count(level, tensor)
@@ -270,7 +275,7 @@ class _Counter:
             self._fills[key] = rel if t.write_first.is_empty() else rel.subtract(t.write_first)
         return self._fills[key]
 
-    def writebacks(self, level: int, tensor: str):
+    def writebacks(self, level: int, tensor: str) -> Quasi:
         key = (level, tensor)
         if key not in self._wb:
             t = self.res.levels[level].tensor(tensor)
@@ -287,7 +292,7 @@ class _Counter:
                 self._wb[key] = self.card(_writeback_ends(self.res.levels[level], tensor))
         return self._wb[key]
 
-    def _parent_reads(self, level: int, child: int, tensor: str, depth: int):
+    def _parent_reads(self, level: int, child: int, tensor: str, depth: int) -> Quasi:
         """Fills of ``child`` seen from ``level``: one read per element and step for all the children."""
         if not any(d.spatial and d.level >= level for d in self.res.dims[:depth]):
             return self.fill_count(child, tensor)  # no children to tell apart: one read per fill
@@ -321,7 +326,7 @@ class _Counter:
 # --------------------------------------------------------------------------- entry points
 
 
-def _default_params(model: KernelModel, params: MappingT[str, int]):
+def _default_params(model: KernelModel, params: MappingT[str, int]) -> dict[str, int]:
     if params is not None:
         return dict(params)
     return param_values(model.kernel)

@@ -27,7 +27,7 @@ State = tuple  # (count, L)
 Pair = tuple  # (count, LI, LJ, d)
 
 
-def ceil_div(a: np.ndarray, b: np.ndarray):
+def ceil_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return -(-a // b)
 
 
@@ -37,7 +37,9 @@ def split_all(states: list[State], t: np.ndarray) -> list[State]:
     for cnt, length in states:
         out.append((cnt * (length // t), np.broadcast_to(t, np.shape(length)).copy()))
         rem = length % t
-        out.append((cnt * (rem > 0), rem))
+        # an interval of length 0 with a count is an initialisation's own "tile" (see init_pair):
+        # it has one child, itself; the other length-0 states have count 0 either way
+        out.append((cnt * ((rem > 0) | (length == 0)), rem))
     return out
 
 
@@ -55,7 +57,7 @@ def pair_temporal(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
     """A temporal loop after the changing one: ``r`` sits in its last child, ``r'`` in its first."""
     out = []
     for cnt, li, lj, d in pairs:
-        skip = (ceil_div(li, t) - 1) * t
+        skip = np.maximum(ceil_div(li, t) - 1, 0) * t  # an initialisation's interval (length 0) stays
         out.append((cnt, li - skip, np.minimum(t, lj), d - skip))
     return out
 
@@ -85,6 +87,28 @@ def pair_step(states: list[State], t: np.ndarray) -> list[Pair]:
     return out
 
 
+def init_pair(whole: np.ndarray, t: np.ndarray) -> Pair:
+    """The step from an initialisation's residency into the first tile of the loop it lacks.
+
+    The initialisation runs before every iteration of that loop (``mapping.md``), so at the
+    outermost level the loop's children are ``[init, tile 0, tile 1, ...]``; the init "tile" has
+    length 0 (it covers no iteration of the loop: tensors indexed by the loop hold nothing there)
+    and one child, itself, at every inner level.
+    """
+    return (np.ones_like(whole), np.zeros_like(whole), np.minimum(t, whole), np.zeros_like(whole))
+
+
+def restart_at_init(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
+    """:func:`pair_temporal` at the outermost level for the loop an initialisation lacks: ``r'``
+    restarts at that loop's first child, the initialisation's (length 0)."""
+    return [(c, li, 0 * lj, d) for c, li, lj, d in pair_temporal(pairs, t)]
+
+
+def into_init(pairs: list[Pair]) -> list[Pair]:
+    """The pairs whose ``r'`` is an initialisation's residency (length 0; other length-0 states count 0)."""
+    return [(c * (lj == 0), li, lj, d) for c, li, lj, d in pairs]
+
+
 def total(states: list[State]) -> np.ndarray:
     """How many intervals (or pairs) the states describe."""
     return sum(s[0] for s in states)
@@ -108,17 +132,18 @@ def image_size(terms: tuple, lengths: dict) -> np.ndarray | int:
     return (lu - 1) * np.minimum(a, lw) + lw
 
 
-def _overlap(li: np.ndarray, lj: np.ndarray, d: np.ndarray):
+def _overlap(li: np.ndarray, lj: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``|[0, LI) & [d, d + LJ)|``."""
     return np.maximum(np.minimum(li, d + lj) - np.maximum(0, d), 0)
 
 
-def _count_residue(lo: np.ndarray, hi: np.ndarray, rho: int, a: int):
+def _count_residue(lo: np.ndarray, hi: np.ndarray, rho: int, a: int) -> np.ndarray:
     """``#{x in [lo, hi) : x = rho (mod a)}`` (0 when the range is empty)."""
     return np.maximum((hi - 1 - rho) // a - (lo - 1 - rho) // a, 0)
 
 
-def strided_overlap(a: int, lui: np.ndarray, lwi: np.ndarray, luj: np.ndarray, lwj: np.ndarray, delta: np.ndarray):
+def strided_overlap(a: int, lui: np.ndarray, lwi: np.ndarray, luj: np.ndarray, lwj: np.ndarray, delta: np.ndarray
+                   ) -> np.ndarray:
     """``|S(LuI, LwI) & (delta + S(LuJ, LwJ))|`` with ``S(Lu, Lw) = {a u + w : u < Lu, w < Lw}``.
 
     ``x`` is in ``S(Lu, Lw)`` iff ``0 <= x < a (Lu - 1) + Lw`` and ``x mod a < Lw``,
@@ -153,7 +178,7 @@ def group_pair_sums(terms: tuple, pairs: dict) -> tuple:
     return size, both
 
 
-def group_state_sum(terms: tuple, states: dict):
+def group_state_sum(terms: tuple, states: dict) -> np.ndarray | int:
     """``sum |D_d(r)|`` over the joint states of one subscript."""
     if not terms:
         return 1

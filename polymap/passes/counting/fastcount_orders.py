@@ -27,14 +27,14 @@ import numpy as np
 
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting.fastcount import Evaluator, Structure, _tensor_sum
-from polymap.passes.counting.fastcount_nest import FastNest
+from polymap.passes.counting.fastcount_nest import FastNest, TensorShape
 
 
 class OrderTerms:
     """The per-``(level, loop, after)`` terms of one batch of tiles (see the module doc)."""
 
     def __init__(self, nest: FastNest, spatial: tuple[frozenset[int], ...], keep: tuple[frozenset[str], ...],
-                 tiles: np.ndarray):
+                 tiles: np.ndarray) -> None:
         n, m = len(spatial), len(nest.loops)
         self.nest, self.spatial, self.keep, self.n, self.m = nest, spatial, keep, n, m
         self.ev = Evaluator(nest, Structure(tuple(tuple(range(m)) for _ in range(n)), spatial, keep))
@@ -51,7 +51,7 @@ class OrderTerms:
         self.cache: dict = {}
         self.unused = {t.name: tuple(x for x in range(m) if x not in t.loops) for t in nest.tensors}
 
-    def kept(self, l: int):
+    def kept(self, l: int) -> list[TensorShape]:
         return [t for t in self.nest.tensors if t.name in self.keep[l]]
 
     def first(self, l: int, rows: slice = slice(None)) -> dict[str, np.ndarray]:
@@ -87,7 +87,7 @@ class OrderTerms:
             out[t.name] = (size - both) * rest
         return out
 
-    def _pair_states(self, k: int, l: int, x: int, variant: str):
+    def _pair_states(self, k: int, l: int, x: int, variant: str) -> list[F.Pair]:
         key = ("pairs", k, l, x, variant)
         if key not in self.cache:
             T, chains = self.T, self.chains
@@ -102,13 +102,13 @@ class OrderTerms:
             self.cache[key] = pairs
         return self.cache[key]
 
-    def _total(self, k: int, l: int, x: int, variant: str):
+    def _total(self, k: int, l: int, x: int, variant: str) -> np.ndarray:
         key = ("total", k, l, x, variant)
         if key not in self.cache:
             self.cache[key] = F.total(self._pair_states(k, l, x, variant))
         return self.cache[key]
 
-    def _sub_sums(self, k: int, l: int, sub: tuple, variants: tuple[str, ...]):
+    def _sub_sums(self, k: int, l: int, sub: tuple, variants: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
         key = ("sub", k, l, sub, variants)
         if key not in self.cache:
             pairs = {x: self._pair_states(k, l, x, v) for (x, _), v in zip(sub, variants)}

@@ -99,12 +99,12 @@ class Residencies:
         return next(e for e in self.events if e.tensor == tensor)
 
 
-def _project_prefix(obj: isl.Map | isl.Set, depth: int, total: int, dim_type: isl.dim_type):
+def _project_prefix(obj: isl.Map | isl.Set, depth: int, total: int, dim_type: isl.dim_type) -> isl.Map | isl.Set:
     """Keep only the first ``depth`` of ``total`` dimensions of type ``dim_type``."""
     return obj.project_out(dim_type, depth, total - depth) if total > depth else obj
 
 
-def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str,
+def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps: tuple[isl.Map, ...], tensor: str,
                   params: isl.Set | None = None) -> Events:
     """All reads and writes of ``tensor`` by the nest, as ``time -> element`` maps.
 
@@ -129,7 +129,7 @@ def tensor_events(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str
                   writes if writes is not None else isl.Map.empty(space))
 
 
-def _event_space(model: KernelModel, ms: MappedSchedule, time_maps, tensor: str) -> isl.Space:
+def _event_space(model: KernelModel, ms: MappedSchedule, time_maps: tuple[isl.Map, ...], tensor: str) -> isl.Space:
     for st, tmap in zip(ms.statements, time_maps):
         for acc in st.accesses:
             if acc.tensor == tensor:
@@ -158,8 +158,8 @@ def _write_first(ev: Events, depth: int, total: int) -> isl.Map:
     return _project_prefix(writes.subtract(preceded), depth, total, isl.dim_type.in_)
 
 
-def level_residency(res_events: tuple[Events, ...], time_maps, dims: tuple[TimeDim, ...], level: int,
-                    kept: tuple[str, ...]) -> LevelResidency:
+def level_residency(res_events: tuple[Events, ...], time_maps: tuple[isl.Map, ...], dims: tuple[TimeDim, ...],
+                    level: int, kept: tuple[str, ...]) -> LevelResidency:
     """The residencies of ``level`` and what they hold of each tensor in ``kept``.
 
     ``dims`` describes the dimensions of ``time_maps`` (the mapped schedule's,
@@ -207,13 +207,14 @@ def residencies(model: KernelModel, mapping: Mapping, *, params: MappingT[str, i
     return Residencies(ms, maps, events, tuple(levels), dims)
 
 
-def without_params(m: IslObject):
+def without_params(m: IslObject) -> IslObject:
     """``m`` (a set or map, parameters fixed to numbers) with the parameters substituted away."""
     n = m.dim(isl.dim_type.param)
     return m.project_out(isl.dim_type.param, 0, n).detect_equalities() if n else m
 
 
-def drop_constant_dims(maps: tuple[isl.Map, ...], dims: tuple[TimeDim, ...]):
+def drop_constant_dims(maps: tuple[isl.Map, ...], dims: tuple[TimeDim, ...]
+                      ) -> tuple[tuple[isl.Map, ...], tuple[TimeDim, ...]]:
     """Drop the time dimensions every statement fixes to one and the same integer.
 
     Such a dimension (a loop of one tile at a level, a phase every statement

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, gcd, prod
-from typing import Mapping as MappingT
+from typing import Iterator, Mapping as MappingT
 
 from polymap import ir
 from polymap.mapping.model import Mapping, resolved_tile
@@ -160,7 +160,8 @@ def _sets(kernel: ir.Kernel, mapping: Mapping, arch: Architecture, extents: Mapp
     return out
 
 
-def _row_strides(kernel: ir.Kernel, tile: MappingT[str, int], params: MappingT[str, int]):
+def _row_strides(kernel: ir.Kernel, tile: MappingT[str, int], params: MappingT[str, int]
+                 ) -> Iterator[tuple[str, int, int]]:
     """(tensor, rows in the tile, row stride in bytes) for the accesses of two or more subscripts
     whose next-to-last subscript is a loop of the nest (row-major: the last dimension is a row)."""
     seen = set()

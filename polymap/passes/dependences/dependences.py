@@ -119,7 +119,7 @@ def tag_program(model: KernelModel, statements: Iterable[StatementModel],
 
 
 def flow(sinks: isl.UnionMap, must: isl.UnionMap, schedule: isl.UnionMap,
-         may: isl.UnionMap | None = None):
+         may: isl.UnionMap | None = None) -> isl.UnionFlow:
     """ISL dataflow: which source instance each sink instance depends on (last before it)."""
     info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(must)
     if may is not None:
@@ -142,7 +142,8 @@ def final_writers(prog: TaggedProgram, order: isl.UnionMap | None = None) -> isl
 # --------------------------------------------------------------------------- splitting
 
 
-def split_tagged(umap: isl.UnionMap, kind: str, index: MappingT[str, tuple[StatementModel, Access]]) -> list[Dependence]:
+def split_tagged(umap: isl.UnionMap, kind: str, index: MappingT[str, tuple[StatementModel, Access]]
+                ) -> list[Dependence]:
     """One :class:`Dependence` per tagged map ``[S -> t] -> [T -> u]`` of ``umap``."""
     out = []
     for m in maps_of(umap):

@@ -23,7 +23,7 @@ from typing import Iterable
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.poly import KernelModel
+from polymap.poly import KernelModel, StatementModel
 from polymap.passes.dependences.dependences import Dependence, memory_based
 
 INDEPENDENT = ""  # name shown for a loop-independent dependence
@@ -140,6 +140,26 @@ def carrying_loops(model: KernelModel, dep: Dependence) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class DependenceFacts:
+    """One dependence as ``polymap deps`` reports it, with its distances and carrying loops."""
+
+    dependence: Dependence
+    distance: tuple[str, ...]
+    """The distance (or direction: ``+``, ``0+``, ``*``) per common loop (:func:`distance_vector`)."""
+    carried_by: tuple[str, ...]
+    """The loops carrying some pair (``""`` for loop-independent pairs)."""
+    exact: tuple[tuple[tuple[int, ...], str], ...] | None
+    """Every distance vector with the loop carrying it when they are few constants (:func:`exact_distances`)."""
+
+
+def dependence_facts(model: KernelModel, dep: Dependence) -> DependenceFacts:
+    """The distances and carrying loops of ``dep``."""
+    vectors = exact_distances(model, dep)
+    exact = None if vectors is None else tuple((v, carrier_of(v, model, dep)) for v in vectors)
+    return DependenceFacts(dep, distance_vector(model, dep), carrying_loops(model, dep), exact)
+
+
+@dataclass(frozen=True)
 class LoopClass:
     """What one loop name is, over every loop of the kernel with that name."""
 
@@ -154,7 +174,7 @@ def kernel_loops(kernel: ir.Kernel) -> tuple[ir.Loop, ...]:
     """Every loop of the kernel, pre-order."""
     out: list[ir.Loop] = []
 
-    def walk(nodes: Iterable[ir.Node]):
+    def walk(nodes: Iterable[ir.Node]) -> None:
         for n in nodes:
             if isinstance(n, ir.Loop):
                 out.append(n)
@@ -204,7 +224,7 @@ def named_distance_set(model: KernelModel, dep: Dependence, names: tuple[str, ..
     return proj(dep.source).reverse().apply_range(dep.relation).apply_range(proj(dep.sink)).deltas()
 
 
-def _skew_candidates(k: int, limit: int = 2):
+def _skew_candidates(k: int, limit: int = 2) -> list[tuple[int, ...]]:
     """Coefficient vectors over ``k`` outer loops, smallest total first."""
     import itertools
 
@@ -212,7 +232,7 @@ def _skew_candidates(k: int, limit: int = 2):
     return sorted(cands, key=lambda c: (sum(c), c[::-1]))
 
 
-def skew_hint(model: KernelModel, statements, band: tuple[str, ...],
+def skew_hint(model: KernelModel, statements: Iterable[StatementModel], band: tuple[str, ...],
               deps: Iterable[Dependence] | None = None) -> str | None:
     """A skew that makes ``band`` fully permutable (tileable), when one is needed and small.
 
@@ -231,7 +251,7 @@ def skew_hint(model: KernelModel, statements, band: tuple[str, ...],
             f"so that it can be reordered and tiled")
 
 
-def skew_coefficients(model: KernelModel, statements, band: tuple[str, ...],
+def skew_coefficients(model: KernelModel, statements: Iterable[StatementModel], band: tuple[str, ...],
                       deps: Iterable[Dependence] | None = None) -> dict[str, tuple[int, ...]] | None:
     """``{loop b: coefficients of the loops before it}`` of the skew :func:`skew_hint` words
     (``{"i": (1,)}``: ``i -> i + t``); None when no small skew makes the band permutable."""
@@ -256,7 +276,8 @@ def skew_coefficients(model: KernelModel, statements, band: tuple[str, ...],
     return skews or None
 
 
-def _skew_ok(common, delta, b, outer, coeffs) -> bool:
+def _skew_ok(common: tuple[str, ...], delta: isl.Set, b: str, outer: tuple[str, ...], coeffs: tuple[int, ...]
+            ) -> bool:
     expr = [f"d{common.index(b)}"]
     expr += [f"{c}*d{common.index(x)}" for x, c in zip(outer, coeffs) if c and x in common]
     return _where(delta, f"{' + '.join(expr)} < 0").is_empty()

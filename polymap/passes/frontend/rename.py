@@ -21,6 +21,7 @@ Before/after for jacobi-2d::
 from __future__ import annotations
 
 import dataclasses
+from typing import Iterator
 
 from polymap import ir
 
@@ -57,7 +58,7 @@ def distinct_loop_names(kernel: ir.Kernel) -> ir.Kernel:
     return dataclasses.replace(kernel, body=tuple(body))
 
 
-def _loops(node: ir.Node):
+def _loops(node: ir.Node) -> Iterator[ir.Loop]:
     if isinstance(node, ir.Loop):
         yield node
         for child in node.body:

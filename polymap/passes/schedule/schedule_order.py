@@ -37,7 +37,7 @@ def _untag(rel: isl.Map) -> tuple[isl.Map | None, isl.Map | None]:
 class ScheduleOrder:
     """Strict ``before`` relations of one schedule (statement name -> time map), per pair, cached."""
 
-    def __init__(self, maps: Mapping[str, isl.Map]):
+    def __init__(self, maps: Mapping[str, isl.Map]) -> None:
         self.maps = dict(maps)
         self._lt: dict[tuple[str, str], isl.Map] = {}
         self._kept: dict[tuple[int, bool], tuple[isl.UnionMap, isl.UnionMap]] = {}

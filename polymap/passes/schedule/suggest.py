@@ -15,13 +15,14 @@ from __future__ import annotations
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.passes.dependences.loop_classes import skew_coefficients
+from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
 
 #: Tile extent of every band loop in the suggested mapping.
 SUGGESTED_TILE = 16
 
 
-def suggested_mapping(model: KernelModel, nest: int, arch) -> Mapping | None:
+def suggested_mapping(model: KernelModel, nest: int, arch: Architecture) -> Mapping | None:
     """The nest skewed as ``check`` suggests and tiled on ``arch``; None when there is no such skew."""
     kernel = model.kernel
     band = nest_loops(kernel, nest)

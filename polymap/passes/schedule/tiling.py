@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Iterator
 
 from polymap import ir
 from polymap.islcheck import isl
@@ -105,11 +106,11 @@ def nest_index(kernel: ir.Kernel, nest: int) -> int:
     return [k for k, n in enumerate(kernel.body) if isinstance(n, ir.Loop)][nest]
 
 
-def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]):
+def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
     """``((position, var), ...)`` for ``loop`` and every loop inside it (positions as in StatementContext)."""
     yield pos, loop.var
 
-    def walk(nodes: tuple[ir.Node, ...], prefix: tuple[int, ...]):
+    def walk(nodes: tuple[ir.Node, ...], prefix: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], str]]:
         for k, n in enumerate(nodes):
             here = prefix + (k,)
             if isinstance(n, ir.Loop):
@@ -189,7 +190,7 @@ def statement_phase(statements: tuple[StatementModel, ...], coords_of: dict[str,
     return PHASE_BEFORE if having and all(s.context.position < p for p in having) else PHASE_AFTER
 
 
-def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]):
+def order_mapping(kernel: ir.Kernel, nest: int, loops: tuple[str, ...], order: tuple[str, ...]) -> Mapping:
     """The mapping that runs ``nest`` in loop ``order`` (missing loops follow in nest order):
     one untiled level, which is what ``--order`` means."""
     full = tuple(order) + tuple(x for x in loops if x not in order)

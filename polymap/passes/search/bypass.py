@@ -13,12 +13,13 @@ on them (``mapping.md``):
 
 - at the innermost level keeping ``X``: reads = read references x instances
   and updates = write references x instances, exactly;
-- at any other level keeping ``X``: at least one read (if ``X`` is read) and
-  one update (if written) per element of ``X`` the nest touches, since every
-  element reaches the compute through it;
+- at any other level keeping ``X``: at least one read (if ``X`` is filled,
+  below) and one update (if written) per element of ``X`` the nest touches,
+  since every element reaches the compute through it;
 - at every keeping level below the backing store: fills >= elements (if ``X``
-  is read: each element enters at least once, and every entry of a read
-  tensor is a fill), writebacks >= elements (if written);
+  is read and no initialisation plainly writes it: each element enters at
+  least once, and every such entry is a fill), writebacks >= elements (if
+  written);
 - compute: instances; cycles: at least instances over every compute unit,
   and per level (reads + updates) over its bandwidth.
 
@@ -67,12 +68,15 @@ def floor(nest: FastNest, arch: Architecture, keep: KeepPlan) -> tuple[float, fl
     for t in nest.tensors:
         size = elements(nest, t)
         keepers = [l for l in range(n) if t.name in keep[l]]
+        # an initialisation's plain write can bring every element in without a fill
+        filled = t.reads > 0 and not (t.init_writes > 0 and t.init_reads == 0)
+        written = t.writes > 0 or t.init_writes > 0
         for i, l in enumerate(keepers):
             innermost = i == len(keepers) - 1
-            reads = t.reads * W if innermost else (size if t.reads else 0)
-            updates = t.writes * W if innermost else (size if t.writes else 0)
-            fills = size if (l > 0 and t.reads) else 0
-            writebacks = size if (l > 0 and t.writes) else 0
+            reads = nest.read_events(t) if innermost else (size if filled else 0)
+            updates = nest.write_events(t) if innermost else (size if written else 0)
+            fills = size if (l > 0 and filled) else 0
+            writebacks = size if (l > 0 and written) else 0
             reads_out[l] += reads + writebacks
             writes_in[l] += fills + updates
             crossing[l] += reads + updates
@@ -84,6 +88,3 @@ def floor(nest: FastNest, arch: Architecture, keep: KeepPlan) -> tuple[float, fl
             cycles = max(cycles, c)
     return float(energy), float(cycles)
 
-
-def floor_objective(objective: str, energy: float, cycles: float) -> float:
-    return {"energy": energy, "cycles": cycles, "edp": energy * cycles}[objective]

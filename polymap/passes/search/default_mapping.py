@@ -83,7 +83,8 @@ def _untiled(kernel: str, nest: int, loops: tuple[str, ...], arch: Architecture,
     return Mapping(kernel, nest, tuple(loops), levels)
 
 
-def _tiled(kernel: str, nest: int, loops: tuple[str, ...], arch: Architecture, keep: tuple[str, ...], tiles: list[tuple[int | None, ...]], point_order: tuple[str, ...]) -> Mapping:
+def _tiled(kernel: str, nest: int, loops: tuple[str, ...], arch: Architecture, keep: tuple[str, ...],
+           tiles: list[tuple[int | None, ...]], point_order: tuple[str, ...]) -> Mapping:
     n = len(arch.levels)
     levels = []
     for k, lv in enumerate(arch.levels):
@@ -92,7 +93,8 @@ def _tiled(kernel: str, nest: int, loops: tuple[str, ...], arch: Architecture, k
     return Mapping(kernel, nest, tuple(loops), tuple(levels))
 
 
-def _tiles(model: KernelModel, nest: int, loops: tuple[str, ...], arch: Architecture, extents: MappingT[str, int]) -> list[tuple]:
+def _tiles(model: KernelModel, nest: int, loops: tuple[str, ...], arch: Architecture, extents: MappingT[str, int]
+          ) -> list[tuple]:
     """Per level, the tile: None at the backing store, square where there is a capacity, 1 innermost."""
     n = len(arch.levels)
     out: list[tuple] = []
@@ -144,7 +146,8 @@ def _point_order(model: KernelModel, nest: int, loops: tuple[str, ...]) -> tuple
     return tuple(loops)
 
 
-def _with_spatial(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int], tiles: list[tuple[int | None, ...]]) -> Mapping:
+def _with_spatial(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int],
+                  tiles: list[tuple[int | None, ...]]) -> Mapping:
     """Make the outermost parallel loop spatial across the first level with several instances."""
     fan_level = next((k for k in range(len(arch.levels) - 1)
                       if arch.inner_instances(k) // arch.levels[k].instances > 1), None)
@@ -188,7 +191,7 @@ def dependence_violation(model: KernelModel, mapping: Mapping) -> isl.UnionMap |
     stmts = model.nest_statements(mapping.nest)
     space = model.context.get_space()
 
-    def union(maps: Iterable[isl.Map]):
+    def union(maps: Iterable[isl.Map]) -> isl.UnionMap:
         out = isl.UnionMap.empty(space)
         for m in maps:
             out = out.union(isl.UnionMap.from_map(m))

@@ -17,14 +17,20 @@ from typing import Sequence
 
 import numpy as np
 
-from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
+from polymap.passes.counting.cost_model import (
+    Objective,
+    compute_cycles,
+    compute_energy,
+    level_cycles,
+    level_energy,
+    rank_terms,
+)
 from polymap.passes.counting.fastcount import BatchCounts, Structure
 from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.passes.search.mapspace import Group, SpatialPlan
 from polymap.machine.arch import Architecture
 
-OBJECTIVES = ("energy", "cycles", "edp")
 COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
 
 
@@ -59,7 +65,7 @@ class WorkItem:
     arch: object  # polymap.machine.arch.Architecture (plain frozen data)
     plan: SpatialPlan
     parts: tuple[Part, ...]
-    objective: str
+    objective: Objective
     keep: int  # best entries to return
     rows: bool  # return every evaluated mapping (for --csv)
 
@@ -120,16 +126,8 @@ def _resolved(tiles: np.ndarray) -> np.ndarray:
     return np.concatenate([tiles, np.ones((B, 1, m), dtype=np.int64)], axis=1)
 
 
-def _rank(objective: str, energy: np.ndarray, cycles: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    edp = energy * cycles
-    if objective == "energy":
-        return energy, cycles, edp
-    if objective == "cycles":
-        return cycles, energy, edp
-    return edp, energy, cycles
-
-
-def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
+               ) -> tuple[list[dict[str, dict[str, np.ndarray]]], np.ndarray]:
     """``(counts[l][X][name], T)``: arrays of shape (orders..., B) for one part (its ``rows`` of ``terms``)."""
     g, nest, n = part.data, item.nest, len(item.arch.levels)
     perms = [all_orders(p) for p in g.pattern]
@@ -146,7 +144,8 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     return counts, T
 
 
-def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int):
+def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int
+            ) -> tuple[np.ndarray, np.ndarray]:
     """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
     energy = compute_energy(arch, instances)
     bound = []
@@ -189,7 +188,8 @@ def evaluate_item(item: WorkItem) -> ItemResult:
     return ItemResult(item.index, evaluated, tuple(best), table)
 
 
-def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
+def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
+                  ) -> tuple[list[Scored], int, dict[str, np.ndarray] | None]:
     counts, T = item_counts(item, terms, part, rows)
     energy, cycles = costs_of(counts, item.arch, T, item.plan, item.nest.instances)
     B = T.shape[0]
@@ -198,7 +198,7 @@ def _evaluate_part(item: WorkItem, terms: OrderTerms, part: Part, rows: slice):
     energy = np.broadcast_to(energy, shape).reshape(-1)
     cycles = np.broadcast_to(cycles, shape).reshape(-1)
     ok = np.broadcast_to(legal[..., None], shape).reshape(-1)
-    a, b, c = _rank(item.objective, energy, cycles)
+    a, b, c = rank_terms(item.objective, energy, cycles)
     a = np.where(ok, a, np.inf)
     flat = np.flatnonzero(ok)
     best: list[Scored] = []
@@ -232,7 +232,7 @@ def _rows(item: WorkItem, part: Part, counts: list[dict], energy: np.ndarray, cy
 
 
 def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequence[SpatialPlan],
-               nest: FastNest, arch: Architecture, *, objective: str, keep: int, rows: bool, chunk: int,
+               nest: FastNest, arch: Architecture, *, objective: Objective, keep: int, rows: bool, chunk: int,
                budget: int | None, max_rows: int = 4096, first_group: int = 0,
                first_item: int = 0) -> list[WorkItem]:
     """The space cut into items of about ``chunk`` legal evaluations (small groups of one plan

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.counting import ENUMERATION_LIMIT
+from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel, count, to_int
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
@@ -124,7 +126,7 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     return IslSchedule(tuple(entries), loops, band, coincident)
 
 
-def _instances(model: KernelModel, nest: int, params) -> int:
+def _instances(model: KernelModel, nest: int, params: MappingT[str, int]) -> int:
     values = {p: params[p] for p in model.params if p in params}
     if len(values) < len(model.params):
         return 0
@@ -138,7 +140,8 @@ def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
     return tuple(moving) == model.statement(entry.statement).loops
 
 
-def isl_mappings(model: KernelModel, nest: int, arch, params) -> list[tuple[str, Mapping]]:
+def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None
+                ) -> list[tuple[str, Mapping]]:
     """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band)."""
     if params and _instances(model, nest, params) > ENUMERATION_LIMIT:
         return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit

@@ -25,7 +25,14 @@ import numpy as np
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents
-from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import (
+    CostReport,
+    Objective,
+    active_compute_units,
+    evaluate,
+    objective_value,
+    rank_terms,
+)
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import capacity_problems, fanout_problems
 from polymap.passes.counting.fastcount import Evaluator, Structure, fast_counts
@@ -35,7 +42,7 @@ from polymap.passes.dependences.dependences import memory_based
 from polymap.passes.dependences.loop_classes import distance_set
 from polymap.passes.search.executors import Executor, LocalExecutor
 from polymap.passes.search.explore import ItemResult, Scored, WorkItem, evaluate_item, work_items
-from polymap.passes.search.bypass import floor, floor_objective, keep_plans
+from polymap.passes.search.bypass import floor, keep_plans
 from polymap.passes.search.mapspace import (Group, Mapspace, SpatialPlan, build_mapspace, full_orders, merged,
                                             plan_space)
 from polymap.passes.search.search import is_legal
@@ -48,7 +55,7 @@ from polymap.poly import KernelModel
 class SearchOptions:
     """What ``polymap search`` was asked for."""
 
-    objective: str = "energy"  # "energy" | "cycles" | "edp"
+    objective: Objective = Objective.ENERGY
     top: int = 5
     max_evaluations: int | None = 5_000_000  # mappings evaluated at most (None: the whole pruned space)
     max_spatial: int = 2  # spatial loops per level that fans out
@@ -84,7 +91,7 @@ class SearchResult:
 
     kernel: str
     nest: int
-    objective: str
+    objective: Objective
     found: list[Found]
     space: int = 0
     pruned: dict = field(default_factory=dict)
@@ -100,10 +107,6 @@ class SearchResult:
     @property
     def best(self) -> Found | None:
         return self.found[0] if self.found else None
-
-
-def objective_value(objective: str, energy: float, cycles: float) -> float:
-    return {"energy": energy, "cycles": cycles, "edp": energy * cycles}[objective]
 
 
 # --------------------------------------------------------------------------- legality
@@ -238,7 +241,7 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         survivors = []
         space.pruned["bypass floor"] = 0
         for plan_keep in others:
-            value = floor_objective(options.objective, *floor(fast, arch, plan_keep))
+            value = float(objective_value(options.objective, *floor(fast, arch, plan_keep)))
             if value > limit:
                 space.pruned["bypass floor"] += plan_space(fast, arch) * len(spatial)
                 space.space += plan_space(fast, arch) * len(spatial)
@@ -329,11 +332,12 @@ def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: Map
         counts = count_mapping(model, mp, arch, params=dict(params))
         agree = counts == fast_counts(model, mp, arch, params=dict(params))
         cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, extents))
-        out.append(Found(mp, cost, objective_value(options.objective, cost.energy_pj, cost.cycles), agree))
+        out.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), agree))
     return out
 
 
-def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions, why: str, start: float) -> SearchResult:
+def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], options: SearchOptions,
+                why: str, start: float) -> SearchResult:
     space = SearchSpace.build(model, nest, arch, dict(params))
     result = SearchResult(model.kernel.name, nest, options.objective, [], path="isl", notes=[why])
     if space is None:
@@ -353,15 +357,15 @@ def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: Mappi
             continue
         counts = count_mapping(model, mp, arch, params=dict(params))
         cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, space.extents))
-        found.append(Found(mp, cost, objective_value(options.objective, cost.energy_pj, cost.cycles), True))
-    found.sort(key=lambda f: (f.objective, f.cost.energy_pj, f.cost.cycles))
+        found.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), True))
+    found.sort(key=lambda f: rank_terms(options.objective, f.cost.energy_pj, f.cost.cycles))
     result.found = found[:options.top]
     result.exhaustive = limit >= len(candidates)
     result.seconds = time.monotonic() - start
     return result
 
 
-def _halved(template: Mapping):
+def _halved(template: Mapping) -> np.ndarray:
     import numpy as np
 
     return np.array([[0 if t is None else max(1, t // 2) for t in lm.tile] for lm in template.levels])

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from itertools import permutations
 from math import factorial, prod
+from typing import Iterator
 
 import numpy as np
 
@@ -265,7 +266,7 @@ def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan,
 
 
 def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loop: list[np.ndarray],
-                  fanouts: tuple[int, ...]):
+                  fanouts: tuple[int, ...]) -> tuple[np.ndarray, dict[str, int]]:
     """``(B, n, m)`` tiles of ``plan`` that fit and fan out, and how many (full) configs each rule removed."""
     n, m = len(arch.levels), len(nest.loops)
     lost = {"capacity": 0, "fan-out": 0, "spatial trip 1": 0}
@@ -303,7 +304,8 @@ def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loo
     return rows, lost
 
 
-def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int]):
+def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int]
+             ) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[int, ...], np.ndarray]]:
     """``(pattern, inner, rows)`` groups: per level but the innermost, the temporal loops with trip
     count > 1; at the innermost, the loops of ``fixed`` (carrying dependences) with tile > 1."""
     if not len(tiles):

@@ -35,7 +35,7 @@ are ranked by compile's exact counts. A box that cannot be vectorised
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping as MappingT
+from typing import Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.machine.arch import Architecture, VectorUnit
@@ -194,7 +194,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     n = len(arch.levels)
     cores = max(1, arch.inner_instances(n - 4) // arch.levels[n - 4].instances)
 
-    def tile(rows, cols, red) -> tuple:
+    def tile(rows: int | None, cols: int | None, red: int | None) -> tuple:
         sizes = {i: rows, j: cols, k: red}
         out = []
         for x in loops:
@@ -234,7 +234,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     return out
 
 
-def register_tile_doc(model: KernelModel, mappings, arch: Architecture) -> list[dict]:
+def register_tile_doc(model: KernelModel, mappings: Sequence[Mapping], arch: Architecture) -> list[dict]:
     """What compile's JSON says of each register-tiled nest: the tile, the vector unit it was shaped for, why."""
     out = []
     for m in mappings:

@@ -32,7 +32,7 @@ until one is found after it ran out.
 from __future__ import annotations
 
 import time
-from typing import Mapping as MappingT
+from typing import Iterator, Mapping as MappingT
 
 import numpy as np
 
@@ -58,7 +58,8 @@ def _legal(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | No
     return is_legal(model, mapping)
 
 
-def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int], extents: MappingT[str, int], *, recount: bool = True) -> CostReport | None:
+def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int],
+            extents: MappingT[str, int], *, recount: bool = True) -> CostReport | None:
     counts, by = None, "isl"
     if not recount:
         counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
@@ -105,7 +106,7 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
     return out[:top]
 
 
-def _rank_fast(model: KernelModel, space: SearchSpace, budget: int, objective: Objective):
+def _rank_fast(model: KernelModel, space: SearchSpace, budget: int, objective: Objective) -> Iterator[Mapping]:
     """Every candidate of every legal structure, ranked with the fast path (fitting, exact ones)."""
     scored = []
     for template in space.structures():

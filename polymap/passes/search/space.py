@@ -23,7 +23,7 @@ from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
-from typing import Mapping as MappingT
+from typing import Iterator, Mapping as MappingT
 from polymap.machine.arch import Level
 from polymap.passes.counting.fastcount import BatchCounts
 
@@ -44,7 +44,8 @@ class SearchSpace:
     orders: tuple[tuple[str, ...], ...]  # legal orders
 
     @classmethod
-    def build(cls, model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, deadline: float | None = None) -> "SearchSpace | None":
+    def build(cls, model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
+              deadline: float | None = None) -> "SearchSpace | None":
         """The space of ``nest``; orders are tested for legality (original first) until ``deadline``
         (a ``time.monotonic()`` value; at least one order is always tested)."""
         loops = nest_loops(model.kernel, nest)
@@ -66,7 +67,8 @@ class SearchSpace:
                 legal.append(o)
         return cls(**{**space.__dict__, "orders": tuple(legal)})
 
-    def mapping(self, order: tuple[str, ...], sides: tuple[int | None, ...], spatial: tuple[int, str] | None = None) -> Mapping:
+    def mapping(self, order: tuple[str, ...], sides: tuple[int | None, ...], spatial: tuple[int, str] | None = None
+               ) -> Mapping:
         """One order at every level, square tiles of the given sides, optionally one spatial loop."""
         levels = []
         for k, lv in enumerate(self.arch.levels):
@@ -76,7 +78,7 @@ class SearchSpace:
             levels.append(LevelMapping(lv.name, tile, tuple(order), sp, self.keep))
         return Mapping(self.model.kernel.name, self.nest, self.loops, tuple(levels))
 
-    def structures(self):
+    def structures(self) -> Iterator[Mapping]:
         """Templates (order, spatial choice) whose tiles the sweep replaces."""
         for order in self.orders:
             yield self.mapping(order, self.sides)
@@ -98,7 +100,8 @@ class SearchSpace:
                        for k, lm in enumerate(template.levels))
         return Mapping(template.kernel, template.nest, template.loops, levels)
 
-    def batch_objective(self, batch: BatchCounts, template: Mapping, tiles: np.ndarray):
+    def batch_objective(self, batch: BatchCounts, template: Mapping, tiles: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(energy, cycles, ok)`` arrays: ok = exact, fitting, and within fan-out.
 
         The formulas are :mod:`~polymap.passes.counting.cost_model`'s and the
@@ -152,7 +155,7 @@ def _resolve(tiles: np.ndarray, extents: dict, loops: tuple[str, ...]) -> np.nda
     return out
 
 
-def _orders(loops: tuple[str, ...]):
+def _orders(loops: tuple[str, ...]) -> list[tuple[str, ...]]:
     if len(loops) <= MAX_PERMUTED:
         return list(permutations(loops))
     out = [tuple(loops)]
@@ -187,7 +190,8 @@ def square_footprint(model: KernelModel, nest: int, side: int, extents: dict) ->
     return sum(prod(b) for b in boxes.values())
 
 
-def _closed_form_sides(model: KernelModel, nest: int, arch: Architecture, extents: MappingT[str, int]) -> tuple[int | None, ...]:
+def _closed_form_sides(model: KernelModel, nest: int, arch: Architecture, extents: MappingT[str, int]
+                      ) -> tuple[int | None, ...]:
     sides: list[int | None] = [None]
     bound = max(extents.values())
     for lv in arch.levels[1:]:

@@ -1,10 +1,11 @@
 """What the HTML report of one kernel shows, gathered before anything is rendered.
 
-Before: a kernel, an architecture, a mapping (or none: the default choice of
-every nest), the parameter values. After: a :class:`KernelFacts` holding the
-numbers and the pictures (as SVG text) of every section::
+:func:`polymap.api.report_facts` gathers a :class:`KernelFacts` per kernel
+(dependences, legality, cost, code: the API's own answers); this module
+holds the record and turns two of its parts into pictures: the iteration
+space (:func:`slice_section`) and the roofline (:func:`roofline_section`)::
 
-    facts = gather(kernel, arch, mappings, params, options=ReportOptions(loops=("i", "j")))
+    facts = polymap.api.report_facts([kernel], arch="toy", params=sizes)[0]
     facts.verdict.legal, facts.cost.energy_pj, facts.slice.arrows, facts.c_source
 
 The slice picture goes through a legality witness when the mapping is
@@ -18,17 +19,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.codegen.c.emitter import emit_c
 from polymap.errors import PolymapError
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import Mapping, mapping_loop_extents
-from polymap.passes.counting.cost_model import CostReport, active_compute_units, evaluate
-from polymap.passes.counting.counting import count_mapping
-from polymap.passes.counting.fit import fanout_problems, capacity_problems
-from polymap.passes.dependences.dependences import Dependence, dependences, group
-from polymap.passes.dependences.loop_classes import LoopClass, loop_classes
-from polymap.passes.legality.legality import Verdict, check_mapping
-from polymap.poly import KernelModel, build_model
+from polymap.mapping.model import Mapping
+from polymap.passes.counting.cost_model import CostReport
+from polymap.passes.dependences.dependences import Dependence
+from polymap.passes.dependences.loop_classes import DependenceFacts, LoopClass
+from polymap.passes.legality.legality import Verdict
+from polymap.poly import KernelModel
 from polymap.reports.dep_plot import SlicePicture, draw, slice_picture
 from polymap.reports.roofline import RooflineData, draw_roofline, roofline_data
 
@@ -47,10 +45,10 @@ class KernelFacts:
     arch: Architecture
     params: dict[str, int]
     mapping: Mapping | None  # the mapping the cost, legality and tile sections are about
-    mapping_source: str  # "given" | "default choice" | "none"
+    mapping_source: str  # "given" | "compile's choice" | "none"
     extents: dict[str, int]
     classes: dict[str, LoopClass]
-    deps: tuple[Dependence, ...]
+    deps: tuple[DependenceFacts, ...]  # merged per kind, statements and tensor, with distances
     verdict: Verdict | None
     cost: CostReport | None
     cost_refusal: str  # why there is no cost ("" when there is one)
@@ -71,44 +69,16 @@ def _svg(draw_to: Callable[[io.StringIO], object]) -> str:
     return text[text.index("<svg"):] if "<svg" in text else text
 
 
-def gather(kernel: ir.Kernel, arch: Architecture, mappings: tuple[Mapping, ...], params: MappingT[str, int], *,
-           source: str, options: ReportOptions = ReportOptions()) -> KernelFacts:
-    """Every section's data for ``kernel`` under ``mappings`` (the first is the one costed and checked)."""
-    model = build_model(kernel)
-    deps = tuple(group(dependences(model)))
-    classes = loop_classes(model)
-    mapping = mappings[0] if mappings else None
-    verdict = check_mapping(model, mapping, arch=arch, params=params) if mapping is not None else None
-    cost, refusal, extents = None, "", {}
-    if mapping is not None:
-        extents = mapping_loop_extents(kernel, mapping, params, model=model)
-        cost, refusal = _cost(model, mapping, arch, params, extents)
-    roof = roofline_data(cost, arch) if cost is not None else None
-    roof_svg = _svg(lambda buf: draw_roofline(roof, buf, fmt="svg")) if roof is not None else ""
-    picture, pic_svg, pic_refusal, labels = _slice(model, list(deps), verdict, params, options)
-    legal = verdict is None or verdict.legal
-    code, code_refusal = "", ""
-    if legal:
-        code = emit_c(kernel, model, mappings, params=params)
-    else:
-        code_refusal = "no code: the mapping is illegal, so the tiled code would compute something else"
-    return KernelFacts(kernel, arch, dict(params), mapping, source if mapping is not None else "none", extents,
-                       classes, deps, verdict, cost, refusal, roof, roof_svg, picture, pic_svg, pic_refusal,
-                       labels, code, code_refusal)
+def roofline_section(cost: CostReport | None, arch: Architecture) -> tuple[RooflineData | None, str]:
+    """The roofline's numbers and its SVG (none without a cost)."""
+    if cost is None:
+        return None, ""
+    roof = roofline_data(cost, arch)
+    return roof, _svg(lambda buf: draw_roofline(roof, buf, fmt="svg"))
 
 
-def _cost(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int],
-          extents: MappingT[str, int]) -> tuple[CostReport | None, str]:
-    problems = [p.describe() for p in fanout_problems(mapping, arch, extents)]
-    problems += [p.describe() for p in capacity_problems(model, mapping, arch, params)]
-    if problems:
-        return None, "the mapping does not fit: " + "; ".join(problems)
-    counts = count_mapping(model, mapping, arch, params=dict(params))
-    return evaluate(counts, arch, active_units=active_compute_units(mapping, arch, extents)), ""
-
-
-def _slice(model: KernelModel, deps: list[Dependence], verdict: Verdict | None, params: MappingT[str, int],
-           options: ReportOptions) -> tuple[SlicePicture | None, str, str, tuple[str, ...]]:
+def slice_section(model: KernelModel, deps: list[Dependence], verdict: Verdict | None,
+                  params: MappingT[str, int], options: ReportOptions) -> tuple[SlicePicture | None, str, str, tuple[str, ...]]:
     """The iteration-space picture, through the first witness when there is one."""
     witness = next((v.witness for v in (verdict.violations if verdict else ()) if v.witness is not None), None)
     statement, fixed, start = options.statement, dict(options.fixed), None

@@ -12,8 +12,6 @@ from __future__ import annotations
 from html import escape
 
 from polymap import pretty
-from polymap.passes.dependences.loop_classes import distance_vector, exact_distances
-from polymap.poly import build_model
 from polymap.reports.html.facts import KernelFacts
 from polymap.reports.html.svg import bars, nested_tiles, stacked
 
@@ -43,12 +41,11 @@ def _num(v: int | float | None) -> str:
 
 
 def _deps(f: KernelFacts) -> str:
-    model = build_model(f.kernel)
     rows = []
-    for d in f.deps:
-        vectors = exact_distances(model, d)
-        dist = (" ".join("(" + ", ".join(map(str, v)) + ")" for v in vectors) if vectors is not None
-                else "(" + ", ".join(distance_vector(model, d)) + ")")
+    for fact in f.deps:
+        d = fact.dependence
+        dist = (" ".join("(" + ", ".join(map(str, v)) + ")" for v, _ in fact.exact) if fact.exact is not None
+                else "(" + ", ".join(fact.distance) + ")")
         rows.append([d.kind, f"{d.source} -> {d.sink}", d.tensor, dist, "yes" if d.reduction else ""])
     deps = _table(["kind", "source -> sink", "tensor", "distance vectors", "reduction"], rows) if rows \
         else "<p>No dependence: every instance is independent.</p>"
