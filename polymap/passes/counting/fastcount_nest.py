@@ -10,8 +10,8 @@ the given parameter values, and raises :class:`NotSupported` otherwise:
   it in the text (``mapping.md``'s phase rule: it runs before every
   iteration of ``x``, a residency of its own at each level); every tensor it
   accesses the body accesses too with the same subscripts (and both write it
-  or neither does), and every other tensor has ``x`` alone in a subscript (so
-  an initialisation residency holds none of it);
+  or neither does), and every other tensor has ``x`` alone in a subscript or
+  as the ``w`` of ``a*u + w`` (so an initialisation residency holds none of it);
 - box domains ``0 <= x < E_x`` (no triangular bounds, no conditions), the
   initialisation's over the same extents;
 - per tensor, every reference has the same subscripts, each subscript is
@@ -205,8 +205,11 @@ def _check_init(nest: FastNest) -> None:
                 raise NotSupported(f"{t.name} is accessed by the initialisation only")
             if bool(t.writes) != bool(t.init_writes):
                 raise NotSupported(f"{t.name} is written by one statement and only read by the other")
-        elif not any(len(sub) == 1 and sub[0][0] == x for sub in t.subscripts):
-            raise NotSupported(f"{t.name} does not have {nest.loops[x]} alone in a subscript")
+        elif not any(sub[-1][0] == x and sub[-1][1] == 1 for sub in t.subscripts if sub):
+            # x alone, or as the w of a*u + w: an image over x of length 0 (the initialisation's
+            # residency) is then empty; as the u of a*u + w it would not be
+            raise NotSupported(f"{t.name} does not have {nest.loops[x]} alone in a subscript "
+                               f"or as the w of a*u + w")
 
 
 def analyse_nest(model: KernelModel, nest: int, params: MappingT[str, int]) -> FastNest:

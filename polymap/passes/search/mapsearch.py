@@ -8,9 +8,11 @@ Before -> after::
       -> WorkItems (explore.py) on local processes or a Dask cluster, at most
          ``max_evaluations`` mappings, in index order
       -> the best ``top`` by (objective, the other two, index): the same on any workers
+      -> a second round over the keep plans (bypass.py) whose floor on the objective is not
+         above the first round's ``kept``-th best (every tensor kept everywhere is the first)
       -> each confirmed by the ISL path (legality with its own tiles, counts equal)
 
-Nests outside the fast path's class (several statements, non-box domains)
+Nests outside the fast path's class (statements lacking more than one loop, non-box domains)
 are searched over the small candidate set of :mod:`polymap.passes.search.space`
 with the ISL path alone, under the same budget.
 """

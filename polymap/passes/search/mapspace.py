@@ -257,7 +257,7 @@ def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan,
             pruned["symmetry"] += int((~keep).sum()) * orders_all
             tiles = tiles[keep]
         kept = 0
-        for pattern, inner, rows in _patterns(tiles, plan, n, m, fixed):
+        for pattern, inner, rows in _patterns(tiles, plan, n, m, fixed, nest.init_loop):
             g = Group(p, pattern, rows, inner)
             groups.append(g)
             kept += g.size
@@ -304,7 +304,7 @@ def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loo
     return rows, lost
 
 
-def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int]
+def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int], init_loop: int | None
              ) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[int, ...], np.ndarray]]:
     """``(pattern, inner, rows)`` groups: per level but the innermost, the temporal loops with trip
     count > 1; at the innermost, the loops of ``fixed`` (carrying dependences) with tile > 1."""
@@ -316,6 +316,10 @@ def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: froze
         for x in plan.loops[k]:
             temporal[k, x] = False
     moving = (trips > 1) & temporal[None]
+    if init_loop is not None and n > 1:
+        # an initialisation's residency precedes the loop it lacks at the outermost level, so that
+        # loop steps there (init -> tile 0) even with one tile: its place in the order counts
+        moving[:, 0, init_loop] = True
     inner = (tiles[:, -1] > 1) & np.isin(np.arange(m), sorted(fixed))[None]
     bits_all = np.concatenate([moving.reshape(len(tiles), -1), inner], axis=1)
     weights = 1 << np.arange(bits_all.shape[1], dtype=np.int64)
