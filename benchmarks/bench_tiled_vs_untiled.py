@@ -111,7 +111,7 @@ def isl_choice(kernel, params: dict):
     model = build_model(renamed)
     mappings, what = [], []
     for nest in range(len(renamed.nests())):
-        found = [(s, m) for s, m in isl_mappings(model, nest, load_architecture("host"), params)
+        found = [(s, m) for s, m in isl_mappings(model, nest, load_architecture("host"), params, to_count=False)
                  if check_mapping(model, m, params=params).legal][:1]
         mappings += [m for _, m in found]
         what += [s for s, _ in found] or ["original"]

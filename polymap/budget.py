@@ -21,13 +21,28 @@ ways, both measured against the same deadline:
         budget.run(count, (m,), limit=30, timed_out=None, what="counts of 'default'")
       -> BudgetExceeded: "compile: the time budget of 300 s ran out during counts of
          'default' (allow more with --budget SECONDS)"
+
+A command of the CLI runs whole under :meth:`Budget.supervise`: in a forked
+child that watches itself as above, while the parent relays its standard
+error as it comes and kills it (with the pieces it started) when it has not
+answered a moment after the deadline, which is what stops a single long ISL
+or NumPy call that no alarm can interrupt. The stage the child was in comes
+back through a page of shared memory, so the refusal names it either way.
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
+import ctypes
+import io
+import mmap
 import multiprocessing
+import os
+import pickle
 import queue
+import select
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -45,14 +60,38 @@ class _Deadline(BaseException):
     ``except Exception`` of an analysis mistakes it for that analysis failing."""
 
 
+#: Seconds the supervising parent waits past the deadline for the child's own refusal before killing it.
+GRACE_SECONDS = 2.0
+
+
+class Stage:
+    """The stage a command is in: one page of memory shared with the processes forked after it."""
+
+    SIZE = 1024
+
+    def __init__(self) -> None:
+        self._page = mmap.mmap(-1, self.SIZE)  # anonymous and MAP_SHARED: a forked child writes, the parent reads
+
+    def set(self, what: str) -> None:
+        data = what.encode("utf-8", "replace")[: self.SIZE - 1]
+        self._page[: len(data) + 1] = data + b"\0"
+
+    def get(self) -> str:
+        raw = self._page[: self.SIZE]
+        return raw[: raw.index(b"\0")].decode("utf-8", "replace") if b"\0" in raw else ""
+
+    def __repr__(self) -> str:
+        return f"Stage({self.get()!r})"
+
+
 @dataclass(frozen=True)
 class Budget:
     """Seconds a command may take (the pieces run apart take their own limits from their options)."""
 
     seconds: float = 300.0
     started: float = field(default_factory=time.monotonic, compare=False)
-    #: the stage the command is in, for the refusal (mutable on a frozen budget)
-    stage: list = field(default_factory=lambda: [""], compare=False, repr=False)
+    #: the stage the command is in, for the refusal (mutable on a frozen budget, shared with forked children)
+    stage: Stage = field(default_factory=Stage, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.seconds >= 0:
@@ -68,7 +107,7 @@ class Budget:
 
     def check(self, what: str) -> None:
         """Refuse (``BudgetExceeded``) when the deadline has passed; remember ``what`` as the stage."""
-        self.stage[0] = what
+        self.stage.set(what)
         if self.remaining() <= 0:
             raise self.refusal(what)
 
@@ -79,7 +118,7 @@ class Budget:
         Uses ``SIGALRM`` in the main thread; elsewhere (a thread of the
         caller's) only the cooperative :meth:`check` calls and :meth:`run` apply.
         """
-        self.stage[0] = what
+        self.stage.set(what)
         if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
             yield self
             return
@@ -94,7 +133,7 @@ class Budget:
         try:
             yield self
         except _Deadline:
-            raise self.refusal(self.stage[0] or what) from None
+            raise self.refusal(self.stage.get() or what) from None
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
@@ -132,12 +171,143 @@ class Budget:
         return value
 
 
+    def supervise(self, fn: Callable[..., int], args: tuple = (), *, what: str) -> int:
+        """``fn(*args)`` (a command: it prints and returns an exit status) in a forked child, killed
+        ``GRACE_SECONDS`` after the deadline when it has not answered by then.
+
+        The child's standard output is gathered and written here at its end,
+        its standard error relayed as it comes (to whatever ``sys.stdout`` and
+        ``sys.stderr`` are in this process: a terminal, or a test's capture);
+        so the result is what running ``fn`` here would give. Past the
+        deadline: ``BudgetExceeded`` naming the stage the child was in. A
+        child that dies without answering (a crash in a C extension) is
+        :class:`ChildFailed`, a bug.
+        """
+        self.stage.set(what)
+        if not hasattr(os, "fork"):  # no fork on this platform: the in-process watch alone
+            return fn(*args)
+        err_r, err_w = os.pipe()
+        res_r, res_w = os.pipe()
+        isatty = _isatty(sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            os.close(err_r)
+            os.close(res_r)
+            _supervised_child(fn, args, err_w, res_w, isatty)
+        os.close(err_w)
+        os.close(res_w)
+        try:
+            status, out = self._relay(pid, err_r, res_r)
+        except BaseException:  # KeyboardInterrupt, or a deadline: the child goes too
+            _kill(pid)
+            raise
+        finally:
+            os.close(err_r)
+            os.close(res_r)
+        if out:
+            sys.stdout.write(out)
+        return status
+
+    def _relay(self, pid: int, err_r: int, res_r: int) -> tuple[int, str]:
+        """Relay the child's standard error until it answers; refuse once the deadline and the grace have passed."""
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        result = bytearray()
+        open_fds = [err_r, res_r]
+        while open_fds:
+            left = self.seconds + GRACE_SECONDS - (time.monotonic() - self.started)
+            ready, _, _ = select.select(open_fds, [], [], max(0.0, left))
+            if not ready:
+                _kill(pid)
+                raise self.refusal(self.stage.get())
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    open_fds.remove(fd)
+                elif fd == err_r:
+                    sys.stderr.write(decoder.decode(chunk))
+                    sys.stderr.flush()
+                else:
+                    result += chunk
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            sys.stderr.write(tail)
+        _, code = os.waitpid(pid, 0)
+        if not result:
+            how = (f"signal {os.WTERMSIG(code)}" if os.WIFSIGNALED(code) else f"status {os.waitstatus_to_exitcode(code)}")
+            raise ChildFailed(f"the command's process ended with {how} without an answer")
+        status, out = pickle.loads(bytes(result))
+        return status, out
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+class _Relay(io.TextIOBase):
+    """The child's ``sys.stderr``: text written to the parent's pipe, a terminal if the parent's is one."""
+
+    def __init__(self, fd: int, isatty: bool) -> None:
+        self._fd, self._isatty = fd, isatty
+
+    def write(self, text: str) -> int:
+        data = text.encode("utf-8", "replace")
+        while data:
+            data = data[os.write(self._fd, data):]
+        return len(text)
+
+    def isatty(self) -> bool:
+        return self._isatty
+
+    def writable(self) -> bool:
+        return True
+
+
+def _supervised_child(fn: Callable[..., int], args: tuple, err_w: int, res_w: int, isatty: bool) -> None:
+    """Run the command, send ``(status, standard output)`` to the parent and leave without cleanup."""
+    code = 0
+    try:
+        sys.stdout = io.StringIO()
+        sys.stderr = _Relay(err_w, isatty)
+        status = fn(*args)
+        data = pickle.dumps((int(status), sys.stdout.getvalue()))
+        while data:
+            data = data[os.write(res_w, data):]
+    except BaseException:  # noqa: BLE001 - nothing may return into the parent's code; the parent reports it
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def _kill(pid: int) -> None:
+    """Kill and reap a supervised child (its own children die with it: :func:`_die_with_parent`)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (a piece of a command that was killed)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the piece ends at its own limit
+        pass
+
+
 class ChildFailed(RuntimeError):
     """A piece run by :meth:`Budget.run` raised in its child (the text names the exception)."""
 
 
 def _child(out: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)  # the parent's deadline is the parent's
+    _die_with_parent()
     try:
         out.put(("ok", fn(*args, **kwargs)))
     except BaseException as exc:  # reported to the parent, which decides

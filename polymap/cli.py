@@ -167,8 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
              "results. An illegal mapping is refused (exit 1).")
     _common(p)
     p.add_argument("--mapping", required=True, metavar="M.yaml", help="a mapping file")
-    p.add_argument("--arch", default=None, help="architecture (default: the first of toy, host, eyeriss that "
-                   "accepts the mapping)")
+    p.add_argument("--arch", default=None, help="architecture: a preset or a YAML file (default: the one a "
+                   "compile document names, or the preset whose level names the mapping uses)")
 
     p = _sub(sub, "compile", "tiled C and NumPy code, verified",
              "Write DIR/NAME.c, DIR/NAME.py and DIR/NAME.json (the mappings and their cost) per kernel, then "
@@ -329,18 +329,25 @@ def _run(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # the last-resort handler of cli.md: a bug of polymap
-        name = type(exc).__name__
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        print(f"polymap: internal error: {name}{': ' + first if first else ''} ({REPORT_BUGS}"
-              f"{'' if debug else '; --debug prints the traceback'})", file=sys.stderr)
-        if debug:
-            traceback.print_exc()
-        if wants_json:
-            _print_json(error_document(f"internal error: {name}: {first}"))
-        return 3
+        return _internal_error(exc, debug=debug, wants_json=wants_json)
+
+
+def _internal_error(exc: Exception, *, debug: bool, wants_json: bool) -> int:
+    """Exit 3: one line naming the exception (the traceback with ``--debug``)."""
+    name = type(exc).__name__
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    print(f"polymap: internal error: {name}{': ' + first if first else ''} ({REPORT_BUGS}"
+          f"{'' if debug else '; --debug prints the traceback'})", file=sys.stderr)
+    if debug:
+        traceback.print_exc()
+    if wants_json:
+        _print_json(error_document(f"internal error: {name}: {first}"))
+    return 3
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    """The command in a child process under the budget (:meth:`Budget.supervise`): a single ISL or
+    NumPy call that outlives the deadline is stopped too, and the refusal says where it was."""
     try:
         seconds = getattr(args, "budget_seconds", Budget().seconds)
         if not seconds >= 0:
@@ -348,19 +355,39 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.budget = Budget(seconds=seconds)
         args.limits = parse_limits(getattr(args, "limit_texts", []))
         module = importlib.import_module(f"polymap.commands.{_MODULES.get(args.command, args.command)}")
+        return args.budget.supervise(_execute, (module, args), what=f"polymap {args.command}")
+    except PolymapError as exc:  # bad flags, or the budget ran out in the child
+        return _render_error(args, exc)
+
+
+def _execute(module: Any, args: argparse.Namespace) -> int:
+    """One command, its errors turned into exit statuses (what runs in the supervised child)."""
+    try:
         with args.budget.watch(f"polymap {args.command}"):
+            if getattr(args, "file", None):  # until the command names a later stage
+                args.budget.check(f"reading and checking {args.file}")
             return int(module.main(args) or 0)
     except PolymapError as exc:
-        print(exc.render(), file=sys.stderr)
-        if getattr(args, "json", False):
-            _print_json(_error_json(exc))
-        return exc.exit_status
+        return _render_error(args, exc)
     except Refusal as exc:
         if getattr(args, "json", False) and exc.payload:
             _print_json(exc.payload)
         else:
             print(exc.message, file=sys.stderr)
         return exc.exit_status
+    except BrokenPipeError:
+        return 141
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # the last-resort handler, here in the child
+        return _internal_error(exc, debug=getattr(args, "debug", False), wants_json=getattr(args, "json", False))
+
+
+def _render_error(args: argparse.Namespace, exc: PolymapError) -> int:
+    print(exc.render(), file=sys.stderr)
+    if getattr(args, "json", False):
+        _print_json(_error_json(exc))
+    return exc.exit_status
 
 
 def _silence_stdout() -> None:

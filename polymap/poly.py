@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Iterator, Mapping, TypeVar, Union
 
 from polymap import ir
 from polymap.errors import AnalysisError, Diagnostic
+from polymap.evaluate import eval_int
 from polymap.islcheck import isl
 
 # ISL reserves these words; a name that collides gets a suffix inside ISL text only.
@@ -43,7 +44,15 @@ def isl_name(name: str) -> str:
 
 
 def aff_text(e: ir.Expr) -> str:
-    """ISL text of a quasi-affine expression (``floor(i / 2) + 1`` -> ``(floor((i)/2) + 1)``)."""
+    """ISL text of a quasi-affine expression (``floor(i / 2) + 1`` -> ``(floor((i)/2) + 1)``).
+
+    A part without names is written as its value: ISL multiplies only by a
+    bare literal (``-3 * H`` parses, ``(-3) * H`` and ``(2 + 1) * H`` are
+    syntax errors), and the language allows any constant factor (``-0*H``).
+    """
+    folded = _constant_value(e)
+    if folded is not None:
+        return str(folded)
     match e:
         case ir.Const(value=v):
             return str(int(v))
@@ -62,6 +71,17 @@ def aff_text(e: ir.Expr) -> str:
         case ir.Call(func="min" | "max", args=args):
             return _fold(e.func, [aff_text(a) for a in args])
     raise AnalysisError(Diagnostic("not a quasi-affine expression", getattr(e, "loc", None)))
+
+
+def _constant_value(e: ir.Expr) -> int | None:
+    """The value of an integer expression without names (``-0``, ``2 + 1``), else None."""
+    parts = list(ir.subexpressions(e))
+    if not all(isinstance(x, (ir.Const, ir.Neg, ir.BinOp)) and not (isinstance(x, ir.Const)
+               and not isinstance(x.value, int)) for x in parts):
+        return None
+    if any(isinstance(x, ir.BinOp) and x.op not in ("+", "-", "*") for x in parts):
+        return None  # floor division and modulo keep their own ISL forms (positive literal divisors)
+    return eval_int(e, {})
 
 
 def _fold(func: str, parts: list[str]) -> str:

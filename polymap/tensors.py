@@ -120,12 +120,45 @@ def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params:
 _DAMAGED = (ValueError, EOFError, KeyError, SyntaxError, tokenize.TokenError, zipfile.BadZipFile, zlib.error, OSError)
 
 
+#: What NumPy writes (``savez``, ``savez_compressed``) and ``zipfile`` can read; any other
+#: method makes ``zipfile`` raise ``NotImplementedError`` when a member is opened.
+_ZIP_METHODS = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
+#: General-purpose flags with which ``zipfile`` refuses to open a member (RuntimeError, NotImplementedError).
+_ZIP_FLAGS = {0x1: "is encrypted", 0x20: "is compressed patched data", 0x40: "uses strong encryption"}
+
+
+def _check_archive(path: str | Path, raw: bytes) -> None:
+    """Refuse, before NumPy opens any member, an archive whose members ``zipfile`` cannot read.
+
+    ``np.load`` opens members lazily, and ``zipfile`` answers a member with
+    another compression method (a damaged method field, or bzip2 and lzma,
+    which NumPy never writes), a version it does not know or flags it does
+    not implement with ``NotImplementedError``, and an encrypted one with
+    ``RuntimeError``: none says "damaged file", so they are recognised here
+    from the central directory instead.
+    """
+    if not raw.startswith(b"PK"):
+        return  # not a zip (a .npy, or garbage): np.load says which
+    try:
+        members = zipfile.ZipFile(io.BytesIO(raw)).infolist()
+    except (*_DAMAGED, NotImplementedError) as exc:  # NotImplementedError: "zip file version 11.9"
+        raise InputError(f"{path}: not a valid .npz archive ({type(exc).__name__}: {exc})") from None
+    for m in members:
+        for bit, what in _ZIP_FLAGS.items():
+            if m.flag_bits & bit:
+                raise InputError(f"{path}: not a valid .npz archive (member {m.filename!r} {what})")
+        if m.compress_type not in _ZIP_METHODS:
+            raise InputError(f"{path}: not a valid .npz archive (member {m.filename!r} uses compression method "
+                             f"{m.compress_type}; NumPy's archives use {' or '.join(_ZIP_METHODS.values())})")
+
+
 def load_npz(path: str | Path, *, limits: Limits | None = None) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` file, by name (``InputError`` when unreadable or too large)."""
     limits = limits if limits is not None else Limits()
     try:
-        data = np.load(io.BytesIO(read_limited(path, limits=limits, what=".npz file", limit_name="npz_bytes")),
-                       allow_pickle=False)
+        raw = read_limited(path, limits=limits, what=".npz file", limit_name="npz_bytes")
+        _check_archive(path, raw)
+        data = np.load(io.BytesIO(raw), allow_pickle=False)
     except OSError as exc:
         raise InputError(f"{path}: cannot read arrays: {exc.strerror or exc}") from None
     except _DAMAGED as exc:

@@ -6,7 +6,6 @@ formulation from ``numpy_formulations.py``.
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -14,6 +13,9 @@ import numpy as np
 import pytest
 
 from numpy_formulations import FORMULATIONS, INPUTS
+
+from polymap import poly, reference
+from polymap.driver import load_program
 
 ROOT = Path(__file__).resolve().parent.parent
 # examples/networks/ holds files of many kernels (whole networks): tests/test_networks.py
@@ -79,16 +81,7 @@ SMALL: dict[str, dict[str, int]] = {
 RTOL = {"f32": 2e-4, "f64": 1e-9, "i32": 0, "i64": 0}
 
 
-def _has(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False
-
-
 def _load(path: str, *, check: bool):
-    from polymap.driver import load_program
-
     return load_program(ROOT / path, check=check)
 
 
@@ -102,7 +95,6 @@ def test_all_polybench_kernels_present():
 
 def test_readme_maps_every_polybench_kernel():
     """The README table names each file's kernel, and the kernel in the file has that name."""
-    pytest.importorskip("polymap.grammar")
     text = (ROOT / "examples" / "README.md").read_text()
     table = dict(re.findall(r"\| `([\w-]+\.loop)` \| `(\w+)` \| [A-Z]", text))
     for name in POLYBENCH:
@@ -121,15 +113,12 @@ def test_every_example_has_a_formulation_and_sizes():
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_parses(path):
-    pytest.importorskip("polymap.grammar")
     program = _load(path, check=False)
     assert program.kernels
 
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_passes_semantic_checks_without_warnings(path):
-    if not _has("polymap.passes.frontend.semantics"):
-        pytest.skip("polymap.passes.frontend.semantics not written yet")
     program = _load(path, check=True)
     warnings = getattr(program, "program_warnings", ())
     assert not warnings, "\n".join(getattr(w, "render", lambda: str(w))() for w in warnings)
@@ -137,8 +126,6 @@ def test_passes_semantic_checks_without_warnings(path):
 
 @pytest.mark.parametrize("path", EXAMPLES)
 def test_has_a_polyhedral_model(path):
-    pytest.importorskip("polymap.grammar")
-    poly = pytest.importorskip("polymap.poly")
     for kernel in _load(path, check=False).kernels:
         assert poly.build_model(kernel) is not None
 
@@ -157,8 +144,6 @@ def _inputs(kernel, path: str, params: dict[str, int]):
 
 @pytest.mark.parametrize("path", sorted(FORMULATIONS))
 def test_reference_matches_numpy(path):
-    pytest.importorskip("polymap.grammar")
-    reference = pytest.importorskip("polymap.reference")
     (kernel,) = _load(path, check=False).kernels
     params = {p.name: p.default for p in kernel.params} | SMALL[path]
     arrays = _inputs(kernel, path, params)
@@ -181,8 +166,6 @@ def test_reference_matches_numpy(path):
 
 def test_formulations_can_fail():
     """A wrong kernel must be caught: gemm against the transpose of its product."""
-    pytest.importorskip("polymap.grammar")
-    reference = pytest.importorskip("polymap.reference")
     from polymap.driver import parse
 
     src = (ROOT / "examples" / "gemm.loop").read_text().replace("B[k, j]", "B[j, k]")

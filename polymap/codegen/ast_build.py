@@ -19,7 +19,7 @@ while agreeing on every outer dimension; a reduction loop is not parallel).
 Typical use by a printer::
 
     ks = kernel_schedule(model, [mapping])
-    root = build_ast(model, ks.union)
+    root = build_ast(model, ks.union, separate=ks.separate)
     info = ast_loops_info(ks, root)          # {iterator name: LoopInfo}
     for node in walk(root): ...              # for / if / block / user nodes
     name, args = user_statement(user_node)   # "acc", (AstExpr for i, j, k)
@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
 from polymap.islcheck import isl
+from polymap.mapping.model import Mapping as MappingModel
 from polymap.mapping.schedule import mapped_nests
 from polymap.poly import KernelModel, isl_name, param_set, textual_rank
 from polymap.passes.schedule.tiling import mapped_schedule
@@ -65,6 +66,7 @@ class KernelSchedule:
     dims: tuple[tuple[int, tuple[DimInfo, ...]], ...]  # (top rank, dims) pairs
     top_rank: tuple[tuple[str, int], ...]  # (statement, top rank)
     mapped: tuple[int, ...]
+    separate: tuple[tuple[int, int], ...] = ()  # (top rank, dim): loops ISL separates (see build_ast)
 
     def dims_of(self, rank: int) -> tuple[DimInfo, ...]:
         return dict(self.dims)[rank]
@@ -110,9 +112,15 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
     by_nest = {n: m for m in mappings for n in mapped_nests(m)}
     parts: list[tuple[str, int, isl.Map]] = []  # (statement, top rank, map without the top rank)
     dim_tables: dict[int, tuple[DimInfo, ...]] = {}
+    separate: list[tuple[int, int]] = []
     for mapping in sorted(mappings, key=lambda m: m.nest):
-        ms = mapped_schedule(model, mapping)
+        rescheduled = _rescheduled(mapping)
+        ms = mapped_schedule(model, mapping, absolute=rescheduled)
         first = _top_rank(model, ms.maps[0][0]) if ms.maps else 0
+        moving = [k for k, d in enumerate(ms.dims) if d.kind == "coord" and any(
+            m.plain_get_val_if_fixed(isl.dim_type.out, k).is_nan() for _, m in ms.maps)]
+        if rescheduled and moving:
+            separate.append((first, moving[-1] + 1))  # +1: the top rank stands in front
         for name, m in ms.maps:
             rank = first  # fused nests share the first one's top-level rank
             parts.append((name, rank, m))
@@ -136,7 +144,19 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
         full += tuple(DimInfo(k, -1, "", "pad") for k in range(len(full), length))
         dims.append((rank, full))
     return KernelSchedule(model, union, length, tuple(dims),
-                          tuple((n, r) for n, r, _ in parts), tuple(sorted(by_nest)))
+                          tuple((n, r) for n, r, _ in parts), tuple(sorted(by_nest)), tuple(separate))
+
+
+def _rescheduled(mapping: MappingModel) -> bool:
+    """Does the mapping give statements new coordinates, fuse nests or walk tiles by diagonals?
+
+    Such nests are printed with their innermost loop over the coordinate itself (not its offset in
+    the tile, see :func:`polymap.passes.schedule.tiling.mapped_schedule`) and that loop *separated*
+    by ISL (one loop per set of statements it runs, no guard inside): skewed, fused statements
+    otherwise run under an ``if`` per statement per point, which no compiler vectorises.
+    """
+    return bool(getattr(mapping, "schedule", ()) or len(mapped_nests(mapping)) > 1
+                or any(getattr(lv, "wavefront", ()) for lv in mapping.levels))
 
 
 def _top_rank(model: KernelModel, statement: str) -> int:
@@ -145,19 +165,33 @@ def _top_rank(model: KernelModel, statement: str) -> int:
 
 
 def build_ast(model: KernelModel, schedule: isl.UnionMap, *,
-              params: Mapping[str, int] | None = None) -> isl.AstNode:
+              params: Mapping[str, int] | None = None, separate: Sequence[tuple[int, int]] = ()) -> isl.AstNode:
     """ISL's AST for ``schedule`` (instances -> time) under the kernel's context.
 
     With ``params`` the parameters are fixed to those numbers (smaller code,
     for printers that generate code for one size); without, the code is valid
-    for every parameter value of the context.
+    for every parameter value of the context. ``separate`` lists ``(top rank,
+    dim)`` pairs whose loop ISL splits into one loop per set of statements it
+    runs (its ``separate`` option), so that no guard is left inside them.
     """
     context = model.context
     if params is not None:
         context = context.intersect(param_set(model, params))
         schedule = schedule.intersect_params(param_set(model, params))
     build = isl.AstBuild.from_context(context)
+    if separate:
+        n = _range_dims(schedule)
+        t = ", ".join(f"t{k}" for k in range(n))
+        options = "; ".join(f"[{t}] -> separate[{dim}] : t0 = {rank}" for rank, dim in separate)
+        build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
     return build.node_from_schedule_map(schedule)
+
+
+def _range_dims(schedule: isl.UnionMap) -> int:
+    """The length of the time vectors of ``schedule`` (every statement's map has the same)."""
+    maps: list[isl.Map] = []
+    schedule.foreach_map(maps.append)
+    return maps[0].dim(isl.dim_type.out) if maps else 0
 
 
 # --------------------------------------------------------------------------- walking the AST
@@ -253,6 +287,22 @@ class LoopAnalysis:
             self._parallel[key] = _parallel(self._conflicts[rank], self.ks.length, rank, dim)
         return self._parallel[key]
 
+    def lockstep(self, rank: int, dim: int) -> bool:
+        """May the loop over ``dim`` of item ``rank`` run its iterations in SIMD lock-step?
+
+        Lock-step (``omp simd``) runs each statement of the body for several
+        iterations before the next statement: a conflict carried by the loop
+        keeps its order when its source stands strictly before its sink in
+        the body (the time dimensions after ``dim``). A conflict inside one
+        statement (a read and a write of the same position) is refused.
+        """
+        key = (rank, -1 - dim)
+        if key not in self._parallel:
+            if rank not in self._conflicts:
+                self._conflicts[rank] = _time_conflicts(self.ks, rank)
+            self._parallel[key] = _lockstep(self._conflicts[rank], self.ks.length, rank, dim)
+        return self._parallel[key]
+
     def info(self, node: isl.AstNode) -> LoopInfo:
         ks = self.ks
         it = node.for_get_iterator().get_id().get_name()
@@ -303,6 +353,22 @@ def _parallel(conflicts: isl.UnionMap, length: int, rank: int, dim: int) -> bool
         probe = isl.UnionMap(f"{{ [{', '.join(t)}] -> [{', '.join(u)}] : {cond} }}")
         probe = probe.align_params(conflicts.get_space())
         if not conflicts.intersect(probe).is_empty():
+            return False
+    return True
+
+
+def _lockstep(conflicts: isl.UnionMap, length: int, rank: int, dim: int) -> bool:
+    """No conflict carried by ``dim`` (source earlier) whose source is not strictly before its
+    sink in the body (dimensions after ``dim``): see :meth:`LoopAnalysis.lockstep`."""
+    t = [f"t{k}" for k in range(length)]
+    u = [f"u{k}" for k in range(length)]
+    carried = [f"t{k} = u{k}" for k in range(dim)] + [f"t0 = {rank}", f"t{dim} < u{dim}"]
+    not_before = [" and ".join([f"t{j} = u{j}" for j in range(dim + 1, k)] + [f"t{k} > u{k}"])
+                  for k in range(dim + 1, length)]
+    not_before.append(" and ".join(f"t{j} = u{j}" for j in range(dim + 1, length)) or "t0 = u0")
+    for case in not_before:
+        probe = isl.UnionMap(f"{{ [{', '.join(t)}] -> [{', '.join(u)}] : {' and '.join(carried + [case])} }}")
+        if not conflicts.intersect(probe.align_params(conflicts.get_space())).is_empty():
             return False
     return True
 

@@ -29,8 +29,12 @@ def main(args: argparse.Namespace) -> int:
         raise InputError("--loops, --fix and --statement choose what --plot draws: give --plot OUT.png too")
     if (args.plot or args.dot) and len(kernels) != 1:
         raise InputError("--plot and --dot need one kernel: pick it with --kernel NAME")
-    reports = [api.dependences(k, memory_based=args.memory_based, graph=bool(args.dot), limits=args.limits)
-               for k in kernels]
+    reports = []
+    for k in kernels:
+        args.budget.check(f"the {'memory' if args.memory_based else 'value'}-based dependences of kernel "
+                          f"'{k.name}'")
+        reports.append(api.dependences(k, memory_based=args.memory_based, graph=bool(args.dot),
+                                       limits=args.limits))
     wrote = _pictures(args, reports[0], defines) if args.plot or args.dot else []
     if args.json:
         docs = [deps_json(r) for r in reports]

@@ -11,6 +11,7 @@ array) and on the bytes (truncated, flipped).
 """
 from __future__ import annotations
 
+import copy
 import io
 import random
 import re
@@ -141,6 +142,13 @@ YAML_VALUES = [0, -1, 1, 2, 3, 16, 10**6, 2**63, 2**64, 1e308, -1e-9, 0.5, "x", 
                {"a": 1}, "64KiB", "1 GiB", "-5 B", "nan", float("inf")]
 
 
+def _value(rng: random.Random):
+    """A fresh copy of one of :data:`YAML_VALUES`: the lists and dicts there are mutated in place by
+    later mutations, and a shared one made every case depend on the cases before it (and grow
+    cycles: a list inside itself, a RecursionError in :func:`_paths`)."""
+    return copy.deepcopy(rng.choice(YAML_VALUES))
+
+
 def mutate_yaml(text: str, rng: random.Random) -> str:
     """A mutation of a mapping or architecture file: its data, or its text."""
     if rng.random() < 0.15:
@@ -157,14 +165,14 @@ def mutate_yaml(text: str, rng: random.Random) -> str:
 def _mutate_data(data, rng: random.Random):
     paths = list(_paths(data, ()))
     if not paths:
-        return rng.choice(YAML_VALUES)
+        return _value(rng)
     path = rng.choice(paths)
     parent, key = _parent(data, path)
     if parent is None:
-        return rng.choice(YAML_VALUES)
+        return _value(rng)
     what = rng.random()
     if what < 0.6:
-        parent[key] = rng.choice(YAML_VALUES)
+        parent[key] = _value(rng)
     elif what < 0.8 and isinstance(parent, dict):
         del parent[key]
     elif isinstance(parent, list):

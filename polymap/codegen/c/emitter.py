@@ -86,12 +86,15 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
     false (the default) keeps the rounding of the original program: every
     element's updates in their original order (no reduction is split or
     reassociated) and no multiply-add contracted into one rounding (FMA),
-    which ``-march=native`` would otherwise do (see ``docs/design.md``).
+    which ``-march=native`` would otherwise do, except a register tile's
+    ``c += x * y``, one fused multiply-add where the build has FMA, as GCC
+    contracts the original statement (:mod:`polymap.codegen.c.regtile`;
+    see ``docs/design.md``).
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
     ks = kernel_schedule(model, mappings)
-    root = build_ast(model, ks.union)
+    root = build_ast(model, ks.union, separate=ks.separate)
     printer = _Printer(kernel, model, ks, mappings, register_tiles=register_tiles, pack=pack)
     printer.plan = Planner(printer.analysis, params=params, opaque=printer.is_register_tile,
                            spatial_ranks=printer.spatial_ranks, threads=threads).plan(root)
@@ -105,7 +108,8 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
 #: under GCC is -ffp-contract=fast, so -march=native with FMA would round differently from the
 #: reference and from PolyBench built without it; gramschmidt's rank-deficient columns amplify it).
 EXACT_ROUNDING = """\
-/* Exact rounding: every operation rounded as written (no fused multiply-add). */
+/* Exact rounding: every operation rounded as written (no fused multiply-add) except register tiles'
+   c += x * y, one polymap_fma per update where the build has FMA (GCC contracts the original's so). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -262,7 +266,9 @@ class _Printer:
         init = ast_expr(n.for_get_init(), self.names)
         cond = ast_expr(n.for_get_cond(), self.names)
         inc = ast_expr(n.for_get_inc(), self.names)
-        simd = info.parallel and info.innermost and self._unit_stride(info)
+        # a loop that carries conflicts may still run in lock-step when each goes forward in the body
+        simd = info.innermost and self._unit_stride(info) and (
+            info.parallel or (info.rank >= 0 and self.analysis.lockstep(info.rank, info.dim)))
         body_mode = mode
         if mode == "serial" and path in self.plan.parallel_for:
             self.emit("#pragma omp parallel for" + (" simd" if simd else "") + " schedule(static)")

@@ -123,7 +123,7 @@ def _loop_positions(loop: ir.Loop, pos: tuple[int, ...]) -> Iterator[tuple[tuple
     yield from walk(loop.body, pos)
 
 
-def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
+def _tile_coords(var: str, tiles: list[int | None], levels: int, absolute: bool = False) -> list[str]:
     """ISL text of the coordinate of ``var`` at each level (``tiles[l]`` is level l's extent)."""
     inner = list(tiles[1:]) + [1]  # level l walks tiles of extent inner[l]
     out, rest = [], var
@@ -131,12 +131,15 @@ def _tile_coords(var: str, tiles: list[int | None], levels: int) -> list[str]:
         if size is None:
             out.append("0")
             continue
-        out.append(f"({rest})" if size == 1 else f"floor(({rest})/{size})")
+        if size == 1 and absolute and rest != "0":
+            out.append(f"({var})")  # the point itself: the same order as its offset in the tile
+        else:
+            out.append(f"({rest})" if size == 1 else f"floor(({rest})/{size})")
         rest = f"(({rest}) mod {size})" if size != 1 else "0"
     return out
 
 
-def mapped_schedule(model: KernelModel, mapping: Mapping) -> MappedSchedule:
+def mapped_schedule(model: KernelModel, mapping: Mapping, *, absolute: bool = False) -> MappedSchedule:
     """Build the mapped schedule of the nests ``mapping`` maps (see the module docstring)."""
     kernel = model.kernel
     statements = mapping_statements(model, mapping)
@@ -159,7 +162,7 @@ def mapped_schedule(model: KernelModel, mapping: Mapping) -> MappedSchedule:
     maps = []
     for rank, s in enumerate(statements):
         have = coords_of[s.name]
-        coords = {x: _tile_coords(have[x], tiles[x], n) for x in loops if x in have}
+        coords = {x: _tile_coords(have[x], tiles[x], n, absolute) for x in loops if x in have}
         out = []
         for d in dims[:-1]:
             if d.kind == "phase":

@@ -27,6 +27,7 @@ from typing import Mapping as MappingT
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.passes.legality.legality import check_mapping
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.counting import ENUMERATION_LIMIT
 from polymap.machine.arch import Architecture
@@ -36,8 +37,15 @@ from polymap.poly import KernelModel, count, to_int
 #: compile must stay within a few).
 MAX_STATEMENTS = 8
 
-#: Tile extents tried for the band's loops: (first loop, the others).
-TILE_SHAPES = ((8, 64), (16, 32))
+#: Statement instances up to which isl candidates beyond the counting budget are counted to rank
+#: them (skewed tiles count slowly: jacobi-2d's at 58,000 instances took 94 s on a loaded core).
+RANKING_LIMIT = 20_000
+
+#: Tile extents tried for the band's loops: (first loop, the loops between, the innermost loop).
+TILE_SHAPES = ((8, 64, 64), (16, 32, 32))
+#: ... for bands of four loops or more (heat-3d's 8 x 64 x 64 x 64 tiles hold 8 MiB, 16 times L2;
+#: a long innermost extent keeps the vector loop long).
+DEEP_TILE_SHAPES = ((4, 16, 128), (8, 16, 64))
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,13 @@ class IslSchedule:
     loops: tuple[str, ...]
     band: int  # members of the outermost band (its loops are loops[:band])
     coincident: tuple[bool, ...]  # per band member
+    constant: tuple[str, ...] = ()  # loops that only order the statements (see distributed)
+
+    @property
+    def band_loops(self) -> tuple[str, ...]:
+        """The band's loops (the ones tiled), outer first."""
+        moving = [x for x in self.loops if x not in self.constant]
+        return tuple(moving[:self.band])
 
 
 def _aff_text(aff: isl.Aff, iterators: tuple[str, ...], params: tuple[str, ...]) -> str | None:
@@ -133,6 +148,26 @@ def _instances(model: KernelModel, nest: int, params: MappingT[str, int]) -> int
     return sum(to_int(count(s.domain), values) for s in model.nest_statements(nest))
 
 
+def countable(model: KernelModel, nest: int, params: MappingT[str, int] | None) -> bool:
+    """Can a skewed, fused or wavefront mapping of ``nest`` be counted exactly at ``params`` within
+    the work budget (:data:`ENUMERATION_LIMIT` statement instances, enumerated)? Symbolic: yes."""
+    return not params or _instances(model, nest, params) <= ENUMERATION_LIMIT
+
+
+def reduced_sizes(model: KernelModel, nest: int, params: MappingT[str, int]) -> dict[str, int]:
+    """``params`` with the largest value halved (ties: the first parameter) until the nest has at
+    most :data:`RANKING_LIMIT` instances: where isl candidates beyond the counting budget are
+    ranked (``docs/design.md``)."""
+    small = dict(params)
+    names = [p for p in model.params if p in small]
+    while _instances(model, nest, small) > RANKING_LIMIT:
+        big = max(names, key=lambda p: (small[p], -names.index(p)))
+        if small[big] <= 2:
+            break
+        small[big] = max(2, small[big] // 2)
+    return small
+
+
 def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
     """The entry only walks the statement's own iterators in their order (constants between):
     the original order again, which compile's other candidates already cover."""
@@ -140,35 +175,93 @@ def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
     return tuple(moving) == model.statement(entry.statement).loops
 
 
-def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None
-                ) -> list[tuple[str, Mapping]]:
-    """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band)."""
-    if params and _instances(model, nest, params) > ENUMERATION_LIMIT:
+def _fresh_loop(taken: set[str]) -> str:
+    k = 0
+    while f"s{k}" in taken:
+        k += 1
+    return f"s{k}"
+
+
+def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
+    """The fused statements distributed over the innermost loop (None for a single statement).
+
+    A constant coordinate (the statement's place among the fused ones) goes in front of the
+    innermost loop, so each statement walks it in a loop of its own::
+
+        to_b: [t, 2t + i, 2t + j]        ->  [t, 2t + i, 0, 2t + j]
+        to_a: [t, 2t + i + 1, 2t + j + 1] ->  [t, 2t + i + 1, 1, 2t + j + 1]
+
+    Fused in one innermost loop, a statement that reads what the one before it wrote an
+    iteration earlier (jacobi-2d's ``to_a`` reads ``B[i][j-1]``) makes every vector load wait for a
+    partly overlapping store; distributed, each loop is a plain unit-stride sweep.
+    """
+    if len(sched.entries) < 2 or not sched.loops:
+        return None
+    taken = set(model.params) | {d.name for d in model.kernel.decls}
+    taken |= {x for e in sched.entries for x in model.statement(e.statement).loops}
+    loops: tuple[str, ...] = ()
+    for _ in range(len(sched.loops) + 1):  # s0, s1, ... in order again
+        loops += (_fresh_loop(taken | set(loops)),)
+    moving = [k for k in range(len(sched.loops)) if any(not e.exprs[k].lstrip("-").isdigit() for e in sched.entries)]
+    if not moving:
+        return None
+    cut = moving[-1]  # in front of the innermost loop that moves (trailing constants only order)
+    extra = loops[cut]
+    renamed = dict(zip(sched.loops, loops[:cut] + loops[cut + 1:]))
+    entries = tuple(ScheduleEntry(e.statement, loops, e.exprs[:cut] + (str(q),) + e.exprs[cut:],
+                                  e.isl[:cut] + (str(q),) + e.isl[cut:]) for q, e in enumerate(sched.entries))
+    return IslSchedule(entries, loops, sched.band, sched.coincident,
+                       tuple(renamed[x] for x in sched.constant) + (extra,))
+
+
+def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
+                 to_count: bool = True) -> list[tuple[str, Mapping]]:
+    """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band).
+
+    ``to_count`` false: at any size (for code only; compile counts every candidate it ranks)."""
+    if to_count and params and _instances(model, nest, params) > ENUMERATION_LIMIT:
         return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
     sched = isl_schedule(model, nest)
     if sched is None or sched.band < 1 or all(_as_written(model, e) for e in sched.entries):
         return []
-    loops = sched.loops
-    keep = nest_tensors(model.kernel, nest)
     names = arch.level_names
-    n = len(names)
-    if n < 3:
+    if len(names) < 3:
         return []
+    split = distributed(model, sched)
     out = []
-    for first, rest in TILE_SHAPES:
-        tile = tuple((first if k == 0 else rest) if k < sched.band else None for k in range(len(loops)))
-        wave: tuple[str, ...] = ()
-        if not any(sched.coincident) and sched.band >= 2:
-            wave = (loops[0], loops[1])
-        tiled = max(1, n - 3)  # the level holding one tile of the band (L2 on host); below: points
-        lms = []
-        for l in range(n):
-            t = (None,) * len(loops) if l < tiled else tile if l < n - 1 else (1,) * len(loops)
-            lms.append(LevelMapping(names[l], t, loops, (), keep, wave if l == tiled - 1 else ()))
-        m = Mapping(model.kernel.name, nest, loops, tuple(lms), (), sched.entries)
-        source = f"isl schedule {first}x{rest}" + (" wavefront" if wave else "")
+    for shape in DEEP_TILE_SHAPES if len(sched.band_loops) >= 4 else TILE_SHAPES:
+        m = _tiled(model, nest, sched, names, shape)
+        words = "x".join(str(lv) for lv in m.levels[max(1, len(names) - 3)].tile if lv is not None)
+        source = f"isl schedule {words}" + (" wavefront" if any(lv.wavefront for lv in m.levels) else "")
+        if split is not None:
+            apart = _tiled(model, nest, split, names, shape)
+            if check_mapping(model, apart).legal:  # for every size: the choice does not depend on them
+                m, source = apart, source + " distributed"
         out.append((source, m))
     return out
+
+
+def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...],
+           shape: tuple[int, int, int]) -> Mapping:
+    """The schedule's band tiled by ``shape`` (first loop, loops between, innermost loop) at the
+    level above the innermost two (L2 on ``host``), points below; walked by diagonals one level up
+    when no band loop is parallel."""
+    loops = sched.loops
+    band = sched.band_loops
+    n = len(names)
+    first, middle, last = shape
+    extent = {x: first if k == 0 else last if k == len(band) - 1 else middle for k, x in enumerate(band)}
+    tile = tuple(extent.get(x) for x in loops)
+    wave: tuple[str, ...] = ()
+    if not any(sched.coincident) and len(band) >= 2:
+        wave = (band[0], band[1])
+    tiled = max(1, n - 3)  # the level holding one tile of the band (L2 on host); below: points
+    lms = []
+    for l in range(n):
+        t = (None,) * len(loops) if l < tiled else tile if l < n - 1 else (1,) * len(loops)
+        lms.append(LevelMapping(names[l], t, loops, (), nest_tensors(model.kernel, nest),
+                                wave if l == tiled - 1 else ()))
+    return Mapping(model.kernel.name, nest, loops, tuple(lms), (), sched.entries)
 
 
 def describe(mapping: Mapping, model: KernelModel) -> list[str]:
@@ -190,6 +283,12 @@ def describe(mapping: Mapping, model: KernelModel) -> list[str]:
     if len(mapping.schedule) > 1:
         lines.append("the statements share the loops " + ", ".join(mapping.loops)
                      + ": their instances are interleaved (fused) along them")
+        for k, x in enumerate(mapping.loops):
+            values = [e.exprs[k] for e in mapping.schedule]
+            if all(v.lstrip("-").isdigit() for v in values) and len(set(values)) > 1 and k + 1 < len(mapping.loops):
+                first = " then ".join(e.statement for e in sorted(mapping.schedule, key=lambda e: int(e.exprs[k])))
+                lines.append(f"{x} only orders them: within one iteration of the loops before it, {first} each "
+                             f"run their own loop over {', '.join(mapping.loops[k + 1:])} (distributed)")
     waves = [(lv.level, lv.wavefront) for lv in mapping.levels if lv.wavefront]
     for level, (a, b) in waves:
         lines.append(f"at {level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
