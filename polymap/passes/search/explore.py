@@ -137,8 +137,7 @@ def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: Spatia
 
 def evaluate_item(item: WorkItem) -> ItemResult:
     """Exact counts of every legal mapping of the item, the best ``keep`` and optionally all rows."""
-    n = len(item.arch.levels)
-    keep = tuple(frozenset(t.name for t in item.nest.tensors) for _ in range(n))
+    keep = item.plan.kept(item.nest)
     tiles = np.concatenate([p.data.tiles for p in item.parts])
     terms = OrderTerms(item.nest, item.plan.loops, keep, tiles)
     best: list[Scored] = []
@@ -201,13 +200,15 @@ def _rows(item: WorkItem, part: Part, counts: list[dict], energy: np.ndarray, cy
 
 def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequence[SpatialPlan],
                nest: FastNest, arch: Architecture, *, objective: Objective, keep: int, rows: bool, chunk: int,
-               budget: int | None, max_rows: int = 4096) -> list[WorkItem]:
+               budget: int | None, max_rows: int = 4096, first_group: int = 0,
+               first_item: int = 0) -> list[WorkItem]:
     """The space cut into items of about ``chunk`` legal evaluations (small groups of one plan
-    together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations."""
+    together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations.
+    ``groups`` are the space's groups from ``first_group`` on; items are numbered from ``first_item``."""
     parts: list[Part] = []
     left = budget
-    for g, group in enumerate(groups):
-        mask = legal[g]
+    for i, group in enumerate(groups):
+        g, mask = first_group + i, legal[i]
         n0 = mask.shape[0]
         per0 = mask.reshape(n0, -1).sum(axis=1) * len(group.tiles)
         lo = 0
@@ -230,11 +231,11 @@ def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequ
     for part in parts:
         if batch and (batch[0].data.plan != part.data.plan or sum(p.size for p in batch) + part.size > chunk
                       or sum(len(p.data.tiles) for p in batch) + len(part.data.tiles) > max_rows):
-            items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+            items.append(WorkItem(first_item + len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
                                   objective, keep, rows))
             batch = []
         batch.append(part)
     if batch:
-        items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+        items.append(WorkItem(first_item + len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
                               objective, keep, rows))
     return items
