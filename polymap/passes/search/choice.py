@@ -51,7 +51,7 @@ from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.isl_schedule import isl_mappings
+from polymap.passes.search.isl_schedule import isl_proposals
 from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
@@ -99,6 +99,8 @@ class NestChoice:
     objective: Objective = Objective.CYCLES
     stopped: tuple[str, ...] = ()
     """What a wall-clock safety limit stopped (empty: the choice depended on work counts only)."""
+    skipped: tuple[str, ...] = ()
+    """Candidate sources that could not apply to the nest, each with why (isl's scheduler giving up)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,9 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     params = dict(params)
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
-    proposals += list(isl_mappings(model, nest, arch, params))
+    from_isl, isl_gave_up = isl_proposals(model, nest, arch, params)
+    proposals += from_isl
+    skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
     found, stopped = _search(model, nest, arch, params, options, budget)
     proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
@@ -190,7 +194,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                     key=lambda c: c.key(options.objective))
     rest = [c for c in candidates if c not in usable]
     chosen = usable[0] if usable else candidates[0]
-    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped)
+    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped)
 
 
 def fit_keeps(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> Mapping:
