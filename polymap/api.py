@@ -399,6 +399,11 @@ def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | s
     return tuple(reports)
 
 
+def _ranked_elsewhere(choice: KernelChoice | None, mapping: Mapping) -> bool:
+    """Was ``mapping`` chosen by its counts at reduced sizes (``Candidate.ranked_at``)?"""
+    return choice is not None and any(n.chosen.mapping is mapping and n.chosen.ranked_at for n in choice.nests)
+
+
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
             options: CostOptions, budget: Budget | None = None) -> CostReport:
     if options.convention not in ("exact", "timeloop"):
@@ -584,8 +589,9 @@ class CompiledKernel:
     """One per mapped nest; a nest without one keeps its original schedule."""
     why: str
     """Where the mappings come from (the user's, or the choice)."""
-    costs: tuple[CostReport, ...]
-    """The cost report of each mapping, in order."""
+    costs: tuple[CostReport | None, ...]
+    """The cost report of each mapping, in order; None for one ranked at reduced sizes (its exact
+    counts beyond the work budget, ``Candidate.ranked_at``)."""
     choice: KernelChoice | None
     """The ranking of every nest's candidates (None when the mapping was given)."""
     c_source: str
@@ -726,7 +732,9 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
         progress("generating code...")
     if budget is not None:
         budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
-    costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
+    # a mapping ranked at reduced sizes (its exact counts beyond the work budget) has no cost here
+    costs = tuple(None if _ranked_elsewhere(choice, mp) else _report(m, mp, arch_obj, values, CostOptions())
+                  for mp in mappings)
     c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)

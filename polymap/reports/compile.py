@@ -58,12 +58,12 @@ def choice_json(choice: KernelChoice) -> dict[str, Any]:
 
 
 def compile_document(kernel: str, params: MappingT[str, int], arch: Architecture, why: str,
-                     mappings: Sequence[Mapping], costs: Sequence[CostReport],
+                     mappings: Sequence[Mapping], costs: Sequence[CostReport | None],
                      choice: KernelChoice | None, extra: MappingT[str, Any] | None = None) -> dict[str, Any]:
     """``NAME.json``: the mappings, each one's cost document, the choice when there was one, and ``extra``."""
     doc: dict[str, Any] = {"kernel": kernel, "params": dict(params), "arch": arch.name, "why": why,
                            "mappings": [m.to_dict() for m in mappings],
-                           "cost": [report_json(r, arch) for r in costs]}
+                           "cost": [None if r is None else report_json(r, arch) for r in costs]}
     if choice is not None:
         doc["choice"] = choice_json(choice)
     doc.update(extra or {})
