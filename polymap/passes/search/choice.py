@@ -51,7 +51,7 @@ from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.isl_schedule import countable, isl_mappings, reduced_sizes
+from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
 from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
@@ -101,6 +101,8 @@ class NestChoice:
     objective: Objective = Objective.CYCLES
     stopped: tuple[str, ...] = ()
     """What a wall-clock safety limit stopped (empty: the choice depended on work counts only)."""
+    skipped: tuple[str, ...] = ()
+    """Candidate sources that could not apply to the nest, each with why (isl's scheduler giving up)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     params = dict(params)
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
-    scheduled = isl_mappings(model, nest, arch, params, to_count=False)
+    scheduled, isl_gave_up = isl_proposals(model, nest, arch, params, to_count=False)
+    skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
     beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
     proposals += [] if beyond else scheduled
     found, stopped = _search(model, nest, arch, params, options, budget)
@@ -200,7 +203,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         usable = winner + usable + [c for c in ranked if c.legal and not c.ranked_at]
         rest += [c for c in ranked if not c.legal]
         chosen = usable[0]
-    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped)
+    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped)
 
 
 def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
