@@ -51,13 +51,14 @@ from polymap.driver import load_program, param_values, parse
 from polymap.codegen.timing import ProcessTimer, Timer
 from polymap.budget import Budget
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
-from polymap.limits import Limits, require_tractable
+from polymap.limits import Limits, require_integers, require_tractable
 from polymap.machine.arch import Architecture
 from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
 from polymap.machine.hostinfo import host_info
-from polymap.machine.presets import load_architecture
-from polymap.mapping.documents import mappings_from_data
+from polymap.machine.presets import load_architecture, presets
+from polymap.mapping.documents import DOCUMENT_KEYS, is_document, mappings_from_data
+from polymap.mapping.files import MAPPING_KEYS
 from polymap.mapping.renamed import in_original_terms
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
@@ -71,8 +72,10 @@ from polymap.passes.dependences.dependences import Dependence, dependences as fi
 from polymap.passes.dependences.loop_classes import DependenceFacts, LoopClass, dependence_facts, loop_classes
 from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
+from polymap.passes.schedule.suggest import suggested_mapping
 from polymap.passes.schedule.tiling import mapped_schedule, order_mapping
 from polymap.passes.search.cache import TuningCache, architecture_fingerprint, cache_key
+from polymap.passes.search.cache import arch_fingerprint as spec_fingerprint
 from polymap.passes.search.choice import ChoiceOptions, KernelChoice, choose
 from polymap.passes.search.executors import DaskExecutor, LocalExecutor, default_workers
 from polymap.passes.search.mapsearch import Progress as SearchProgress, SearchOptions
@@ -141,6 +144,8 @@ class CompileOptions:
     exercise every tile edge)."""
     reassociate: bool = False
     """Let floating-point reductions add in another order and contract multiply-adds (FMA)."""
+    tune: int = 0
+    """Build and time the model's best ``tune`` candidates per nest and keep the fastest (0: no measuring)."""
 
 
 def load(path: str | Path, *, cpp: str = "") -> ir.Program:
@@ -156,9 +161,14 @@ def model(kernel: ir.Kernel) -> KernelModel:
     return build_model(kernel)
 
 
-def architecture(arch: Architecture | str | Path = "host") -> Architecture:
+def architecture(arch: Architecture | str | Path = "host", *, limits: Limits | None = None) -> Architecture:
     """An :class:`~polymap.machine.arch.Architecture` from a preset name, a YAML path or itself."""
-    return arch if isinstance(arch, Architecture) else load_architecture(str(arch))
+    return arch if isinstance(arch, Architecture) else load_architecture(str(arch), limits=limits)
+
+
+def architecture_presets() -> tuple[str, ...]:
+    """The names of the preset architectures (``polymap arch --list``)."""
+    return tuple(presets())
 
 
 MappingArg = Mapping | Sequence[Mapping] | dict | str | Path
@@ -179,9 +189,42 @@ def mappings_of(kernel: ir.Kernel | ir.Program | Sequence[ir.Kernel], mapping: M
                               document=doc)
 
 
-def mapping_of(kernel: ir.Kernel, mapping: MappingArg, arch: Architecture | str | Path = "host") -> Mapping:
+def mapping_architecture(mapping: str | Path, arch: ArchArg | None = None, *,
+                         limits: Limits | None = None) -> Architecture:
+    """``arch`` when given; else the architecture a compile document (``NAME.json``) names, or the
+    preset whose level names the mapping file uses, outermost first (``check`` and ``transform``
+    without ``--arch``)."""
+    if arch is not None:
+        return arch if isinstance(arch, Architecture) else load_architecture(str(arch), limits=limits)
+    doc = read_yaml(mapping, limits=limits)
+    data = doc.data
+    if is_document(data):
+        if isinstance(data.get("arch"), str) and data["arch"] in presets():
+            return load_architecture(data["arch"])
+        entries = data["mappings"] if isinstance(data["mappings"], list) else []
+        data = entries[0] if entries and isinstance(entries[0], dict) else {}
+    if not isinstance(data, dict):
+        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}, or a compile "
+                     f"document with keys {', '.join(DOCUMENT_KEYS)}")
+    levels = data.get("levels")
+    if not isinstance(levels, list):
+        doc.fail(("levels",) if "levels" in data else (),
+                 "levels: expected a list with one entry per architecture level, outermost first")
+    names = [lv.get("level") for lv in levels if isinstance(lv, dict)]
+    known = []
+    for name in presets():
+        arch = load_architecture(name)
+        if [lv.name for lv in arch.levels] == names:
+            return arch
+        known.append(f"{name}: {', '.join(arch.level_names)}")
+    doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
+                          f"architecture ({'; '.join(known)}); give one with --arch")
+
+
+def mapping_of(kernel: ir.Kernel | Sequence[ir.Kernel], mapping: MappingArg, arch: ArchArg = "host", *,
+               limits: Limits | None = None) -> Mapping:
     """The one validated mapping ``mapping`` holds (``InputError`` when it holds several)."""
-    found = mappings_of(kernel, mapping, arch)
+    found = mappings_of(kernel, mapping, arch, limits=limits)
     if len(found) != 1:
         raise InputError(f"expected one mapping, got {len(found)} (one per nest): use mappings_of()")
     return found[0]
@@ -238,8 +281,30 @@ def _join(verdicts: Sequence[Verdict]) -> Verdict:
                    tuple(x for v in verdicts for x in v.notes), tuple(x for v in verdicts for x in v.hints))
 
 
+def order_of(kernel: ir.Kernel, order: Sequence[str]) -> tuple[int, tuple[str, ...]]:
+    """The nest whose loops ``order`` names (outer -> inner), and the whole order of that nest (the loops
+    not named keep their place after them); unknown or repeated names are an ``InputError``."""
+    order = tuple(order)
+    text = ",".join(order)
+    if not order:
+        raise InputError(f"--order {text!r}: name the loops outer -> inner, e.g. --order i,k,j")
+    dup = [x for x in order if order.count(x) > 1]
+    if dup:
+        raise InputError(f"--order {text}: loop '{dup[0]}' is named twice")
+    nests = range(len(kernel.nests()))
+    for nest in nests:
+        loops = nest_loops(kernel, nest)
+        if all(x in loops for x in order):
+            return nest, order + tuple(x for x in loops if x not in order)
+    known = ", ".join("(" + ", ".join(nest_loops(kernel, n)) + ")" for n in nests)
+    missing = [x for x in order if all(x not in nest_loops(kernel, n) for n in nests)]
+    what = f"kernel '{kernel.name}' has no loop '{missing[0]}'" if missing else "no single nest holds all these loops"
+    raise InputError(f"--order {text}: {what} (its nests' loops: {known or 'none'})")
+
+
 def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: MappingArg | None = None,
-          arch: Architecture | str | Path | None = None, params: MappingT[str, int] | None = None) -> Verdict:
+          arch: Architecture | str | Path | None = None, params: MappingT[str, int] | None = None,
+          limits: Limits | None = None) -> Verdict:
     """Is a loop ``order`` (outer -> inner) or a whole ``mapping`` legal?
 
     Returns a :class:`~polymap.passes.legality.legality.Verdict` (``legal``,
@@ -251,17 +316,40 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Map
     if (order is None) == (mapping is None):
         raise TypeError("check() needs exactly one of order= or mapping=")
     m = build_model(kernel)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=m, what="the legality checks")
     values = _values(kernel, params) if _all_sized(kernel, params) else None
     if order is not None:
-        order = tuple(order)
-        nest = next((n for n in range(len(kernel.nests())) if set(order) <= set(nest_loops(kernel, n))), 0)
+        nest, whole = order_of(kernel, order)
         loops = nest_loops(kernel, nest)
-        return _with_fusion_note(kernel, nest, check_mapping(m, order_mapping(kernel, nest, loops, order),
+        return _with_fusion_note(kernel, nest, check_mapping(m, order_mapping(kernel, nest, loops, whole),
                                                              params=values))
     arch_obj = architecture(arch) if arch is not None else None
     found = mappings_of(kernel, mapping, arch_obj or "host")
     return _join([_with_fusion_note(kernel, mp.nest, check_mapping(m, mp, arch=arch_obj, params=values))
                   for mp in found])
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """``check --suggest``: the nest skewed as the hint says and tiled, and whether that is legal."""
+
+    nest: int
+    arch: Architecture
+    mapping: Mapping | None
+    """None when no small skew makes the nest's band permutable."""
+    verdict: Verdict | None
+
+
+def suggest(kernel: ir.Kernel, nest: int, *, arch: ArchArg = "host",
+            params: MappingT[str, int] | None = None) -> Suggestion:
+    """The mapping of the skew :func:`check` hints at for ``nest``, tiled on ``arch``, with its verdict."""
+    arch_obj = architecture(arch)
+    m = build_model(kernel)
+    mapping = suggested_mapping(m, nest, arch_obj)
+    values = _values(kernel, params) if _all_sized(kernel, params) else None
+    verdict = None if mapping is None else check_mapping(m, mapping, params=values)
+    return Suggestion(nest, arch_obj, mapping, verdict)
 
 
 def _with_fusion_note(kernel: ir.Kernel, nest: int, verdict: Verdict) -> Verdict:
@@ -311,6 +399,11 @@ def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | s
     return tuple(reports)
 
 
+def _ranked_elsewhere(choice: KernelChoice | None, mapping: Mapping) -> bool:
+    """Was ``mapping`` chosen by its counts at reduced sizes (``Candidate.ranked_at``)?"""
+    return choice is not None and any(n.chosen.mapping is mapping and n.chosen.ranked_at for n in choice.nests)
+
+
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
             options: CostOptions, budget: Budget | None = None) -> CostReport:
     if options.convention not in ("exact", "timeloop"):
@@ -356,6 +449,31 @@ def cycle_spread(kernel: ir.Kernel, mapping: Mapping, report: CostReport, *, arc
     return variance(kernel, mapping, architecture(arch), report.cycle_terms, extents, values)
 
 
+@dataclass(frozen=True)
+class NestCost:
+    """What ``polymap cost`` says of one mapping: its report, its pessimistic cycles, and whether it is legal
+    (an illegal mapping is counted anyway, with a note)."""
+
+    mapping: Mapping
+    report: CostReport
+    spread: Variance
+    legal: bool
+
+
+def cost_details(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg, params: MappingT[str, int] | None = None,
+                 options: CostOptions = CostOptions(), budget: Budget | None = None,
+                 limits: Limits | None = None) -> tuple[NestCost, ...]:
+    """``polymap cost``: per mapping ``mapping`` holds, :func:`cost_nests`'s report, :func:`cycle_spread`
+    and :func:`is_legal` (raises :class:`~polymap.errors.InvalidMapping` when one does not fit)."""
+    arch_obj = architecture(arch)
+    mappings = mappings_of(kernel, mapping, arch_obj, limits=limits)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=build_model(kernel), what="the counts")
+    reports = cost_nests(kernel, mappings, arch=arch_obj, params=params, options=options, budget=budget)
+    return tuple(NestCost(mp, r, cycle_spread(kernel, mp, r, arch=arch_obj, params=params), is_legal(kernel, mp))
+                 for mp, r in zip(mappings, reports))
+
+
 def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
     """Does ``mapping`` keep every reaching and final writer (no witnesses, for notes)?"""
     m = build_model(kernel)
@@ -377,23 +495,54 @@ def search(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host", param
     return [mp for mp, _ in search_ranked(kernel, arch=arch, params=params, options=options)]
 
 
+@dataclass(frozen=True)
+class NetworkSearch:
+    """``polymap search``: the search of every nest, and what ``--tune`` measured of the best ones."""
+
+    network: NetworkResult
+    tunings: dict[tuple[str, int], NestTuning]
+    """Per (kernel, nest) with at least two mappings found: the best ``tune`` built and timed."""
+
+
 def search_network(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
                    options: SearchOptions | None = None, workers: int | None = None, scheduler: str | None = None,
-                   progress: Callable[[str, SearchProgress], None] | None = None) -> NetworkResult:
+                   progress: Callable[[str, SearchProgress], None] | None = None, tune: int = 0,
+                   timer: Timer | None = None, tune_progress: Progress | None = None) -> NetworkSearch:
     """``polymap search``: every nest of every kernel searched over its pruned mapspace, best first.
 
     ``options`` is a :class:`~polymap.passes.search.mapsearch.SearchOptions`
     (objective, top, evaluation budget); the work runs on ``workers`` local
     processes (None: the cores) or on the Dask scheduler at ``scheduler``
-    (``tcp://HOST:PORT``), with the same answer. Returns a
+    (``tcp://HOST:PORT``), with the same answer. The result's ``network`` is a
     :class:`~polymap.passes.search.network.NetworkResult` (per layer: the
     best mappings with their ISL-confirmed costs, the space and what was
-    pruned, lower bounds per level; totals).
+    pruned, lower bounds per level; totals). With ``tune`` K the best K
+    mappings of every nest are built and timed (:func:`measure`, the other
+    nests of the kernel at their best).
     """
-
+    if tune < 0:
+        raise InputError("--tune takes a number of mappings (0 or more)")
+    if workers is not None and workers < 1:
+        raise InputError("--workers takes a positive number")
+    options = options or SearchOptions()
+    options = dataclasses.replace(options, top=max(options.top, tune))  # tuning needs that many candidates
+    arch_obj = architecture(arch)
     executor = DaskExecutor(scheduler) if scheduler else LocalExecutor(workers or default_workers())
-    return search_kernels(tuple(kernels), architecture(arch), dict(params or {}),
-                          options=options or SearchOptions(), executor=executor, progress=progress)
+    net = search_kernels(tuple(kernels), arch_obj, dict(params or {}), options=options, executor=executor,
+                         progress=progress)
+    tunings = {}
+    for layer in net.layers if tune else ():
+        found = layer.result.found[:tune]
+        if len(found) < 2:
+            continue
+        kernel = next(kn for kn in kernels if kn.name == layer.kernel)
+        fixed = [other.result.best.mapping for other in net.layers
+                 if other.kernel == layer.kernel and other.nest != layer.nest and other.result.best is not None]
+        tunings[layer.kernel, layer.nest] = measure(
+            kernel, [f.mapping for f in found], arch=arch_obj, params=layer.params,
+            predicted_s=[f.cost.seconds for f in found], sources=[f"search #{r}" for r in range(1, len(found) + 1)],
+            fixed=fixed, timer=timer, progress=tune_progress)
+    return NetworkSearch(net, tunings)
 
 
 # --------------------------------------------------------------------------- code
@@ -410,13 +559,15 @@ def _refuse_illegal(kernel: ir.Kernel, m: KernelModel, mappings: Sequence[Mappin
 
 
 def transform(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | str | Path = "host",
-              params: MappingT[str, int] | None = None) -> str:
+              params: MappingT[str, int] | None = None, limits: Limits | None = None) -> str:
     """The mapped nest as ``.loop`` source that parses again and computes the same results.
 
     ``params`` become the printed parameters' defaults. Refuses an illegal
     mapping (:class:`~polymap.errors.IllegalTransformation`).
     """
     m = build_model(kernel)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=m, what="the legality checks")
     mp = mapping_of(kernel, mapping, arch)
     _refuse_illegal(kernel, m, (mp,), _values(kernel, params) if _all_sized(kernel, params) else None)
     given = dict(params or {})
@@ -437,8 +588,9 @@ class CompiledKernel:
     """One per mapped nest; a nest without one keeps its original schedule."""
     why: str
     """Where the mappings come from (the user's, or the choice)."""
-    costs: tuple[CostReport, ...]
-    """The cost report of each mapping, in order."""
+    costs: tuple[CostReport | None, ...]
+    """The cost report of each mapping, in order; None for one ranked at reduced sizes (its exact
+    counts beyond the work budget, ``Candidate.ranked_at``)."""
     choice: KernelChoice | None
     """The ranking of every nest's candidates (None when the mapping was given)."""
     c_source: str
@@ -455,6 +607,10 @@ class CompiledKernel:
     written_mappings: tuple[Mapping, ...] = ()
     """``mappings`` said of the kernel as written (loops renamed apart become ``schedule`` entries):
     what ``NAME.json`` records."""
+    tuning: tuple[NestTuning, ...] = ()
+    """What ``--tune`` measured per nest (empty without tuning)."""
+    warnings: tuple[str, ...] = ()
+    """What the tuning cache had to say (an entry dropped, unreadable or failing verification)."""
 
     @property
     def name(self) -> str:
@@ -473,17 +629,87 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
             out_dir: str | Path | None = None, options: CompileOptions = CompileOptions(),
             progress: Progress | None = None, choice: KernelChoice | None = None, why: str | None = None,
             extra: MappingT[str, Any] | None = None, command: str = DEFAULT_COMMAND,
-            budget: Budget | None = None) -> CompiledKernel:
+            budget: Budget | None = None, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
+            timer: Timer | None = None, limits: Limits | None = None) -> CompiledKernel:
     """Tiled C and NumPy code for ``kernel``, verified against the reference execution.
 
     Without ``mapping`` every nest gets the mapping of
-    :func:`~polymap.passes.search.choice.choose` (as ``polymap compile``).
+    :func:`~polymap.passes.search.choice.choose` (as ``polymap compile``); with
+    ``cache_dir`` a tuned choice remembered there for this shape bucket is used
+    after re-checking it, and with ``options.tune`` the best candidates are
+    measured (:func:`tuned_choice`); a remembered mapping whose code fails
+    verification is dropped and the choice made again (``warnings`` says so).
     With ``out_dir`` the files ``NAME.c``, ``NAME.py`` and ``NAME.json``
     (the mappings and their cost documents, :func:`polymap.reports.compile.compile_document`)
     are written there. Raises ``IllegalTransformation`` for an illegal
     mapping, ``InvalidMapping`` for spatial loops beyond the fan-out, and
     ``VerificationFailure`` when the generated code disagrees with the reference.
     """
+    if options.tune < 0:
+        raise InputError(f"--tune {options.tune}: expected a number of candidates (0 or more)")
+    arch_obj = architecture(arch, limits=limits)
+    if limits is not None:
+        require_tractable(kernel, limits=limits, model=build_model(kernel), what="compile's analyses")
+        require_integers(kernel, _values(kernel, params), limits=limits)
+    if mapping is not None or choice is not None:
+        recorded = {"cache": "off", **(extra or {})} if mapping is not None else dict(extra or {})
+        return _compile_with(kernel, arch_obj, mapping, params, out_dir, options, progress, choice, why, recorded,
+                             command, budget)
+    values = _values(kernel, params)
+    fingerprint = arch_fingerprint or _fingerprint(arch, arch_obj)
+    found = tuned_choice(kernel, arch=arch_obj, params=values, tune=options.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
+                         choice_options=options.choice, budget=budget)
+    warnings = found.warnings
+    try:
+        return _compile_found(kernel, arch_obj, values, out_dir, options, progress, found, why, extra, command,
+                              budget, warnings)
+    except VerificationFailure:
+        if found.cache != "hit" or cache_dir is None:
+            raise
+    # a remembered mapping whose code disagrees with the reference is dropped, never trusted
+    TuningCache(Path(cache_dir)).discard(cache_key(kernel, fingerprint, values))
+    warnings += (f"the remembered mapping of kernel {kernel.name} failed verification; dropped from the cache, "
+                 f"choosing again",)
+    found = tuned_choice(kernel, arch=arch_obj, params=values, tune=options.tune, cache_dir=cache_dir,
+                         arch_fingerprint=fingerprint, timer=timer, progress=progress, choice_options=options.choice,
+                         budget=budget)
+    return _compile_found(kernel, arch_obj, values, out_dir, options, progress,
+                          dataclasses.replace(found, cache="miss"), why, extra, command, budget,
+                          warnings + found.warnings)
+
+
+def _fingerprint(arch: ArchArg, arch_obj: Architecture) -> str:
+    """What remembered choices are keyed by: the ``--arch`` text (host's processor, a file's content), or an
+    object's data."""
+    if isinstance(arch, Architecture):
+        return architecture_fingerprint(arch_obj)
+    try:
+        return spec_fingerprint(str(arch))
+    except OSError as exc:
+        raise InputError(f"--arch {arch}: cannot read the file: {exc.strerror or exc}") from None
+
+
+def _compile_found(kernel: ir.Kernel, arch: Architecture, values: dict[str, int], out_dir: str | Path | None,
+                   options: CompileOptions, progress: Progress | None, found: ChoiceResult, why: str | None,
+                   extra: MappingT[str, Any] | None, command: str, budget: Budget | None,
+                   warnings: tuple[str, ...]) -> CompiledKernel:
+    """Compile ``found`` (a remembered, tuned or plain choice), saying where it came from."""
+    if why is None and found.cache == "hit":
+        why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
+    elif why is None and found.tuning:
+        why = f"the fastest measured of the model's best {options.tune} candidates of each nest"
+    recorded = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning], **(extra or {})}
+    result = _compile_with(kernel, arch, None, values, out_dir, options, progress, found.choice, why, recorded,
+                           command, budget)
+    return dataclasses.replace(result, tuning=tuple(found.tuning), warnings=tuple(warnings))
+
+
+def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, params: MappingT[str, int] | None,
+                  out_dir: str | Path | None, options: CompileOptions, progress: Progress | None,
+                  choice: KernelChoice | None, why: str | None, extra: MappingT[str, Any] | None, command: str,
+                  budget: Budget | None) -> CompiledKernel:
+    """Code, verification and files for the given mapping, or for ``choice`` (made here when None)."""
     arch_obj = architecture(arch)
     values = _values(kernel, params)
     original = kernel
@@ -505,7 +731,9 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
         progress("generating code...")
     if budget is not None:
         budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
-    costs = tuple(_report(m, mp, arch_obj, values, CostOptions()) for mp in mappings)
+    # a mapping ranked at reduced sizes (its exact counts beyond the work budget) has no cost here
+    costs = tuple(None if _ranked_elsewhere(choice, mp) else _report(m, mp, arch_obj, values, CostOptions())
+                  for mp in mappings)
     c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)
@@ -567,7 +795,7 @@ def _write_unverified(out_dir: Path, name: str, c_source: str, numpy_source: str
 
 def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: MappingT[str, int] | None = None,
         target: str = "reference", mapping: MappingArg | None = None, arch: Architecture | str | Path = "host",
-        choice: ChoiceOptions = ChoiceOptions()) -> dict[str, np.ndarray]:
+        choice: ChoiceOptions = ChoiceOptions(), limits: Limits | None = None) -> dict[str, np.ndarray]:
     """Run ``kernel`` on ``arrays`` (every ``in``/``inout`` tensor); return every ``out``/``inout`` tensor.
 
     ``target`` is ``"reference"`` (the original program, straight from the
@@ -575,6 +803,10 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
     mappings ``compile`` chooses for that target with the same ``choice`` options).
     """
     values = _values(kernel, params)
+    if limits is not None:
+        require_integers(kernel, values, limits=limits, what="a run")
+        if target != "reference":  # generated code: compile's analyses first
+            require_tractable(kernel, limits=limits, model=build_model(kernel), what="the code generation")
     validate_inputs(kernel, arrays, values, allow_extra=True)
     if target == "reference":
         return execute(kernel, dict(arrays), values)
@@ -583,7 +815,7 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
     arch_obj = architecture(arch)
     if mapping is not None:
         m = build_model(kernel)
-        mappings = mappings_of(kernel, mapping, arch_obj)
+        mappings = mappings_of(kernel, mapping, arch_obj, limits=limits)
         _refuse_illegal(kernel, m, mappings, values)
     else:
         chosen = choose(kernel, arch_obj, values, options=choice)

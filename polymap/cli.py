@@ -167,8 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
              "results. An illegal mapping is refused (exit 1).")
     _common(p)
     p.add_argument("--mapping", required=True, metavar="M.yaml", help="a mapping file")
-    p.add_argument("--arch", default=None, help="architecture (default: the first of toy, host, eyeriss that "
-                   "accepts the mapping)")
+    p.add_argument("--arch", default=None, help="architecture: a preset or a YAML file (default: the one a "
+                   "compile document names, or the preset whose level names the mapping uses)")
 
     p = _sub(sub, "compile", "tiled C and NumPy code, verified",
              "Write DIR/NAME.c, DIR/NAME.py and DIR/NAME.json (the mappings and their cost) per kernel, then "

@@ -20,7 +20,7 @@ from polymap.passes.frontend.semantics import checked
 from polymap.limits import Limits, read_text
 
 
-def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Program:
+def parse(text: str, filename: str = "<input>", *, check: bool = True, limits: Limits | None = None) -> ir.Program:
     """Parse ``.loop`` text into a :class:`~polymap.ir.Program`.
 
     With ``check`` (the default) the semantic checks of ``dsl.md`` run too,
@@ -32,17 +32,17 @@ def parse(text: str, filename: str = "<input>", *, check: bool = True) -> ir.Pro
     if not check:
         return program
     program = checked(program)
-    _check_with_isl(program)
+    _check_with_isl(program, limits=limits if limits is not None else Limits())
     return program
 
 
-def _check_with_isl(program: ir.Program) -> None:
+def _check_with_isl(program: ir.Program, *, limits: Limits) -> None:
     """The ISL checks of ``dsl.md`` (bounds, uninitialised reads) on every kernel.
 
     Errors raise one :class:`~polymap.errors.SemanticError`; warnings are kept
     for :func:`warnings_of`.
     """
-    found = {k.name: bounds_diagnostics(k) for k in program.kernels}
+    found = {k.name: bounds_diagnostics(k, limits=limits) for k in program.kernels}
     errors = [d for ds in found.values() for d in ds if d.severity == "error"]
     if errors:
         raise SemanticError(errors)
@@ -77,10 +77,10 @@ def load_program(path: str | Path, *, check: bool = True, cpp: str = "", limits:
     if p.suffix == ".c":
         program = read_c(p, cpp=cpp, limits=limits)
         if check:
-            _check_with_isl(program)
+            _check_with_isl(program, limits=limits)
         return program
     text = read_text(path, limits=limits, what="kernel file")
-    return parse(text, str(path), check=check)
+    return parse(text, str(path), check=check, limits=limits)
 
 
 def select_kernels(program: ir.Program, name: str | None) -> tuple[ir.Kernel, ...]:

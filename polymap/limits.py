@@ -135,6 +135,19 @@ def require_tractable(kernel: ir.Kernel, *, limits: Limits, model: KernelModel |
     Called before the analyses that are exponential in these sizes
     (dependences, legality, counting, code generation); ``show`` needs none.
     """
+    diags = tractability_problems(kernel, limits=limits, model=model, what=what)
+    if diags:
+        raise InputError(diags)
+
+
+def tractability_problems(kernel: ir.Kernel, *, limits: Limits, model: KernelModel | None = None,
+                          what: str = "the analyses") -> list[Diagnostic]:
+    """What :func:`require_tractable` refuses, as diagnostics (empty: within ``limits``).
+
+    Also read by the front end, which leaves out its uninitialised-read
+    warning (ISL's dataflow) on a kernel past the limits instead of running
+    it for minutes while reading the file.
+    """
     diags: list[Diagnostic] = []
     contexts = list(ir.walk_statements(kernel))
     deepest: dict[int | None, ir.StatementContext] = {}  # per nest, its deepest statement
@@ -171,8 +184,7 @@ def require_tractable(kernel: ir.Kernel, *, limits: Limits, model: KernelModel |
                     f"different moduli ({', '.join(map(str, sorted(moduli)))}); {what} are exponential in "
                     f"them and polymap stops at {limits.domain_moduli} "
                     f"({Limits.how_to_raise('domain_moduli')})", where))
-    if diags:
-        raise InputError(diags)
+    return diags
 
 
 def require_integers(kernel: ir.Kernel, params: Mapping[str, int], *, limits: Limits,

@@ -151,3 +151,69 @@ def test_the_supervised_command_gives_what_it_gives_in_process(capsys):
     args.budget, args.limits, args.command_line = Budget(), Limits(), ""
     assert deps_command.main(args) == 0 == rc
     assert capsys.readouterr().out == out and out.startswith("{")
+
+
+# --------------------------------------------------------------------------- reading a file past the limits
+
+SCALAR_ACC_MODULI = """\
+kernel g(M = 7, N = 8, K = 4) {
+  in    A[M, K] : f32
+  in    B[K, N] : f32
+  out   C[M, N] : f32
+  local t       : f32
+  for i in 0..M, j in 0..N {
+    zero: t = 0
+    for k in 0..K {
+      if j % 6 == 0 or k % 5 == 0 or i % 3 == 0 or j % 9 == 0 or i % 2 == 0 {
+        acc: t += A[i, k] * B[k, j]
+      }
+    }
+    store: C[i, j] = t
+  }
+}
+"""
+
+
+def test_show_of_a_kernel_past_the_limits_answers_without_its_dataflow(tmp_path, capsys):
+    # fuzz seed 2770: reading the file ran the uninitialised-read dataflow for minutes (166 s alone)
+    f = write(tmp_path, "g.loop", SCALAR_ACC_MODULI)
+    start = time.monotonic()
+    rc, out, err = run(capsys, "show", f, "--budget", "60")
+    assert rc == 0, err
+    assert time.monotonic() - start < 30
+    said = out + err  # show lists the warnings with the model
+    assert "g.loop:9:7: warning: uninitialised reads not checked: the iteration domain of statement 'acc'" in said
+    assert "--limit domain_moduli=N" in said
+    rc, out, err = run(capsys, "deps", f, "--budget", "60")  # the analyses refuse it, located
+    assert rc == 2 and "g.loop:9:7: error: the iteration domain of statement 'acc'" in err
+
+
+def test_the_uninitialised_read_warning_still_comes_within_the_limits(tmp_path, capsys):
+    # two moduli (the limit): the dataflow runs, and finds t read before any write
+    text = (SCALAR_ACC_MODULI.replace("    zero: t = 0\n", "")
+            .replace("j % 6 == 0 or k % 5 == 0 or i % 3 == 0 or j % 9 == 0 or i % 2 == 0", "i % 3 == 0 or j % 2 == 0"))
+    rc, out, err = run(capsys, "show", write(tmp_path, "g.loop", text))
+    assert rc == 0 and "not checked" not in out + err
+    assert "uninitialised" in out + err, out + err
+
+
+# --------------------------------------------------------------------------- a candidate source that cannot apply
+
+def test_isl_scheduler_giving_up_is_no_candidate_and_says_why(tmp_path, capsys, monkeypatch):
+    # fuzz: isl's scheduler raised "unable to carry dependences" out of the choice (exit 3)
+    from polymap.islcheck import isl
+
+    def gives_up(self):
+        raise isl.Error("call to isl_schedule_constraints_compute_schedule failed: unable to carry dependences")
+
+    monkeypatch.setattr(isl.ScheduleConstraints, "compute_schedule", gives_up)
+    k = ROOT / "examples" / "polybench" / "seidel-2d.loop"
+    rc, out, err = run(capsys, "compile", k, "-D", "TSTEPS=3", "-D", "N=9", "-o", tmp_path / "out",
+                       "--target", "numpy", "--no-verify", "--search-evaluations", "0")
+    assert rc == 0, err
+    import json
+    doc = json.loads((tmp_path / "out" / "seidel_2d.json").read_text())
+    skipped = [s for n in doc["choice"]["nests"] for s in n["skipped"]]
+    assert skipped == ["isl schedule: isl's scheduler found no schedule (call to "
+                       "isl_schedule_constraints_compute_schedule failed: unable to carry dependences)"]
+    assert not any(c["source"].startswith("isl") for n in doc["choice"]["nests"] for c in n["candidates"])

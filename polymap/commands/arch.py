@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from polymap import api
 from polymap.machine.arch import Architecture
-from polymap.machine.presets import load_architecture, presets
 from polymap.errors import InputError
 
 _ABOUT = {
@@ -68,17 +68,17 @@ def render(arch: Architecture) -> str:
 def main(args: argparse.Namespace) -> int:
     if args.list:
         if args.json:
-            print(json.dumps({"presets": [{"name": p, "description": _ABOUT.get(p, "")} for p in presets()]},
-                             indent=2))
+            print(json.dumps({"presets": [{"name": p, "description": _ABOUT.get(p, "")}
+                                          for p in api.architecture_presets()]}, indent=2))
         else:
-            width = max(len(p) for p in presets())
-            for p in presets():
+            width = max(len(p) for p in api.architecture_presets())
+            for p in api.architecture_presets():
                 print(f"{p.ljust(width)}  {_ABOUT.get(p, '')}")
         return 0
     if not args.name:
         raise InputError("polymap arch: give a preset name or an architecture file, or --list "
-                         f"(presets: {', '.join(presets())})")
-    arch = load_architecture(args.name, limits=args.limits)
+                         f"(presets: {', '.join(api.architecture_presets())})")
+    arch = api.architecture(args.name, limits=args.limits)
     print(json.dumps(arch.to_dict(), indent=2) if args.json else render(arch))
     if args.name == "host" and not args.json:
         print(HOST_SOURCES)

@@ -1,4 +1,4 @@
-"""What several commands read from their flags: choice options, progress, the architecture of a mapping.
+"""What several commands read from their flags: choice options, progress, ``--fix`` values.
 
 Only the command line reads flags, the terminal and the environment; what
 it finds becomes option dataclasses passed to :mod:`polymap.api`.
@@ -10,14 +10,8 @@ import sys
 from typing import Callable
 
 from polymap.errors import InputError
-from polymap.limits import Limits
-from polymap.machine.arch import Architecture
-from polymap.machine.presets import load_architecture, presets
-from polymap.mapping.documents import DOCUMENT_KEYS, is_document
-from polymap.mapping.files import MAPPING_KEYS
 from polymap.passes.counting.cost_model import Objective
 from polymap.passes.search.choice import ChoiceOptions
-from polymap.yamlsource import read_yaml
 
 
 def choice_options(args: argparse.Namespace) -> ChoiceOptions:
@@ -36,36 +30,6 @@ def progress_printer(enabled: bool | None = None) -> Callable[[str], None] | Non
     if not enabled:
         return None
     return lambda text: print(text, file=sys.stderr, flush=True)
-
-
-def mapping_arch(spec: str | None, mapping_path: str, *, limits: Limits | None = None) -> Architecture:
-    """``--arch`` when given; else the architecture a compile document names, or the preset whose
-    level names the mapping file uses."""
-    if spec:
-        return load_architecture(spec, limits=limits)
-    doc = read_yaml(mapping_path, limits=limits)
-    data = doc.data
-    if is_document(data):
-        if isinstance(data.get("arch"), str) and data["arch"] in presets():
-            return load_architecture(data["arch"])
-        entries = data["mappings"] if isinstance(data["mappings"], list) else []
-        data = entries[0] if entries and isinstance(entries[0], dict) else {}
-    if not isinstance(data, dict):
-        doc.fail((), f"a mapping file holds a mapping with keys {', '.join(MAPPING_KEYS)}, or a compile "
-                     f"document with keys {', '.join(DOCUMENT_KEYS)}")
-    levels = data.get("levels")
-    if not isinstance(levels, list):
-        doc.fail(("levels",) if "levels" in data else (),
-                 "levels: expected a list with one entry per architecture level, outermost first")
-    names = [lv.get("level") for lv in levels if isinstance(lv, dict)]
-    known = []
-    for name in presets():
-        arch = load_architecture(name)
-        if [lv.name for lv in arch.levels] == names:
-            return arch
-        known.append(f"{name}: {', '.join(arch.level_names)}")
-    doc.fail(("levels",), f"the levels ({', '.join(map(str, names)) or 'none named'}) match no preset "
-                          f"architecture ({'; '.join(known)}); give one with --arch")
 
 
 def parse_fixes(items: list[str]) -> dict[str, int]:

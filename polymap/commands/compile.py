@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Mapping as MappingT
 
@@ -20,12 +19,7 @@ from polymap import api, ir
 from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
 from polymap.codegen.timing import ProcessTimer, timing_environment
-from polymap.errors import InputError, VerificationFailure
-from polymap.limits import require_integers, require_tractable
-from polymap.machine.presets import load_architecture
-from polymap.passes.search.choice import Progress
-from polymap.poly import build_model
-from polymap.passes.search.cache import TuningCache, arch_fingerprint, cache_key
+from polymap.errors import InputError
 from polymap.passes.search.tune import tuning_lines
 from polymap.mapping.model import mapping_loop_extents, nest_tensors
 from polymap.reports.compile import compile_document, level_text, summary_lines, with_outcome
@@ -46,7 +40,7 @@ def options_of(args: argparse.Namespace) -> api.CompileOptions:
     """The compile options the flags ask for."""
     return api.CompileOptions(targets=parse_targets(args.target), verify=not args.no_verify,
                               verify_full=args.verify_full, reassociate=args.reassociate,
-                              choice=choice_options(args))
+                              choice=choice_options(args), tune=args.tune)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -54,7 +48,7 @@ def main(args: argparse.Namespace) -> int:
     kernels = select_kernels(program, args.kernel)
     print_warnings(program, kernels)
     options = options_of(args)
-    arch = load_architecture(args.arch, limits=args.limits)
+    arch = api.architecture(args.arch, limits=args.limits)
     defines = parse_defines(args.defines)
     check_defines(program, kernels, defines)
     out_dir = Path(args.output_dir)
@@ -70,19 +64,16 @@ def main(args: argparse.Namespace) -> int:
     documents = []
     for kernel in kernels:
         mine = None if given is None else tuple(m for m in given if m.kernel == kernel.name) or None
-        params = param_values(kernel, defines)
-        require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="compile's analyses")
-        require_integers(kernel, params, limits=args.limits)
-        if mine is not None:
-            result = api.compile(kernel, arch=arch, mapping=mine, params=params, out_dir=out_dir, options=options,
-                                 progress=progress, extra={"cache": "off"}, command=args.command_line,
-                                 budget=args.budget)
-            tuning: tuple = ()
-        else:
-            result, tuning = _compile_chosen(kernel, arch, params, options, out_dir, args, progress)
+        result = api.compile(kernel, arch=args.arch, mapping=mine, params=param_values(kernel, defines),
+                             out_dir=out_dir, options=options, progress=progress, command=args.command_line, budget=args.budget,
+                             cache_dir=None if args.no_cache else cache_dir_from_environment(),
+                             timer=ProcessTimer(timing_environment(os.environ)),
+                             limits=args.limits)
+        for w in result.warnings:
+            print(f"warning: {w}", file=sys.stderr)
         documents.append(document(result))
         if not args.json:
-            print("\n".join(summary(result, tuning)))
+            print("\n".join(summary(result, result.tuning)))
     if args.json:
         print(json.dumps({"kernels": documents}, indent=2))
     return 0
@@ -92,56 +83,6 @@ def cache_dir_from_environment(environ: MappingT[str, str] = os.environ) -> Path
     """``$XDG_CACHE_HOME/polymap``, else ``~/.cache/polymap`` (``cli.md``)."""
     base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "polymap"
-
-
-def _compile_chosen(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, int], options: api.CompileOptions,
-                    out_dir: Path, args: argparse.Namespace, progress: Progress | None
-                    ) -> tuple[api.CompiledKernel, tuple]:
-    """Compile with compile's own choice: remembered, or chosen (and tuned with ``--tune K``)."""
-    if args.tune < 0:
-        raise InputError(f"--tune {args.tune}: expected a number of candidates (0 or more)")
-    cache_dir = None if args.no_cache else cache_dir_from_environment()
-    try:
-        fingerprint = arch_fingerprint(args.arch)
-    except OSError as exc:
-        raise InputError(f"--arch {args.arch}: cannot read the file: {exc.strerror or exc}") from None
-    # a remembered mapping is re-checked (legal, fits); the verification below checks its code, and
-    # a failure drops the entry and chooses again (with --no-verify, legal and fitting is the check)
-    timer = ProcessTimer(timing_environment(os.environ))
-    found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                             arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
-                             choice_options=options.choice, budget=args.budget)
-    for w in found.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    try:
-        return _compile_found(kernel, arch, params, options, out_dir, progress, found, args), found.tuning
-    except VerificationFailure:
-        if found.cache != "hit":
-            raise
-    # a remembered mapping whose code disagrees with the reference is dropped, never trusted
-    TuningCache(cache_dir).discard(cache_key(kernel, fingerprint, params))
-    print(f"warning: the remembered mapping of kernel {kernel.name} failed verification; "
-          "dropped from the cache, choosing again", file=sys.stderr)
-    found = api.tuned_choice(kernel, arch=arch, params=params, tune=args.tune, cache_dir=cache_dir,
-                             arch_fingerprint=fingerprint, timer=timer, progress=progress, choice_options=options.choice,
-                             budget=args.budget)
-    found = replace(found, cache="miss")
-    return _compile_found(kernel, arch, params, options, out_dir, progress, found, args), found.tuning
-
-
-def _compile_found(kernel: ir.Kernel, arch: api.Architecture, params: dict[str, int], options: api.CompileOptions,
-                   out_dir: Path, progress: Progress | None, found: api.ChoiceResult,
-                   args: argparse.Namespace) -> api.CompiledKernel:
-    tune = args.tune
-    if found.cache == "hit":
-        why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
-    elif found.tuning:
-        why = f"the fastest measured of the model's best {tune} candidates of each nest"
-    else:
-        why = None
-    extra = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning]}
-    return api.compile(kernel, arch=arch, params=params, out_dir=out_dir, options=options, progress=progress,
-                       choice=found.choice, why=why, extra=extra, command=args.command_line, budget=args.budget)
 
 
 def document(result: api.CompiledKernel) -> dict:

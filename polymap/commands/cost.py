@@ -15,14 +15,10 @@ import argparse
 import json
 
 from polymap import api, ir
-from polymap.driver import check_defines, load_program, param_values, parse_defines, select_kernels
+from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import InputError
-from polymap.limits import require_tractable
-from polymap.machine.presets import load_architecture
-from polymap.poly import build_model
 from polymap.reports.cost import cost_nests_json, report_text
 from polymap.reports.roofline import plot_roofline
-from polymap.timeloop.export import export_mapping
 
 
 def options_of(args: argparse.Namespace) -> api.CostOptions:
@@ -42,28 +38,25 @@ def main(args: argparse.Namespace) -> int:
     """Print the cost report (one JSON document with ``--json``); refuse an over-full mapping."""
     program = load_program(args.file, cpp=args.cpp, limits=args.limits)
     defines = parse_defines(args.defines)
-    arch = load_architecture(args.arch, limits=args.limits)
+    arch = api.architecture(args.arch, limits=args.limits)
     kernel = _kernel(program, args, arch)
     check_defines(program, (kernel,), defines)
-    params = param_values(kernel, defines)
-    mappings = api.mappings_of(kernel, args.mapping, arch, limits=args.limits)
-    require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the counts")
-    reports = api.cost_nests(kernel, mappings, arch=arch, params=params, options=options_of(args),
-                             budget=args.budget)
-    spreads = [api.cycle_spread(kernel, m, r, arch=arch, params=params) for m, r in zip(mappings, reports)]
+    params = {k: v for k, v in defines.items() if k in kernel.param_names}
+    nests = api.cost_details(kernel, args.mapping, arch=arch, params=params, options=options_of(args),
+                             budget=args.budget, limits=args.limits)
     if args.export:
-        _export(args.export, kernel, mappings, params)
+        _export(args.export, kernel, nests, arch, params)
     if args.plot:
-        plot_roofline(reports[0], arch, args.plot)
+        plot_roofline(nests[0].report, arch, args.plot)
     if args.json:
-        doc = cost_nests_json(reports, arch, spreads)
+        doc = cost_nests_json([n.report for n in nests], arch, [n.spread for n in nests])
         if args.convention != "exact":
             doc["convention"] = args.convention
         print(json.dumps(doc, indent=2))
         return 0
     texts = []
-    for mapping, report, spread in zip(mappings, reports, spreads):
-        notes = [] if api.is_legal(kernel, mapping) else [
+    for nest in nests:
+        notes = [] if nest.legal else [
             "this mapping is illegal (it reorders dependent instances; see `polymap check`); "
             "the counts describe it anyway"]
         if args.plot:
@@ -73,22 +66,23 @@ def main(args: argparse.Namespace) -> int:
         if args.convention == "timeloop":
             notes.append("counted with --convention timeloop: outputs start at zero; spatial_reduction levels "
                          "receive combined partial sums")
-        head = f"nest {mapping.nest}:\n" if len(reports) > 1 else ""
-        texts.append(head + report_text(report, arch, notes=notes, variance=spread))
+        head = f"nest {nest.mapping.nest}:\n" if len(nests) > 1 else ""
+        texts.append(head + report_text(nest.report, arch, notes=notes, variance=nest.spread))
     print("\n\n".join(texts))
     return 0
 
 
-def _export(export: list[str], kernel: ir.Kernel, mappings: tuple[api.Mapping, ...],
+def _export(export: list[str], kernel: ir.Kernel, nests: tuple[api.NestCost, ...], arch: api.Architecture,
             params: dict[str, int]) -> None:
     """``--export timeloop OUT.yaml``: the mapping in Timeloop's format."""
     fmt, out = export
     if fmt != "timeloop":
         raise InputError(f"--export {fmt}: the formats are: timeloop")
-    if len(mappings) != 1:
-        raise InputError(f"--export {fmt}: a Timeloop mapping holds one nest; the file holds {len(mappings)}")
+    if len(nests) != 1:
+        raise InputError(f"--export {fmt}: a Timeloop mapping holds one nest; the file holds {len(nests)}")
+    text = api.export_timeloop(kernel, nests[0].mapping, arch=arch, params=params)
     try:
         with open(out, "w") as f:
-            f.write(export_mapping(kernel, mappings[0], params))
+            f.write(text)
     except OSError as exc:
         raise InputError(f"--export {out}: cannot write: {exc.strerror or exc}") from None

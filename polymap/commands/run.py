@@ -25,8 +25,7 @@ from polymap.driver import (
     select_kernels,
 )
 from polymap.errors import InputError
-from polymap.limits import Limits, require_integers, require_tractable
-from polymap.poly import build_model
+from polymap.limits import Limits, require_integers
 from polymap.tensors import dtype_name, io_tensors, load_npz, save_npz, validate_inputs
 
 
@@ -38,17 +37,13 @@ def main(args: argparse.Namespace) -> int:
     defines = parse_defines(args.defines)
     check_defines(program, (kernel,), defines)
     params = param_values(kernel, defines)
-    require_integers(kernel, params, limits=args.limits, what="a run")
-    if args.target != "reference":  # generated code: compile's analyses first
-        require_tractable(kernel, limits=args.limits, model=build_model(kernel), what="the code generation")
+    require_integers(kernel, params, limits=args.limits, what="a run")  # before reading arrays of that size
     arrays = _inputs(kernel, args.inputs, limits=args.limits)
-    validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")
-    mapping = None
-    if args.mapping and args.target != "reference":
-        mapping = api.mappings_of(kernel, args.mapping, args.arch)
+    validate_inputs(kernel, arrays, params, source_name=args.inputs or "--inputs")  # errors named after the file
+    mapping = args.mapping if args.mapping and args.target != "reference" else None
     args.budget.check(f"the {args.target} execution of kernel '{kernel.name}'")
     outputs = api.run(kernel, arrays, params=params, target=args.target, mapping=mapping, arch=args.arch,
-                      choice=choice_options(args))
+                      choice=choice_options(args), limits=args.limits)
     if args.output:
         save_npz(args.output, outputs)
     if args.json:

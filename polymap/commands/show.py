@@ -13,7 +13,7 @@ import argparse
 import json
 from typing import Sequence
 
-from polymap import ir, pretty
+from polymap import api, ir, pretty
 from polymap.driver import (
     check_defines,
     load_program,
@@ -23,7 +23,6 @@ from polymap.driver import (
     warnings_of,
 )
 from polymap.reports.model import kernel_json, kernel_report
-from polymap.poly import build_model
 
 
 def main(args: argparse.Namespace) -> int:
@@ -34,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
     check_defines(program, kernels, defines)
     if args.emit == "loop":
         return _emit_loop(kernels, as_json=args.json)
-    models = [(build_model(k), shown_params(k, defines)) for k in kernels]
+    models = [(api.model(k), shown_params(k, defines)) for k in kernels]
     if args.json:
         print_warnings(program, kernels)  # stdout holds the JSON document only
         doc = {"kernels": [kernel_json(m, p) for m, p in models]}

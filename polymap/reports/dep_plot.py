@@ -276,7 +276,10 @@ def draw(picture: SlicePicture, out: str | IO, *, fmt: str = "png",
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
         fig.tight_layout()
-        fig.savefig(out, dpi=100, format=fmt, bbox_inches="tight")
+        # no date and fixed element ids in an SVG: the same input gives the same page
+        svg = (fmt or str(out).rpartition(".")[2]) == "svg"
+        with matplotlib.rc_context({"svg.hashsalt": "polymap"}):
+            fig.savefig(out, dpi=100, format=fmt, bbox_inches="tight", metadata={"Date": None} if svg else None)
         return labels
     finally:
         plt.close(fig)

@@ -95,7 +95,10 @@ def draw_roofline(data: RooflineData, out: str | IO, *, fmt: str | None = None) 
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles, labels, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
         fig.tight_layout()
-        fig.savefig(out, dpi=110, bbox_inches="tight", format=fmt)
+        # no date and fixed element ids in an SVG: the same input gives the same page
+        svg = (fmt or str(out).rpartition(".")[2]) == "svg"
+        with matplotlib.rc_context({"svg.hashsalt": "polymap"}):
+            fig.savefig(out, dpi=110, bbox_inches="tight", format=fmt, metadata={"Date": None} if svg else None)
         return labels
     finally:
         plt.close(fig)

@@ -87,7 +87,10 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
     false (the default) keeps the rounding of the original program: every
     element's updates in their original order (no reduction is split or
     reassociated) and no multiply-add contracted into one rounding (FMA),
-    which ``-march=native`` would otherwise do (see ``docs/design.md``).
+    which ``-march=native`` would otherwise do, except a register tile's
+    ``c += x * y``, one fused multiply-add where the build has FMA, as GCC
+    contracts the original statement (:mod:`polymap.codegen.c.regtile`;
+    see ``docs/design.md``).
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
@@ -106,7 +109,8 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
 #: under GCC is -ffp-contract=fast, so -march=native with FMA would round differently from the
 #: reference and from PolyBench built without it; gramschmidt's rank-deficient columns amplify it).
 EXACT_ROUNDING = """\
-/* Exact rounding: every operation rounded as written (no fused multiply-add). */
+/* Exact rounding: every operation rounded as written (no fused multiply-add) except register tiles'
+   c += x * y, one polymap_fma per update where the build has FMA (GCC contracts the original's so). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)

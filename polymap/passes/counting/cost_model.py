@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from math import prod
-from typing import Mapping as MappingT, TypeVar
+from typing import Mapping as MappingT, Sequence, TypeVar
 
 import numpy as np
 
@@ -163,8 +163,38 @@ def mapping_execution(model: KernelModel, mapping: Mapping, arch: Architecture,
     return _execution_of(model, mapping, arch, extents)
 
 
+def level_flows(reads: Num, writebacks: Num, fills: Num, updates: Num) -> tuple[Num, Num, Num]:
+    """What one tensor's counts at a level mean to the model: elements read out of the level (reads +
+    writebacks, priced at its read energy), written into it (fills + updates, its write energy), and
+    crossing its inner boundary (reads + updates, what its bandwidth limits)."""
+    return reads + writebacks, fills + updates, reads + updates
+
+
 def _traffic(level: LevelCounts) -> int:
-    return level.reads + level.updates
+    return sum(level_flows(t.reads, t.writebacks or 0, t.fills or 0, t.updates)[2] for t in level.tensors)
+
+
+def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str, MappingT[str, Num]]],
+               active_units: Num, waste: Num = 1.0) -> tuple[Num, Num]:
+    """``(energy pJ, cycles)`` of batches of candidates: :func:`evaluate`'s formulas over arrays
+    (``active_units`` and ``waste`` as :func:`mapping_execution` gives them, or
+    :func:`~polymap.passes.counting.execution.batch_execution` over arrays).
+
+    ``counts[level][tensor]`` holds ``"reads"``, ``"updates"`` and (below the backing store)
+    ``"fills"`` and ``"writebacks"``, as numbers or arrays of one value per candidate.
+    """
+    energy = compute_energy(arch, instances)
+    cycles = compute_cycles(arch, instances, active_units, waste)
+    for spec, per in zip(arch.levels, counts):
+        crossing = 0
+        for c in per.values():
+            out, into, across = level_flows(c["reads"], c.get("writebacks", 0), c.get("fills", 0), c["updates"])
+            energy = energy + level_energy(spec, out, into)
+            crossing = crossing + across
+        term = level_cycles(spec, crossing)
+        if term is not None:
+            cycles = np.maximum(cycles, term)
+    return energy, cycles
 
 
 def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
@@ -177,8 +207,9 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
         execution = Execution(threads=max(1, int(active_units)))
     breakdown = []
     for lv, spec in zip(counts.levels, arch.levels):
-        outgoing = sum(t.reads + (t.writebacks or 0) for t in lv.tensors)
-        incoming = sum(t.updates + (t.fills or 0) for t in lv.tensors)
+        flows = [level_flows(t.reads, t.writebacks or 0, t.fills or 0, t.updates) for t in lv.tensors]
+        outgoing = sum(f[0] for f in flows)
+        incoming = sum(f[1] for f in flows)
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
     units = capped_units(arch, execution.units)

@@ -27,12 +27,27 @@ from polymap.errors import Diagnostic
 from polymap.islcheck import isl
 from polymap.poly import Access, KernelModel, StatementModel, aff_text, build_model, isl_name
 from polymap.evaluate import eval_int
+from polymap.limits import Limits, tractability_problems
 
 
-def bounds_diagnostics(kernel: ir.Kernel, model: KernelModel | None = None) -> list[Diagnostic]:
-    """Out-of-bounds errors, then uninitialised-read warnings, of one checked kernel."""
+def bounds_diagnostics(kernel: ir.Kernel, model: KernelModel | None = None, *,
+                       limits: Limits | None = None) -> list[Diagnostic]:
+    """Out-of-bounds errors, then uninitialised-read warnings, of one checked kernel.
+
+    The uninitialised reads are ISL's dataflow, exponential in the pieces
+    and moduli of a domain: on a kernel past ``limits`` (the analyses would
+    refuse it too) they are left out, with a warning that says so, so that
+    reading the file (``show``) still answers in seconds.
+    """
+    limits = limits if limits is not None else Limits()
     model = model if model is not None else build_model(kernel)
-    return out_of_bounds(model) + uninitialised_reads(model)
+    found = out_of_bounds(model)
+    past = tractability_problems(kernel, limits=limits, model=model, what="the uninitialised-read checks")
+    if past:
+        found.append(Diagnostic(f"uninitialised reads not checked: {past[0].message}", past[0].loc,
+                                severity="warning"))
+        return found
+    return found + uninitialised_reads(model)
 
 
 # --------------------------------------------------------------------------- witnesses

@@ -51,7 +51,7 @@ from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.isl_schedule import isl_mappings
+from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
 from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
@@ -84,6 +84,8 @@ class Candidate:
     problems: tuple[str, ...] = ()
     report: CostReport | None = None
     fit: tuple[FitProblem, ...] = ()
+    ranked_at: tuple[tuple[str, int], ...] = ()
+    """The reduced sizes it was ranked at (beyond the counting budget; ``report`` is None then)."""
 
     def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:
@@ -99,6 +101,8 @@ class NestChoice:
     objective: Objective = Objective.CYCLES
     stopped: tuple[str, ...] = ()
     """What a wall-clock safety limit stopped (empty: the choice depended on work counts only)."""
+    skipped: tuple[str, ...] = ()
+    """Candidate sources that could not apply to the nest, each with why (isl's scheduler giving up)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,10 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     params = dict(params)
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
-    proposals += list(isl_mappings(model, nest, arch, params))
+    scheduled, isl_gave_up = isl_proposals(model, nest, arch, params, to_count=False)
+    skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
+    beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
+    proposals += [] if beyond else scheduled
     found, stopped = _search(model, nest, arch, params, options, budget)
     proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
@@ -190,7 +197,50 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                     key=lambda c: c.key(options.objective))
     rest = [c for c in candidates if c not in usable]
     chosen = usable[0] if usable else candidates[0]
-    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped)
+    if beyond and scheduled and chosen.legal:
+        ranked = _rank_beyond_budget(model, nest, arch, params, chosen, scheduled, options, budget)
+        winner = [c for c in ranked if c.ranked_at]
+        usable = winner + usable + [c for c in ranked if c.legal and not c.ranked_at]
+        rest += [c for c in ranked if not c.legal]
+        chosen = usable[0]
+    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped)
+
+
+def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
+                        chosen: Candidate, scheduled: list[tuple[str, Mapping]], options: ChoiceOptions,
+                        budget: Budget) -> list[Candidate]:
+    """isl's candidates where their exact counts are beyond the work budget, against the choice
+    among the others, all counted exactly at :func:`reduced_sizes` (``docs/design.md``).
+
+    Best first; only an isl candidate that beats the choice there keeps ``ranked_at`` (it is
+    chosen). Their reports are dropped: counts at other sizes are not the given sizes' counts.
+    """
+    small = reduced_sizes(model, nest, params)
+    words = ", ".join(f"{p}={v}" for p, v in small.items() if params.get(p) != v)
+    limit = options.candidate_limit_seconds
+    late = Candidate(chosen.source, chosen.mapping, chosen.counted, False, ("not counted",))
+    base = budget.run(_evaluate, (model, chosen.source, chosen.mapping, chosen.counted, arch, small), {},
+                      limit=limit, timed_out=late, what=f"the chosen candidate of nest {nest} at reduced sizes")
+    counted: list[tuple[tuple[float, float], Candidate]] = []
+    failed: list[Candidate] = []
+    for source, m in scheduled:
+        late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
+        c = budget.run(_evaluate, (model, source, m, m, arch, small), {"fit": True}, limit=limit, timed_out=late,
+                       what=f"the candidate '{source}' of nest {nest} at reduced sizes")
+        if not c.legal or c.report is None or base.report is None:
+            failed.append(c)
+            continue
+        mine, theirs = c.key(options.objective)[0], base.key(options.objective)[0]
+        note = (f"ranked at reduced sizes ({words}): {options.objective.value} {mine:.3g} against {theirs:.3g} "
+                f"for '{chosen.source}', both counted exactly there (at the given sizes the exact counts of "
+                f"a skewed schedule are beyond the work budget)")
+        counted.append((c.key(options.objective),
+                        dataclasses.replace(c, report=None, problems=(note,), ranked_at=tuple(small.items()))))
+    counted.sort(key=lambda kc: kc[0])
+    ranked = [c for _, c in counted]
+    if counted and base.report is not None and counted[0][0] < base.key(options.objective):
+        return ranked[:1] + [dataclasses.replace(c, ranked_at=()) for c in ranked[1:]] + failed
+    return [dataclasses.replace(c, ranked_at=()) for c in ranked] + failed
 
 
 def fit_keeps(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> Mapping:

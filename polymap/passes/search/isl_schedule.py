@@ -37,8 +37,15 @@ from polymap.poly import KernelModel, count, to_int
 #: compile must stay within a few).
 MAX_STATEMENTS = 8
 
-#: Tile extents tried for the band's loops: (first loop, the others).
-TILE_SHAPES = ((8, 64), (16, 32))
+#: Statement instances up to which isl candidates beyond the counting budget are counted to rank
+#: them (skewed tiles count slowly: jacobi-2d's at 58,000 instances took 94 s on a loaded core).
+RANKING_LIMIT = 20_000
+
+#: Tile extents tried for the band's loops: (first loop, the loops between, the innermost loop).
+TILE_SHAPES = ((8, 64, 64), (16, 32, 32))
+#: ... for bands of four loops or more (heat-3d's 8 x 64 x 64 x 64 tiles hold 8 MiB, 16 times L2;
+#: a long innermost extent keeps the vector loop long).
+DEEP_TILE_SHAPES = ((4, 16, 128), (8, 16, 64))
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,10 @@ def _aff_text(aff: isl.Aff, iterators: tuple[str, ...], params: tuple[str, ...])
     return text.replace("+ -", "- ")
 
 
+class NoSchedule(Exception):
+    """isl's scheduler gave up on a nest (its message says why): the source has no candidate there."""
+
+
 def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     """isl's schedule of ``nest`` with the exact conflicts as validity, proximity and coincidence."""
     stmts = model.nest_statements(nest)
@@ -90,7 +101,10 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     sc = isl.ScheduleConstraints.on_domain(domain.intersect_params(ctx)).set_context(ctx)
     deps = deps.coalesce()
     sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
-    schedule = sc.compute_schedule()
+    try:
+        schedule = sc.compute_schedule()
+    except isl.Error as exc:  # isl's way of saying it found none ("unable to carry dependences")
+        raise NoSchedule(f"isl's scheduler found no schedule ({str(exc).splitlines()[0]})") from None
     node = schedule.get_root().get_child(0)
     band, coincident = 0, ()
     if node.get_type() == isl.schedule_node_type.band and node.band_get_permutable():
@@ -141,6 +155,26 @@ def _instances(model: KernelModel, nest: int, params: MappingT[str, int]) -> int
     return sum(to_int(count(s.domain), values) for s in model.nest_statements(nest))
 
 
+def countable(model: KernelModel, nest: int, params: MappingT[str, int] | None) -> bool:
+    """Can a skewed, fused or wavefront mapping of ``nest`` be counted exactly at ``params`` within
+    the work budget (:data:`ENUMERATION_LIMIT` statement instances, enumerated)? Symbolic: yes."""
+    return not params or _instances(model, nest, params) <= ENUMERATION_LIMIT
+
+
+def reduced_sizes(model: KernelModel, nest: int, params: MappingT[str, int]) -> dict[str, int]:
+    """``params`` with the largest value halved (ties: the first parameter) until the nest has at
+    most :data:`RANKING_LIMIT` instances: where isl candidates beyond the counting budget are
+    ranked (``docs/design.md``)."""
+    small = dict(params)
+    names = [p for p in model.params if p in small]
+    while _instances(model, nest, small) > RANKING_LIMIT:
+        big = max(names, key=lambda p: (small[p], -names.index(p)))
+        if small[big] <= 2:
+            break
+        small[big] = max(2, small[big] // 2)
+    return small
+
+
 def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:
     """The entry only walks the statement's own iterators in their order (constants between):
     the original order again, which compile's other candidates already cover."""
@@ -187,11 +221,21 @@ def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
                        tuple(renamed[x] for x in sched.constant) + (extra,))
 
 
+def isl_proposals(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
+                  to_count: bool = True) -> tuple[list[tuple[str, Mapping]], str | None]:
+    """:func:`isl_mappings`, and why there are none when isl's scheduler gave up (else None)."""
+    try:
+        return isl_mappings(model, nest, arch, params, to_count=to_count), None
+    except NoSchedule as exc:
+        return [], str(exc)
+
+
 def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
                  to_count: bool = True) -> list[tuple[str, Mapping]]:
     """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band).
 
-    ``to_count`` false: at any size (for code only; compile counts every candidate it ranks)."""
+    ``to_count`` false: at any size (for code only; compile counts every candidate it ranks).
+    Raises :class:`NoSchedule` when isl's scheduler finds no schedule for the nest."""
     if to_count and params and _instances(model, nest, params) > ENUMERATION_LIMIT:
         return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
     sched = isl_schedule(model, nest)
@@ -202,25 +246,29 @@ def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: Mapp
         return []
     split = distributed(model, sched)
     out = []
-    for first, rest in TILE_SHAPES:
-        m = _tiled(model, nest, sched, names, first, rest)
-        source = f"isl schedule {first}x{rest}" + (" wavefront" if any(lv.wavefront for lv in m.levels) else "")
+    for shape in DEEP_TILE_SHAPES if len(sched.band_loops) >= 4 else TILE_SHAPES:
+        m = _tiled(model, nest, sched, names, shape)
+        words = "x".join(str(lv) for lv in m.levels[max(1, len(names) - 3)].tile if lv is not None)
+        source = f"isl schedule {words}" + (" wavefront" if any(lv.wavefront for lv in m.levels) else "")
         if split is not None:
-            apart = _tiled(model, nest, split, names, first, rest)
+            apart = _tiled(model, nest, split, names, shape)
             if check_mapping(model, apart).legal:  # for every size: the choice does not depend on them
                 m, source = apart, source + " distributed"
         out.append((source, m))
     return out
 
 
-def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...], first: int,
-           rest: int) -> Mapping:
-    """The schedule's band tiled ``first`` x ``rest`` x ... at the level above the innermost two
-    (L2 on ``host``), points below; walked by diagonals one level up when no band loop is parallel."""
+def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...],
+           shape: tuple[int, int, int]) -> Mapping:
+    """The schedule's band tiled by ``shape`` (first loop, loops between, innermost loop) at the
+    level above the innermost two (L2 on ``host``), points below; walked by diagonals one level up
+    when no band loop is parallel."""
     loops = sched.loops
     band = sched.band_loops
     n = len(names)
-    tile = tuple((first if x == band[0] else rest) if x in band else None for x in loops)
+    first, middle, last = shape
+    extent = {x: first if k == 0 else last if k == len(band) - 1 else middle for k, x in enumerate(band)}
+    tile = tuple(extent.get(x) for x in loops)
     wave: tuple[str, ...] = ()
     if not any(sched.coincident) and len(band) >= 2:
         wave = (band[0], band[1])
@@ -252,6 +300,12 @@ def describe(mapping: Mapping, model: KernelModel) -> list[str]:
     if len(mapping.schedule) > 1:
         lines.append("the statements share the loops " + ", ".join(mapping.loops)
                      + ": their instances are interleaved (fused) along them")
+        for k, x in enumerate(mapping.loops):
+            values = [e.exprs[k] for e in mapping.schedule]
+            if all(v.lstrip("-").isdigit() for v in values) and len(set(values)) > 1 and k + 1 < len(mapping.loops):
+                first = " then ".join(e.statement for e in sorted(mapping.schedule, key=lambda e: int(e.exprs[k])))
+                lines.append(f"{x} only orders them: within one iteration of the loops before it, {first} each "
+                             f"run their own loop over {', '.join(mapping.loops[k + 1:])} (distributed)")
     waves = [(lv.level, lv.wavefront) for lv in mapping.levels if lv.wavefront]
     for level, (a, b) in waves:
         lines.append(f"at {level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
