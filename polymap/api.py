@@ -95,10 +95,12 @@ from polymap.timeloop import Imported, import_timeloop as run_import
 from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
 
-__all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
-           "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
-           "report", "search_network", "import_timeloop", "export_timeloop", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
-           "Objective"]
+__all__ = ["parse", "load", "model", "dependences", "order_of", "check", "suggest", "cost", "cost_nests",
+           "cost_details", "search", "search_ranked", "search_network", "transform", "compile", "choose_mappings",
+           "tuned_choice", "measure", "calibrate", "run", "architecture", "architecture_presets",
+           "mapping_architecture", "mapping_of", "mappings_of", "report", "report_facts", "import_timeloop",
+           "export_timeloop", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions", "ReportOptions",
+           "SearchOptions", "Objective"]
 
 Progress = Callable[[str], None]
 

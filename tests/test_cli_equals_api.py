@@ -9,6 +9,7 @@ same thing; the calibration set is cut to two kernels to stay fast.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 
 import polymap
 from polymap import api
-from polymap.cli import main
+from polymap.cli import build_parser, main
 from polymap.codegen.timing import Measurement, TimingJob
 from polymap.commands.calibrate import _document as calibrate_document
 from polymap.commands.check import verdict_json
@@ -186,6 +187,26 @@ def test_import_timeloop_equals_the_api(problem: str, arch: str, mapping: str | 
     assert [Path(f).name for f in got["files"]] == [Path(f).name for f in result.files]
     for cli_file, api_file in zip(got["files"], result.files):  # the same files, written the same
         assert Path(cli_file).parent == tmp_path / "cli" and Path(cli_file).read_text() == Path(api_file).read_text()
+
+
+# --------------------------------------------------------------------------- help
+
+
+def test_every_option_has_help_that_states_its_default():
+    """Each optional flag that takes a value says what happens without it (a flag that only switches
+    something on, and the two alternatives of check, need not)."""
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, parser in subcommands.choices.items():
+        assert parser.description, f"polymap {name} --help has no description"
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            text = action.help or ""
+            takes_value = not isinstance(action, argparse._StoreTrueAction) and not action.required
+            if not text or (takes_value and "default" not in text and "this or" not in text):
+                missing.append(f"{name} {'/'.join(action.option_strings)}")
+    assert not missing, missing
 
 
 # --------------------------------------------------------------------------- NAME.json round trip, the rest
