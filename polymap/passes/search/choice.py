@@ -43,7 +43,7 @@ from polymap.budget import Budget
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
-from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
@@ -300,7 +300,7 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
     counts = count_mapping(model, counted, arch, params=params)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
-    report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
+    report = evaluate(counts, arch, execution=mapping_execution(model, counted, arch, extents))
     return Candidate(source, mapping, counted, True, (), report)
 
 
