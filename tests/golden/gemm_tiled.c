@@ -4,7 +4,8 @@
  * Nest 0 (loops i, j, k): DRAM order i, j, k, spatial i; GLB tile i=32, j=32, k=16, order k, i, j.
  * Command: polymap API
  */
-/* Exact rounding: every operation rounded as written (no fused multiply-add). */
+/* Exact rounding: every operation rounded as written (no fused multiply-add) except register tiles'
+   c += x * y, one polymap_fma per update where the build has FMA (GCC contracts the original's so). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)

@@ -56,6 +56,7 @@ from polymap.codegen.c.expr import (
     c_name,
 )
 from polymap.passes.frontend.types import combine_type
+from polymap.passes.counting.execution import unit_stride
 from polymap.machine.arch import Architecture
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from typing import Mapping as MappingT
@@ -86,7 +87,10 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
     false (the default) keeps the rounding of the original program: every
     element's updates in their original order (no reduction is split or
     reassociated) and no multiply-add contracted into one rounding (FMA),
-    which ``-march=native`` would otherwise do (see ``docs/design.md``).
+    which ``-march=native`` would otherwise do, except a register tile's
+    ``c += x * y``, one fused multiply-add where the build has FMA, as GCC
+    contracts the original statement (:mod:`polymap.codegen.c.regtile`;
+    see ``docs/design.md``).
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
@@ -105,7 +109,8 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
 #: under GCC is -ffp-contract=fast, so -march=native with FMA would round differently from the
 #: reference and from PolyBench built without it; gramschmidt's rank-deficient columns amplify it).
 EXACT_ROUNDING = """\
-/* Exact rounding: every operation rounded as written (no fused multiply-add). */
+/* Exact rounding: every operation rounded as written (no fused multiply-add) except register tiles'
+   c += x * y, one polymap_fma per update where the build has FMA (GCC contracts the original's so). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
@@ -297,16 +302,9 @@ class _Printer:
         """Every access of the loop's statements is invariant or unit-stride along its loop."""
         if not info.loop:
             return False
-        for name in info.statements:
-            sm = self.model.statement(name)
-            if info.loop not in sm.loops:
-                continue
-            refs = [sm.stmt.target] + [r for r in ir.subexpressions(sm.stmt.value) if isinstance(r, ir.Ref)]
-            for r in refs:
-                coeffs = [loop_coefficient(x, info.loop) for x in r.indices]
-                if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and coeffs[-1] not in (0, 1)):
-                    return False
-        return True
+        # the cost model's rule for lanes (passes/counting/execution.py): one definition
+        return all(unit_stride(self.model.statement(name).stmt, info.loop) for name in info.statements
+                   if info.loop in self.model.statement(name).loops)
 
     # ---- statements
     def statement(self, n: isl.AstNode) -> None:
@@ -348,31 +346,6 @@ class _Printer:
             flat = f"{flat} * {vp.index(ext)} + {vp.index(sub)}"
             flat = f"({flat})"
         return f"{name}[{flat}]"
-
-
-def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
-    """The coefficient of ``loop`` in the affine subscript ``e`` (None: not affine in it).
-
-    ``j - 1`` -> 1, ``2 * j`` -> 2, ``i + N`` -> 0, ``j * j`` -> None.
-    """
-    match e:
-        case ir.Var(name=n):
-            return 1 if n == loop else 0
-        case ir.Const():
-            return 0
-        case ir.Neg(operand=a):
-            c = loop_coefficient(a, loop)
-            return None if c is None else -c
-        case ir.BinOp(op="+" | "-", lhs=a, rhs=b):
-            ca, cb = loop_coefficient(a, loop), loop_coefficient(b, loop)
-            if ca is None or cb is None:
-                return None
-            return ca + cb if e.op == "+" else ca - cb
-        case ir.BinOp(op="*", lhs=ir.Const(value=int() as k), rhs=b) | ir.BinOp(op="*", lhs=b, rhs=ir.Const(value=int() as k)):
-            c = loop_coefficient(b, loop)
-            return None if c is None else k * c
-    used = any(isinstance(v, ir.Var) and v.name == loop for v in ir.subexpressions(e))
-    return None if used else 0
 
 
 def emit_c_for(kernel: ir.Kernel, mappings: Sequence = ()) -> str:

@@ -30,6 +30,12 @@ Legal because every element keeps its own updates in the original order
 depend on the reduction loop, distinct box points must hit distinct
 elements (each box loop a bare subscript of its own dimension), and no
 other reference in the statement may touch the target's tensor.
+
+Rounding: an update ``c += x * y`` (``c -= x * y``) of a vectorised tile is
+one fused multiply-add (``polymap_fma_*``) where the build has FMA (the
+64-byte variant, and the 32-byte one with ``__FMA__``), as GCC contracts the
+same statement of the original program at ``-O3 -march=native``; elsewhere
+it is rounded twice, as the rest of the file (see ``docs/design.md``).
 """
 from __future__ import annotations
 
@@ -69,12 +75,17 @@ def _vtypes() -> str:
 
 VECTOR_TYPES = f"""\
 /* Register tiles: GCC vectors of 64, 32 or 16 bytes (the widest the build's -m flags allow is used);
-   the _u types load/store unaligned, alias-safe. Edge tiles: AVX-512 masks, AVX2 maskload/maskstore. */
+   the _u types load/store unaligned, alias-safe. Edge tiles: AVX-512 masks, AVX2 maskload/maskstore.
+   polymap_fma_*: a register tile's multiply-accumulate c + a * b in one rounding where the build has FMA
+   (64- and 32-byte vectors), as GCC contracts the same statement of the original program; the 16-byte
+   variant, whose edges take the generic loops, rounds twice everywhere (see docs/design.md). */
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 {_vtypes()}
 #if defined(__AVX512F__)
+#define polymap_fma_f32x16(a, b, c) ((polymap_f32x16)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#define polymap_fma_f64x8(a, b, c) ((polymap_f64x8)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
 static inline __mmask16 polymap_mask_f32x16(long n) {{ return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u); }}
 static inline __mmask8 polymap_mask_f64x8(long n) {{ return n >= 8 ? (__mmask8)0xFF : n <= 0 ? (__mmask8)0 : (__mmask8)((1u << n) - 1u); }}
 #define polymap_mload_f32x16(m, p) ((polymap_f32x16)_mm512_maskz_loadu_ps((m), (p)))
@@ -82,6 +93,15 @@ static inline __mmask8 polymap_mask_f64x8(long n) {{ return n >= 8 ? (__mmask8)0
 #define polymap_mstore_f32x16(m, p, v) _mm512_mask_storeu_ps((p), (m), (__m512)(v))
 #define polymap_mstore_f64x8(m, p, v) _mm512_mask_storeu_pd((p), (m), (__m512d)(v))
 #endif
+#if defined(__AVX2__) && defined(__FMA__)
+#define polymap_fma_f32x8(a, b, c) ((polymap_f32x8)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#define polymap_fma_f64x4(a, b, c) ((polymap_f64x4)_mm256_fmadd_pd((__m256d)(a), (__m256d)(b), (__m256d)(c)))
+#else
+#define polymap_fma_f32x8(a, b, c) ((c) + (a) * (b))
+#define polymap_fma_f64x4(a, b, c) ((c) + (a) * (b))
+#endif
+#define polymap_fma_f32x4(a, b, c) ((c) + (a) * (b))
+#define polymap_fma_f64x2(a, b, c) ((c) + (a) * (b))
 #if defined(__AVX2__)
 static inline __m256i polymap_mask_f32x8(long n) {{ return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }}
 static inline __m256i polymap_mask_f64x4(long n) {{ return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n < 0 ? 0 : n > 4 ? 4 : n), _mm256_setr_epi64x(0, 1, 2, 3)); }}
@@ -424,6 +444,10 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
         printer.depth += 1
         for p in points:
             vp = printer_at(p, tmask[p])
+            fused = _fused(vp, stmt, dtype, vtype, inner.loop, acc[p]) if lanes > 1 else None
+            if fused is not None:
+                printer.emit(f"{acc[p]} = {fused};  /* {tile.statement} */")
+                continue
             value = vp.value(stmt.value)
             v = vp.convert(value, combine_type(dtype, value.type))
             printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
@@ -435,3 +459,25 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             printer.emit(f"{vp.ref_text(stmt.target)} = {acc[p]};")
         else:
             printer.emit(f"polymap_mstore_{dtype}x{lanes}({tmask[p]}, &{printer.ref(stmt.target, vp)}, {acc[p]});")
+
+
+def _fused(vp: ValuePrinter, stmt: ir.Assign, dtype: str, vtype: str, row: str, acc: str) -> str | None:
+    """``acc +/-= x * y`` as ``polymap_fma(+/-x, y, acc)`` (one rounding where the build has FMA), or None.
+
+    An operand that does not move along the row loop is a scalar; ``s - (vtype){}``
+    broadcasts it exactly (``x - +0`` is ``x`` for every ``x``, ``-0`` included).
+    """
+    value = stmt.value
+    if not (isinstance(value, ir.BinOp) and value.op == "*"):
+        return None
+    texts = []
+    for operand in (value.lhs, value.rhs):
+        printed = vp.value(operand)
+        text = vp.convert(printed, combine_type(dtype, printed.type))
+        moves = any(isinstance(r, ir.Ref) and any(row in _vars(s) for s in r.indices)
+                    for r in ir.subexpressions(operand))
+        texts.append(text if moves else f"({text} - ({vtype}){{}})")
+    x, y = texts
+    if stmt.op == "-=":
+        x = f"(-{x})"
+    return f"polymap_fma_{vtype.removeprefix('polymap_')}({x}, {y}, {acc})"

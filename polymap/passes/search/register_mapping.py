@@ -5,9 +5,11 @@ loop ``k`` that does not index ``C`` (gemm, the PolyBench BLAS kernels,
 matrix-vector products), on an architecture with at least four levels
 (``host``: DRAM, LLC, L2 x cores, L1 x cores, RF)::
 
-    LLC   whole nest, order i, j, k, spatial i   (one chunk of rows per core: one parallel region)
-    L2    tile {i: chunk, j: NC, k: KC}          (chunk = M / cores rounded up to MR)
-    L1    tile {i: MC, j: NR, k: KC} order j, i, k  (the MC x KC block of A stays in L2,
+    DRAM  whole nest, order i, j, k              (walks groups of one row block per core)
+    LLC   tile {i: cores x rows}, spatial i      (one row block per core: one parallel region)
+    L2    tile {i: rows, j: NC, k: KC}           (rows = M / cores, or when that is over MC, the
+                                                  same number of blocks of at most MC per core)
+    L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the rows x KC block of A stays in L2,
                                                    the KC x NR panel of B in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
 
@@ -214,10 +216,20 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     rows = b.mc if i is not None else None
     whole = tuple(None for _ in loops)
     outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
+    top, group = (whole, outer_first, ()), whole
+    if i is not None and chunk > b.mc:
+        # a core's rows in blocks of at most MC, so that the L2 tile's block of A fits L2 (and is
+        # packed there); the DRAM level walks groups of one block per core, the LLC level spreads a
+        # group over the cores: every core gets the same number of blocks
+        blocks = -(-chunk // b.mc)
+        rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
+        chunk = rows
+        top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
+        group = tile(rows * cores, None, None)
     l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     specs = {
-        0: (whole, outer_first, ()),
-        n - 4: (whole, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
+        0: top,
+        n - 4: (group, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
                 (par,) if cores > 1 else ()),
         n - 3: (l2, ij + (k,) + others, ()),
         n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
