@@ -21,7 +21,7 @@ from polymap import api
 from polymap.cli import build_parser, main
 from polymap.codegen.timing import Measurement, TimingJob
 from polymap.commands.calibrate import _document as calibrate_document
-from polymap.commands.check import verdict_json
+from polymap.reports.check import verdict_json
 from polymap.machine.calibration_set import KERNELS
 from polymap.mapping.model import nest_loops
 from polymap.passes.counting.cost_model import Objective

@@ -25,6 +25,7 @@ from polymap.passes.counting.execution import (
     pieces,
     static_share,
 )
+from polymap.passes.search.choice import original_mapping
 from polymap.poly import build_model
 
 GEMM = parse("""
@@ -216,6 +217,12 @@ def test_model_and_c_agree_on_threads_and_simd():
         assert any("parallel" in p for p in pragmas) == (ex.threads > 1), (ex, pragmas)
         seen.add((ex.threads, ex.lanes))
     assert seen == {(2, 8), (2, 1)}  # the cases cover both answers
+    # the original order, as compile counts it (every loop at the backing store, tile 1 below):
+    # OpenMP on i, and k innermost is a reduction: 2 threads, 1 lane, as the original C
+    ex = execution(model, original_mapping(GEMM_ACC, 0, HOST), HOST, ext)
+    assert (ex.threads, ex.thread_loop, ex.lanes) == (2, "i", 1)
+    pragmas = _pragmas(emit_c(GEMM_ACC, model, (), params=values, threads=2))
+    assert any("parallel" in p for p in pragmas) and not any("simd" in p for p in pragmas)
     # small: no loop covers MIN_WORK instances per execution: one thread in both
     small = param_values(GEMM_ACC, {"M": 8, "N": 8, "K": 8})
     assert 8 * 8 * 8 < MIN_WORK

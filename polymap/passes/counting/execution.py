@@ -126,7 +126,9 @@ def static_share(extent: int, tile: int, threads: int) -> int:
 def effective_tiles(mapping: Mapping, extents: MappingT[str, int]) -> list[dict[str, int]]:
     """Every level's tile within the enclosing one (a loop left whole stays inside its parent's
     tile), plus a last entry of ones: the single iterations the innermost level walks."""
-    out = [resolved_tile(mapping, 0, extents)]
+    # the backing store's tile is the whole nest (mapping.md), also where a mapping writes 1 there
+    # (compile's original order walks every loop at the backing store, tile 1 below: choice.py)
+    out = [{x: extents[x] for x in mapping.loops}]
     for k in range(1, len(mapping.levels)):
         out.append({x: min(t, out[-1][x]) for x, t in resolved_tile(mapping, k, extents).items()})
     out.append({x: 1 for x in mapping.loops})
