@@ -43,7 +43,7 @@ from polymap.budget import Budget
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
-from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
@@ -51,7 +51,7 @@ from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.isl_schedule import countable, isl_mappings, reduced_sizes
+from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
 from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
@@ -101,6 +101,8 @@ class NestChoice:
     objective: Objective = Objective.CYCLES
     stopped: tuple[str, ...] = ()
     """What a wall-clock safety limit stopped (empty: the choice depended on work counts only)."""
+    skipped: tuple[str, ...] = ()
+    """Candidate sources that could not apply to the nest, each with why (isl's scheduler giving up)."""
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     params = dict(params)
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
-    scheduled = isl_mappings(model, nest, arch, params, to_count=False)
+    scheduled, isl_gave_up = isl_proposals(model, nest, arch, params, to_count=False)
+    skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
     beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
     proposals += [] if beyond else scheduled
     found, stopped = _search(model, nest, arch, params, options, budget)
@@ -200,7 +203,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         usable = winner + usable + [c for c in ranked if c.legal and not c.ranked_at]
         rest += [c for c in ranked if not c.legal]
         chosen = usable[0]
-    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped)
+    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped)
 
 
 def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
@@ -297,7 +300,7 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
     counts = count_mapping(model, counted, arch, params=params)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
-    report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
+    report = evaluate(counts, arch, execution=mapping_execution(model, counted, arch, extents))
     return Candidate(source, mapping, counted, True, (), report)
 
 

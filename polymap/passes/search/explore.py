@@ -19,10 +19,7 @@ import numpy as np
 
 from polymap.passes.counting.cost_model import (
     Objective,
-    compute_cycles,
-    compute_energy,
-    level_cycles,
-    level_energy,
+    array_cost,
     rank_terms,
 )
 from polymap.passes.counting.fastcount import BatchCounts, Structure
@@ -95,30 +92,13 @@ class ItemResult:
 
 
 def batch_cost(batch: BatchCounts, arch: Architecture, T: np.ndarray, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
-    """``(energy pJ, cycles)`` arrays from a batch's counts, by the formulas of ``mapping.md``.
-
-    The same formulas as :func:`polymap.passes.counting.cost_model.evaluate`, on arrays.
-    """
-    B = T.shape[0]
-    energy = np.full(B, compute_energy(arch, batch.instances), dtype=float)
-    terms = []
-    for l, per in enumerate(batch.counts):
-        spec = arch.levels[l]
-        moved = np.zeros(B, dtype=np.int64)
-        for c in per.values():
-            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
-            moved = moved + c["reads"] + c["updates"]
-        term = level_cycles(spec, moved)
-        if term is not None:
-            terms.append(term)
-    active = np.ones(B, dtype=np.int64)
+    """``(energy pJ, cycles)`` arrays from a batch's counts (:func:`~polymap.passes.counting.cost_model.array_cost`)."""
+    active = np.ones(T.shape[0], dtype=np.int64)
     for k, sp in enumerate(structure.spatial):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    cycles = compute_cycles(arch, batch.instances, active)
-    for t in terms:
-        cycles = np.maximum(cycles, t)
-    return energy, cycles
+    energy, cycles = array_cost(arch, batch.instances, batch.counts, active)
+    return np.broadcast_to(energy, (T.shape[0],)).astype(float), cycles
 
 
 def _resolved(tiles: np.ndarray) -> np.ndarray:
@@ -146,26 +126,13 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
 
 def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int
             ) -> tuple[np.ndarray, np.ndarray]:
-    """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
-    energy = compute_energy(arch, instances)
-    bound = []
-    for l, per in enumerate(counts):
-        spec = arch.levels[l]
-        moved = 0
-        for c in per.values():
-            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
-            moved = moved + c["reads"] + c["updates"]
-        term = level_cycles(spec, moved)
-        if term is not None:
-            bound.append(term)
+    """``(energy, cycles)`` broadcast to the full (orders..., B) shape
+    (:func:`~polymap.passes.counting.cost_model.array_cost`)."""
     active = np.ones(T.shape[0], dtype=np.int64)
     for k, sp in enumerate(plan.loops):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    cycles = compute_cycles(arch, instances, active)
-    for t in bound:
-        cycles = np.maximum(cycles, t)
-    return energy, cycles
+    return array_cost(arch, instances, counts, active)
 
 
 def evaluate_item(item: WorkItem) -> ItemResult:
