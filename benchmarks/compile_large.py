@@ -35,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("kernels", nargs="*")
     p.add_argument("--polybench", default="/work/shared/polybench")
     p.add_argument("--dataset", default="LARGE")
+    p.add_argument("--budget", type=float, default=300.0,
+                   help="compile's --budget (default 300 s; raise it on a loaded machine, where wall-clock stretches)")
     args = p.parse_args(argv)
     loops = sorted((ROOT / "examples" / "polybench").glob("*.loop"))
     if args.kernels:
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             k = polymap.load(loop).kernels[0]
             defines = [x for q in k.param_names for x in ("-D", f"{q}={sizes[q]}")]
             cpu, start = children_cpu(), time.monotonic()
-            proc = subprocess.run([sys.executable, "-m", "polymap", "compile", str(loop), *defines, "-o", tmp],
+            proc = subprocess.run([sys.executable, "-m", "polymap", "compile", str(loop), *defines, "-o", tmp,
+                                   "--budget", str(args.budget)],
                                   capture_output=True, text=True)
             wall, cpu = time.monotonic() - start, children_cpu() - cpu
             checked = "-"

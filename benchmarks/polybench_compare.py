@@ -60,7 +60,7 @@ def run_dump(exe: Path) -> dict[str, np.ndarray]:
     return parse_dump(proc.stderr)
 
 
-def compare_one(kernel: str, dataset: str, polybench: Path, tmp: Path) -> dict:
+def compare_one(kernel: str, dataset: str, polybench: Path, tmp: Path, budget: float = 300.0) -> dict:
     import polymap
 
     source = find_source(polybench, kernel)
@@ -70,7 +70,7 @@ def compare_one(kernel: str, dataset: str, polybench: Path, tmp: Path) -> dict:
     defines = [x for p in k.param_names for x in ("-D", f"{p}={sizes[p]}")]
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "polymap", "compile", str(loop), *defines, "-o", str(tmp / "out"),
-                           "--target", "c,numpy"], capture_output=True, text=True)
+                           "--target", "c,numpy", "--budget", str(budget)], capture_output=True, text=True)
     seconds = time.monotonic() - start
     if proc.returncode != 0:
         return {"kernel": kernel, "dataset": dataset, "compile_s": seconds, "error": proc.stderr[-800:]}
@@ -113,12 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("kernels", nargs="+")
     p.add_argument("--polybench", default="/work/shared/polybench")
     p.add_argument("--dataset", default="MINI,LARGE")
+    p.add_argument("--budget", type=float, default=300.0,
+                   help="compile's --budget (default 300 s; raise it on a loaded machine, where wall-clock stretches)")
     args = p.parse_args(argv)
     status = 0
     for kernel in args.kernels:
         for dataset in args.dataset.split(","):
             with tempfile.TemporaryDirectory() as tmp:
-                r = compare_one(kernel, dataset, Path(args.polybench), Path(tmp))
+                r = compare_one(kernel, dataset, Path(args.polybench), Path(tmp), args.budget)
             print(r, flush=True)
             if "error" in r or any(not (v == v) or v > 0 for v in r["relative_difference"].values()):
                 status = 1

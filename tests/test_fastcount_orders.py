@@ -7,7 +7,7 @@ from itertools import product
 import numpy as np
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from polymap.passes.counting.fastcount import Evaluator, Structure
+from polymap.passes.counting.fastcount import Evaluator, Structure, loop_chains
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
 from polymap.passes.search.mapspace import chains
@@ -59,16 +59,4 @@ def test_every_order_at_once_equals_one_at_a_time(case):
 
 
 def _chains(ev, tiles):
-    T = ev.resolve(tiles)
-    ones = np.ones(T.shape[0], dtype=np.int64)
-    from polymap.passes.counting import fastcount_forms as F
-
-    out = []
-    for x in range(len(ev.nest.loops)):
-        states = [(ones, T[:, 0, x].copy())]
-        per = [states]
-        for k in range(1, ev.s.levels):
-            states = F.split_all(states, T[:, k, x])
-            per.append(states)
-        out.append(per)
-    return out
+    return loop_chains(ev.nest, ev.resolve(tiles), ev.s.levels)

@@ -195,3 +195,25 @@ def test_the_uninitialised_read_warning_still_comes_within_the_limits(tmp_path, 
     rc, out, err = run(capsys, "show", write(tmp_path, "g.loop", text))
     assert rc == 0 and "not checked" not in out + err
     assert "uninitialised" in out + err, out + err
+
+
+# --------------------------------------------------------------------------- a candidate source that cannot apply
+
+def test_isl_scheduler_giving_up_is_no_candidate_and_says_why(tmp_path, capsys, monkeypatch):
+    # fuzz: isl's scheduler raised "unable to carry dependences" out of the choice (exit 3)
+    from polymap.islcheck import isl
+
+    def gives_up(self):
+        raise isl.Error("call to isl_schedule_constraints_compute_schedule failed: unable to carry dependences")
+
+    monkeypatch.setattr(isl.ScheduleConstraints, "compute_schedule", gives_up)
+    k = ROOT / "examples" / "polybench" / "seidel-2d.loop"
+    rc, out, err = run(capsys, "compile", k, "-D", "TSTEPS=3", "-D", "N=9", "-o", tmp_path / "out",
+                       "--target", "numpy", "--no-verify", "--search-evaluations", "0")
+    assert rc == 0, err
+    import json
+    doc = json.loads((tmp_path / "out" / "seidel_2d.json").read_text())
+    skipped = [s for n in doc["choice"]["nests"] for s in n["skipped"]]
+    assert skipped == ["isl schedule: isl's scheduler found no schedule (call to "
+                       "isl_schedule_constraints_compute_schedule failed: unable to carry dependences)"]
+    assert not any(c["source"].startswith("isl") for n in doc["choice"]["nests"] for c in n["candidates"])

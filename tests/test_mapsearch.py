@@ -37,6 +37,39 @@ kernel conv(K = 2, P = 4, R = 3) {
   for k in 0..K, p in 0..P, r in 0..R { O[k, p] += W[k, r] * I[p + r] }
 }"""
 
+GEMM_INIT = """
+kernel gemm_init(M = 4, N = 4, K = 4) {
+  in A[M, K]
+  in B[K, N]
+  out C[M, N]
+  for i in 0..M, j in 0..N {
+    init: C[i, j] = 0
+    for k in 0..K { acc: C[i, j] += A[i, k] * B[k, j] }
+  }
+}"""
+
+CONV1D_INIT = """
+kernel conv_init(K = 2, P = 4, R = 3) {
+  in W[K, R]
+  in I[P + R - 1]
+  out O[K, P]
+  for k in 0..K, p in 0..P {
+    init: O[k, p] = 0
+    for r in 0..R { acc: O[k, p] += W[k, r] * I[p + r] }
+  }
+}"""
+
+MATVEC_INIT = """
+kernel mv_init(M = 4, N = 6) {
+  in A[M, N]
+  in x[N]
+  out y[M]
+  for i in 0..M {
+    init: y[i] = 0
+    for j in 0..N { acc: y[i] += A[i, j] * x[j] }
+  }
+}"""
+
 ARCH = architecture_from_dict({"levels": [
     {"name": "DRAM", "read_energy": 100, "write_energy": 100, "bandwidth": 2},
     {"name": "BUF", "capacity": 20, "read_energy": 4, "write_energy": 4, "bandwidth": 8},
@@ -51,9 +84,10 @@ def setup(src: str):
     return kernel, model, params, analyse_nest(model, 0, params)
 
 
-def brute_force(model, nest, arch, objective: str):
+def brute_force(model, nest, arch, objective: str, bypass: bool = False):
     """Every mapping of the unpruned space (all divisor chains, all orders at all levels, every spatial
-    set of up to two loops where the level fans out), ranked; the first legal one's objective.
+    set of up to two loops where the level fans out, and with ``bypass`` every subset of tensors kept
+    at every level below the backing store), ranked; the first legal one's objective.
 
     Spatial sets the fast path cannot count (multicast across a haloed loop) are left out, as the
     search leaves them out (and says so in its notes)."""
@@ -66,48 +100,137 @@ def brute_force(model, nest, arch, objective: str):
                                               for k in range(n - 1)]
                       for combo in product(*[range(len(c)) for c in per_loop])], dtype=np.int64)
     T = np.concatenate([tiles, np.ones((len(tiles), 1, m), dtype=np.int64)], axis=1)
-    keep = frozenset(t.name for t in nest.tensors)
+    every = frozenset(t.name for t in nest.tensors)
+    names = sorted(every)
+    choices = [frozenset(c) for r in range(len(names) + 1) for c in combinations(names, r)] if bypass else [every]
     scored = []
-    fit = np.ones(len(tiles), dtype=bool)
-    for k in range(1, n):
-        elems, _ = footprints(nest, tiles[:, k])
-        fit &= elems <= arch.levels[k].capacity_elements
-    for plan in product(*subsets):
-        need = [np.ones(len(tiles), dtype=np.int64) for _ in range(n)]
-        for k, sp in enumerate(plan):
-            for x in sp:
-                need[k] = need[k] * (T[:, k, x] // T[:, k + 1, x])
-        ok = fit & np.all([need[k] <= fan[k] for k in range(n)], axis=0)
-        for orders in product(permutations(range(m)), repeat=n):
-            s = Structure(tuple(orders), tuple(plan), tuple(keep for _ in range(n)))
-            try:
-                batch = Evaluator(nest, s).evaluate(tiles)
-            except NotSupported:
-                break
-            energy, cycles = batch_cost(batch, arch, T, s)
-            value = {"energy": energy, "cycles": cycles, "edp": energy * cycles}[objective]
-            for b in np.flatnonzero(ok):
-                scored.append((float(value[b]), plan, orders, b))
+    for inner in product(choices, repeat=n - 1):
+        keep = (every,) + inner
+        fit = np.ones(len(tiles), dtype=bool)
+        for k in range(1, n):
+            elems, _ = footprints(nest, tiles[:, k], keep[k])
+            fit &= elems <= arch.levels[k].capacity_elements
+        for plan in product(*subsets):
+            need = [np.ones(len(tiles), dtype=np.int64) for _ in range(n)]
+            for k, sp in enumerate(plan):
+                for x in sp:
+                    need[k] = need[k] * (T[:, k, x] // T[:, k + 1, x])
+            ok = fit & np.all([need[k] <= fan[k] for k in range(n)], axis=0)
+            if not ok.any():
+                continue
+            for orders in product(permutations(range(m)), repeat=n):
+                s = Structure(tuple(orders), tuple(plan), keep)
+                try:
+                    batch = Evaluator(nest, s).evaluate(tiles)
+                except NotSupported:
+                    break
+                energy, cycles = batch_cost(batch, arch, T, s)
+                value = {"energy": energy, "cycles": cycles, "edp": energy * cycles}[objective]
+                for b in np.flatnonzero(ok):
+                    scored.append((float(value[b]), plan, orders, b, keep))
     scored.sort(key=lambda t: t[0])
-    for value, plan, orders, b in scored:
-        mp = mapping_of(model, nest, arch, SpatialPlan(plan), orders, tiles[b].tolist())
+    for value, plan, orders, b, keep in scored:
+        mp = mapping_of(model, nest, arch, SpatialPlan(plan, keep), orders, tiles[b].tolist())
         if is_legal(model, mp):
             return value, len(scored)
     return None, len(scored)
 
 
 @pytest.mark.parametrize("src,objective", [(GEMM, "energy"), (GEMM, "cycles"), (CONV1D, "energy"),
-                                           (CONV1D, "edp")])
+                                           (CONV1D, "edp"), (GEMM_INIT, "energy"), (CONV1D_INIT, "cycles")])
 def test_pruning_never_removes_the_best(src, objective):
     kernel, model, params, nest = setup(src)
     best, total = brute_force(model, nest, ARCH, objective)
     found = search_nest(model, 0, ARCH, params, options=SearchOptions(objective=Objective.parse(objective), top=3,
-                                                                       max_evaluations=None))
+                                                                       max_evaluations=None, bypass=False))
     assert found.exhaustive and found.evaluated < total
     assert found.best is not None and found.best.confirmed
     assert found.best.objective == pytest.approx(best)
     values = [f.objective for f in found.found]
     assert values == sorted(values)
+
+
+MATVEC = """
+kernel mv(M = 4, N = 6) {
+  in A[M, N]
+  in x[N]
+  inout y[M]
+  for i in 0..M, j in 0..N { y[i] += A[i, j] * x[j] }
+}"""
+
+TWO_LEVELS = architecture_from_dict({"levels": [
+    {"name": "DRAM", "read_energy": 100, "write_energy": 100, "bandwidth": 2},
+    {"name": "BUF", "capacity": 7, "instances": 2, "read_energy": 3, "write_energy": 3}],
+    "compute": {"instances": 2, "energy": 1}}, source_name="<test>")
+
+# energies where bypassing pays: the middle level costs nearly as much as DRAM
+STEEP = architecture_from_dict({"levels": [
+    {"name": "DRAM", "read_energy": 10, "write_energy": 10, "bandwidth": 2},
+    {"name": "BUF", "capacity": 12, "read_energy": 9, "write_energy": 9, "bandwidth": 4},
+    {"name": "RF", "capacity": 4, "instances": 2, "read_energy": 1, "write_energy": 1}],
+    "compute": {"instances": 2, "energy": 1}}, source_name="<test>")
+
+
+@pytest.mark.parametrize("src,arch,objective", [
+    (MATVEC, ARCH, "energy"), (MATVEC, STEEP, "energy"), (MATVEC, STEEP, "cycles"), (MATVEC, STEEP, "edp"),
+    (GEMM, TWO_LEVELS, "energy"), (GEMM, TWO_LEVELS, "cycles"), (CONV1D, TWO_LEVELS, "edp"),
+    (MATVEC_INIT, STEEP, "energy"), (GEMM_INIT, TWO_LEVELS, "energy"), (CONV1D_INIT, TWO_LEVELS, "edp")])
+def test_pruning_never_removes_the_best_with_bypass(src, arch, objective):
+    """Keep plans searched: the best equals a brute force over every binding, and the floor pruned some."""
+    kernel, model, params, nest = setup(src)
+    best, total = brute_force(model, nest, arch, objective, bypass=True)
+    found = search_nest(model, 0, arch, params, options=SearchOptions(objective=Objective.parse(objective), top=3,
+                                                                      max_evaluations=None))
+    assert found.exhaustive and found.evaluated < total
+    assert found.best is not None and found.best.confirmed
+    assert found.best.objective == pytest.approx(best)
+    assert sum(found.pruned.values()) + found.evaluated == found.space
+    values = [f.objective for f in found.found]
+    assert values == sorted(values)
+
+
+def test_bypass_is_chosen_where_it_pays_and_the_floor_prunes():
+    kernel, model, params, nest = setup(MATVEC)
+    found = search_nest(model, 0, STEEP, params, options=SearchOptions(top=1, max_evaluations=None))
+    kept_all = search_nest(model, 0, STEEP, params, options=SearchOptions(top=1, max_evaluations=None,
+                                                                         bypass=False))
+    assert found.best.objective < kept_all.best.objective
+    assert any(len(lm.keep) < 3 for lm in found.best.mapping.levels[1:])
+    assert any("keep plans" in n for n in found.notes)
+    # where the register file is cheap, bypassing it costs a BUF access per instance: floors prune
+    cheap = search_nest(model, 0, ARCH, params, options=SearchOptions(top=1, max_evaluations=None))
+    assert cheap.pruned["bypass floor"] > 0
+
+
+@pytest.mark.parametrize("src", [MATVEC, MATVEC_INIT])
+def test_floor_is_below_every_mapping_of_its_keep_plan(src):
+    """The floor of each keep plan against every mapping of the plan (brute force, fast path)."""
+    from polymap.passes.search.bypass import floor, keep_plans
+
+    kernel, model, params, nest = setup(src)
+    arch = STEEP
+    n, m = 3, 2
+    per_loop = [chains(e, n - 1) for e in nest.extents]
+    tiles = np.array([[list(nest.extents)] + [[int(per_loop[x][c][k]) for x, c in enumerate(combo)]
+                                              for k in range(n - 1)]
+                      for combo in product(*[range(len(c)) for c in per_loop])], dtype=np.int64)
+    T = np.concatenate([tiles, np.ones((len(tiles), 1, m), dtype=np.int64)], axis=1)
+    tight = False
+    for keep in keep_plans(nest, arch):
+        low_e, low_c = floor(nest, arch, keep)
+        for sp in [frozenset(), frozenset({0}), frozenset({1})]:
+            ok = (T[:, 1, list(sp)] // T[:, 2, list(sp)]).prod(axis=1) <= 2 if sp else np.ones(len(T), bool)
+            for orders in product(permutations(range(m)), repeat=n):
+                s = Structure(tuple(orders), (frozenset(), sp, frozenset()), keep)
+                try:
+                    batch = Evaluator(nest, s).evaluate(tiles)
+                except NotSupported:  # spatial over the loop an initialisation lacks
+                    continue
+                ok = ok & batch.exact
+                energy, cycles = batch_cost(batch, arch, T, s)
+                assert (energy[ok] >= low_e - 1e-9).all() and (cycles[ok] >= low_c - 1e-9).all()
+                tight |= bool(np.isclose(energy[ok], low_e).any())
+    assert tight  # the floor is reached by some mapping: it is as strong as it can be there
 
 
 def test_winners_are_confirmed_by_the_isl_path():
@@ -245,7 +368,7 @@ BOUND_ARCH = {"levels": [{"name": "DRAM"}, {"name": "BUF", "capacity": 24}, {"na
 
 
 @pytest.mark.parametrize("src", [GEMM.replace("= 4", "= 8"), CONV1D, CONV1D_S2,
-                                 CONV1D.replace("K = 2, P = 4", "K = 8, P = 16")])
+                                 CONV1D.replace("K = 2, P = 4", "K = 8, P = 16"), GEMM_INIT.replace("= 4", "= 8")])
 def test_no_mapping_beats_the_bound(src):
     """Every mapping of the brute-force space (fitting, any order and spatial set), by the fast path."""
     kernel, model, params, nest = setup(src)
@@ -287,7 +410,8 @@ def test_the_sliced_bound_binds_above_the_compulsory_traffic():
 
 def test_level_traffic_reads_the_counts():
     kernel, model, params, nest = setup(GEMM)
-    found = search_nest(model, 0, ARCH, params, options=SearchOptions(top=1, max_evaluations=None))
+    # every tensor kept at BUF, so what crosses its upper boundary is DRAM's reads and updates
+    found = search_nest(model, 0, ARCH, params, options=SearchOptions(top=1, max_evaluations=None, bypass=False))
     counts = found.best.cost.counts
     assert level_traffic(counts, 1) == counts.levels[0].reads + counts.levels[0].updates
     assert prod(nest.extents) == counts.instances

@@ -9,7 +9,8 @@ path) and ``"lower_bounds"`` (per level: capacity, bound, the best mapping's
 traffic and their ratio).
 
 CSV: one row per evaluated mapping: kernel, nest, per level order / spatial
-/ tiles, energy, cycles, EDP, and every count (``LEVEL.TENSOR.fills``...).
+/ tiles / keep, energy, cycles, EDP, and every count (``LEVEL.TENSOR.fills``...;
+empty where the level bypasses the tensor).
 """
 from __future__ import annotations
 
@@ -86,8 +87,7 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
         for note in r.notes:
             lines.append(f"  note: {note}")
         if not r.found:
-            lines.append(f"  none of the {r.evaluated:,} mappings searched is legal and fits this architecture "
-                         f"(every tensor kept at every level; bypass is not searched)")
+            lines.append(f"  none of the {r.evaluated:,} mappings searched is legal and fits this architecture")
             continue
         lines.append(f"  {'rank':>4}  {'energy pJ':>14}  {'cycles':>12}  {'EDP':>10}  ok  mapping")
         for rank, f in enumerate(r.found, 1):
@@ -99,7 +99,9 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
         for lm in best.levels:
             tile = ", ".join(f"{x}: {t}" for x, t in zip(best.loops, lm.tile) if t is not None) or "whole"
             sp = f", spatial {' '.join(lm.spatial)}" if lm.spatial else ""
-            lines.append(f"    {lm.level:<6} tile {{{tile}}} order {' '.join(lm.order)}{sp}")
+            every = len(lm.keep) == len(r.best.cost.counts.levels[0].tensors)
+            keep = "" if every else f", keep {' '.join(lm.keep) or 'nothing'}"
+            lines.append(f"    {lm.level:<6} tile {{{tile}}} order {' '.join(lm.order)}{sp}{keep}")
         rows = bound_rows(layer)
         if not rows:
             why = ("the nest is outside the fast path's class, whose access shapes the bounds are derived from"
@@ -110,7 +112,7 @@ def search_text(net: NetworkResult, arch: Architecture) -> str:
             for b in rows:
                 ratio = f"{b['ratio']:.3f}x" if b.get("ratio") else "-"
                 lines.append(f"    {b['level']:<6} capacity {b['capacity']:,} x {b['instances']}: "
-                             f"best {b.get('traffic', '-'):,}  bound {b['lower_bound']:,.0f} ({b['kind']})  "
+                             f"best {format(b['traffic'], ',') if 'traffic' in b else '-'}  bound {b['lower_bound']:,.0f} ({b['kind']})  "
                              f"ratio {ratio}")
                 lines.append(f"           {b['note']}")
     if len(net.layers) > 1:
@@ -138,7 +140,7 @@ def write_csv(net: NetworkResult, arch: Architecture, out: IO[str]) -> int:
         cols = names + [c for c in count_cols if not c.startswith(arch.levels[0].name + ".")]
         if not header_done:
             writer.writerow(["kernel", "nest"] + [f"{lv.name}.{k}" for lv in arch.levels
-                                                  for k in ("order", "spatial", "tile")]
+                                                  for k in ("order", "spatial", "tile", "keep")]
                             + ["energy_pj", "cycles", "edp"] + cols)
             header_done = True
         for item in r.table:
@@ -149,10 +151,12 @@ def write_csv(net: NetworkResult, arch: Architecture, out: IO[str]) -> int:
                 orders = full_orders(g, plan, len(fast.loops), int(t["order"][i]))
                 tiles = g.tiles[int(t["row"][i])]
                 desc = []
+                kept = plan.kept(fast)
                 for k in range(len(arch.levels)):
                     desc += [" ".join(fast.loops[x] for x in orders[k]),
                              " ".join(fast.loops[x] for x in sorted(plan.loops[k])),
-                             " ".join(str(int(v)) for v in tiles[k])]
+                             " ".join(str(int(v)) for v in tiles[k]),
+                             " ".join(t.name for t in fast.tensors if t.name in kept[k])]
                 e, c = float(t["energy_pj"][i]), float(t["cycles"][i])
                 writer.writerow([layer.kernel, layer.nest] + desc + [e, c, e * c]
                                 + [int(t[col][i]) if col in t else "" for col in cols])

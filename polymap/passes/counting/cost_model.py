@@ -5,13 +5,18 @@ The formulas are those of ``mapping.md`` (after the counts)::
     energy    = sum over levels of (reads + writebacks) * read_energy
                                  + (fills + updates) * write_energy
               + instances * compute energy
-    cycles    = max(instances / (active units * ops_per_cycle),
+    cycles    = max(instances * waste / (active units * ops_per_cycle),
                     max over levels of (reads + updates) / bandwidth)
     intensity = instances / (reads + updates) per level
 
-``active units`` is the product of the trip counts of every spatial loop
-down the hierarchy, capped by the compute instances; utilization is that
-over the compute instances.
+``active units`` and the compute term's waste are what the generated code
+does with the mapping (:mod:`polymap.passes.counting.execution`): on an
+accelerator the trip counts of its spatial loops; on a CPU its threads (the
+spatial loops, else OpenMP's loop) times the vector lanes of its innermost
+loop, capped by the compute instances. The compute term divides the
+busiest unit's work, ``instances x waste / active units`` (partial vectors
+and uneven thread shares, exact from the tiles), by the ops per cycle;
+utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -30,13 +35,15 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from math import prod
-from typing import Mapping as MappingT, TypeVar
+from typing import Mapping as MappingT, Sequence, TypeVar
 
 import numpy as np
 
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.counting import Counts, LevelCounts
+from polymap.passes.counting.execution import Execution, execution as _execution_of
+from polymap.poly import KernelModel
 
 #: a number or an array of numbers (one per candidate)
 Num = TypeVar("Num", int, float, np.ndarray)
@@ -105,9 +112,10 @@ def capped_units(arch: Architecture, active: Num) -> Num:
     return max(1, min(active, arch.compute.instances))
 
 
-def compute_cycles(arch: Architecture, instances: Num, active_units: Num) -> Num:
-    """Cycles of the compute units: instances over (active units x ops per cycle)."""
-    return instances / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
+def compute_cycles(arch: Architecture, instances: Num, active_units: Num, waste: Num = 1.0) -> Num:
+    """Cycles of the compute units: the busiest unit's share (instances x waste / active units)
+    over the ops per cycle."""
+    return instances * waste / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
 
 
 def level_cycles(spec: Level, crossing: Num) -> Num | None:
@@ -131,6 +139,7 @@ class CostReport:
     utilization: float
     intensity: tuple[tuple[str, float | None], ...]  # None: nothing crosses the boundary
     seconds: float
+    execution: Execution = Execution()  # threads, lanes and waste behind active_units
 
     def objective(self, objective: Objective) -> float:
         """The value ``objective`` minimises for this mapping."""
@@ -138,7 +147,8 @@ class CostReport:
 
 
 def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> int:
-    """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances."""
+    """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances
+    (what an accelerator runs; a CPU's code also has threads and lanes: :func:`mapping_execution`)."""
     active = 1
     for k, lm in enumerate(mapping.levels):
         if lm.spatial:
@@ -147,20 +157,63 @@ def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT
     return capped_units(arch, active)
 
 
+def mapping_execution(model: KernelModel, mapping: Mapping, arch: Architecture,
+                      extents: MappingT[str, int]) -> Execution:
+    """The units that run ``mapping``'s instances and their waste (:mod:`~polymap.passes.counting.execution`)."""
+    return _execution_of(model, mapping, arch, extents)
+
+
+def level_flows(reads: Num, writebacks: Num, fills: Num, updates: Num) -> tuple[Num, Num, Num]:
+    """What one tensor's counts at a level mean to the model: elements read out of the level (reads +
+    writebacks, priced at its read energy), written into it (fills + updates, its write energy), and
+    crossing its inner boundary (reads + updates, what its bandwidth limits)."""
+    return reads + writebacks, fills + updates, reads + updates
+
+
 def _traffic(level: LevelCounts) -> int:
-    return level.reads + level.updates
+    return sum(level_flows(t.reads, t.writebacks or 0, t.fills or 0, t.updates)[2] for t in level.tensors)
 
 
-def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> CostReport:
-    """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``."""
+def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str, MappingT[str, Num]]],
+               active_units: Num, waste: Num = 1.0) -> tuple[Num, Num]:
+    """``(energy pJ, cycles)`` of batches of candidates: :func:`evaluate`'s formulas over arrays
+    (``active_units`` and ``waste`` as :func:`mapping_execution` gives them, or
+    :func:`~polymap.passes.counting.execution.batch_execution` over arrays).
+
+    ``counts[level][tensor]`` holds ``"reads"``, ``"updates"`` and (below the backing store)
+    ``"fills"`` and ``"writebacks"``, as numbers or arrays of one value per candidate.
+    """
+    energy = compute_energy(arch, instances)
+    cycles = compute_cycles(arch, instances, active_units, waste)
+    for spec, per in zip(arch.levels, counts):
+        crossing = 0
+        for c in per.values():
+            out, into, across = level_flows(c["reads"], c.get("writebacks", 0), c.get("fills", 0), c["updates"])
+            energy = energy + level_energy(spec, out, into)
+            crossing = crossing + across
+        term = level_cycles(spec, crossing)
+        if term is not None:
+            cycles = np.maximum(cycles, term)
+    return energy, cycles
+
+
+def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
+             execution: Execution | None = None) -> CostReport:
+    """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``.
+
+    ``execution`` (:func:`mapping_execution`) gives the active units and the waste; without it,
+    ``active_units`` with no waste."""
+    if execution is None:
+        execution = Execution(threads=max(1, int(active_units)))
     breakdown = []
     for lv, spec in zip(counts.levels, arch.levels):
-        outgoing = sum(t.reads + (t.writebacks or 0) for t in lv.tensors)
-        incoming = sum(t.updates + (t.fills or 0) for t in lv.tensors)
+        flows = [level_flows(t.reads, t.writebacks or 0, t.fills or 0, t.updates) for t in lv.tensors]
+        outgoing = sum(f[0] for f in flows)
+        incoming = sum(f[1] for f in flows)
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
-    units = capped_units(arch, active_units)
-    terms = [("compute", compute_cycles(arch, counts.instances, units))]
+    units = capped_units(arch, execution.units)
+    terms = [("compute", compute_cycles(arch, counts.instances, units, execution.waste))]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:
@@ -170,4 +223,4 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> Co
                       for lv in counts.levels)
     return CostReport(counts, sum(e for _, e in breakdown), tuple(breakdown), cycles, tuple(terms),
                       bottleneck, units, units / arch.compute.instances, intensity,
-                      cycles / arch.compute.frequency)
+                      cycles / arch.compute.frequency, execution)

@@ -113,6 +113,9 @@ class Evaluator:
         self._check_multicast()
 
     def _check_multicast(self) -> None:
+        x = self.nest.init_loop
+        if x is not None and any(x in sp for sp in self.s.spatial):
+            raise NotSupported(f"the initialisation lacks spatial loop {self.nest.loops[x]}")
         for t in self.nest.tensors:
             keepers = self.s.keepers(t.name)
             for parent, child in zip(keepers, keepers[1:]):
@@ -154,14 +157,7 @@ class Evaluator:
         T = self.resolve(np.asarray(tiles, dtype=np.int64))
         nest, n = self.nest, self.s.levels
         ones = np.ones(T.shape[0], dtype=np.int64)
-        chains = []  # chains[x][k]: the level-k intervals of loop x
-        for x in range(len(nest.loops)):
-            states = [(ones, T[:, 0, x].copy())]
-            per = [states]
-            for k in range(1, n):
-                states = F.split_all(states, T[:, k, x])
-                per.append(states)
-            chains.append(per)
+        chains = loop_chains(nest, T, n)  # chains[x][k]: the level-k intervals of loop x
         entries = [None] + [self._entries(l, T, chains) for l in range(1, n)]
         counts, fps, fpb = [], [None], [None]
         for l in range(n):
@@ -185,15 +181,11 @@ class Evaluator:
         kept = [t for t in self.nest.tensors if t.name in self.s.keep[l]]
         if not kept:
             return {}
-        m = len(self.nest.loops)
-        first = {}
-        for x in range(m):
-            states = chains[x][0]
-            for k in range(l):
-                split = F.split_all if x in self.s.spatial[k] else F.split_first
-                states = split(states, T[:, k + 1, x])
-            first[x] = states
+        m, x0 = len(self.nest.loops), self.nest.init_loop
+        first = first_states(self.nest, self.s.spatial, T, chains, l)
         out = {t.name: _tensor_sum(t, first, m) for t in kept}
+        # ``(X, "init")``: the elements entering at an initialisation's residencies (the first is one)
+        out.update({(t.name, "init"): out[t.name] for t in kept if t.init_reads or t.init_writes})
         dims = self.s.dims(l)
         for j, (kj, y, spatial) in enumerate(dims):
             if spatial:
@@ -202,22 +194,17 @@ class Evaluator:
             for t in kept:
                 size, both = _tensor_pair_sums(t, pairs, m)
                 out[t.name] = out[t.name] + size - both
+                if (t.name, "init") in out:
+                    size, both = _tensor_pair_sums(t, {**pairs, x0: F.into_init(pairs[x0])}, m)
+                    out[t.name, "init"] = out[t.name, "init"] + size - both
         return out
 
     def _pairs(self, x: int, j: int, dims: Sequence[tuple[int, int, bool]], kj: int, y: int, l: int, T: np.ndarray,
                chains: Sequence[Sequence[list[F.State]]]) -> list[F.Pair]:
         """Pair states of loop ``x`` for the transitions at time dimension ``j`` (loop ``y``)."""
-        if x == y:
-            pairs = F.pair_step(chains[x][kj], T[:, kj + 1, x])
-            start = kj + 1
-        else:
-            order = self.s.orders[kj]
-            start = kj + (1 if order.index(x) < order.index(y) else 0)
-            pairs = F.as_pairs(chains[x][start])
-        for k in range(start, l):
-            step = F.pair_spatial if x in self.s.spatial[k] else F.pair_temporal
-            pairs = step(pairs, T[:, k + 1, x])
-        return pairs
+        order = self.s.orders[kj]
+        variant = "step" if x == y else ("before" if order.index(x) < order.index(y) else "after")
+        return pair_states(self.nest, self.s.spatial, T, chains, kj, l, x, variant)
 
     def _tensor_counts(self, l: int, t: TensorShape, T: np.ndarray, entries: Sequence[dict[str, np.ndarray] | None]
                       ) -> dict[str, np.ndarray]:
@@ -225,24 +212,86 @@ class Evaluator:
         inner = [c for c in keepers if c > l]
         out = {}
         if l > 0:
-            e = entries[l][t.name]
-            out["fills"] = e if t.reads else 0 * e
-            out["writebacks"] = e if t.writes else 0 * e
+            out["fills"], out["writebacks"] = _fills_writebacks(t, entries[l])
         if inner:
             c = inner[0]
-            e = entries[c][t.name]
+            fills, writebacks = _fills_writebacks(t, entries[c])
             fan = 1
             for k in range(l, c):
                 for x in self.s.spatial[k]:
                     if x not in t.loops:
                         fan = fan * F.ceil_div(T[:, k, x], T[:, k + 1, x])
-            out["reads"] = (e // fan) if t.reads else 0 * e
-            out["updates"] = e if t.writes else 0 * e
+            out["reads"] = fills // fan
+            out["updates"] = writebacks
         else:
-            inst = np.full(T.shape[0], self.nest.instances, dtype=np.int64)
-            out["reads"] = t.reads * inst
-            out["updates"] = t.writes * inst
+            one = np.ones(T.shape[0], dtype=np.int64)
+            out["reads"] = self.nest.read_events(t) * one
+            out["updates"] = self.nest.write_events(t) * one
         return out
+
+
+def _fills_writebacks(t: TensorShape, entries: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Fills and writebacks of ``t`` at a level from its entries: an entry is filled when the first
+    statement to touch it there reads it (the body or, at its own residencies, the initialisation);
+    every stay is written when the statements accessing ``t`` write it (both do, or neither)."""
+    e = entries[t.name]
+    at_init = entries.get((t.name, "init"), 0 * e)
+    fills = (e - at_init) * (t.reads > 0) + at_init * (t.init_reads > 0)
+    return fills, e * (t.writes > 0 or t.init_writes > 0)
+
+
+def loop_chains(nest: FastNest, T: np.ndarray, n: int) -> list[list[list]]:
+    """``chains[x][k]``: the level-``k`` intervals of loop ``x`` as states; the loop the
+    initialisation lacks gets its residency (length 0) as the first child of the whole loop."""
+    ones = np.ones(T.shape[0], dtype=np.int64)
+    chains = []
+    for x in range(len(nest.loops)):
+        states = [(ones, T[:, 0, x].copy())]
+        per = [states]
+        for k in range(1, n):
+            states = F.split_all(states, T[:, k, x])
+            if k == 1 and x == nest.init_loop:
+                states = [(ones, 0 * ones)] + states
+            per.append(states)
+        chains.append(per)
+    return chains
+
+
+def first_states(nest: FastNest, spatial: tuple[frozenset[int], ...], T: np.ndarray, chains: list, l: int) -> dict:
+    """Per loop, the states of the first residency of level ``l`` (every instance's; with an
+    initialisation, its residency comes first)."""
+    first = {}
+    for x in range(len(nest.loops)):
+        states = chains[x][0]
+        for k in range(l):
+            split = F.split_all if x in spatial[k] else F.split_first
+            states = split(states, T[:, k + 1, x])
+            if k == 0 and x == nest.init_loop:
+                states = [(np.ones(T.shape[0], dtype=np.int64), np.zeros(T.shape[0], dtype=np.int64))]
+        first[x] = states
+    return first
+
+
+def pair_states(nest: FastNest, spatial: tuple[frozenset[int], ...], T: np.ndarray, chains: list, k: int, l: int,
+                x: int, variant: str) -> list:
+    """Pair states of loop ``x`` at the steps of a time dimension of level ``k`` seen from level ``l``:
+    ``x`` is the stepping loop (``"step"``), stands before it in level ``k``'s order (keeps its
+    interval) or after it (restarts)."""
+    init = x == nest.init_loop and k == 0
+    if variant == "step":
+        pairs, start = F.pair_step(chains[x][k], T[:, k + 1, x]), k + 1
+        if init:
+            pairs = pairs + [F.init_pair(T[:, 0, x], T[:, 1, x])]
+    else:
+        start = k + (0 if variant == "after" else 1)
+        pairs = F.as_pairs(chains[x][start])
+    for j in range(start, l):
+        if init and j == 0:
+            pairs = F.restart_at_init(pairs, T[:, 1, x])
+            continue
+        step = F.pair_spatial if x in spatial[j] else F.pair_temporal
+        pairs = step(pairs, T[:, j + 1, x])
+    return pairs
 
 
 def _product(values: Sequence[np.ndarray]) -> np.ndarray | int:

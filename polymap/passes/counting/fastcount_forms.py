@@ -37,7 +37,9 @@ def split_all(states: list[State], t: np.ndarray) -> list[State]:
     for cnt, length in states:
         out.append((cnt * (length // t), np.broadcast_to(t, np.shape(length)).copy()))
         rem = length % t
-        out.append((cnt * (rem > 0), rem))
+        # an interval of length 0 with a count is an initialisation's own "tile" (see init_pair):
+        # it has one child, itself; the other length-0 states have count 0 either way
+        out.append((cnt * ((rem > 0) | (length == 0)), rem))
     return out
 
 
@@ -55,7 +57,7 @@ def pair_temporal(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
     """A temporal loop after the changing one: ``r`` sits in its last child, ``r'`` in its first."""
     out = []
     for cnt, li, lj, d in pairs:
-        skip = (ceil_div(li, t) - 1) * t
+        skip = np.maximum(ceil_div(li, t) - 1, 0) * t  # an initialisation's interval (length 0) stays
         out.append((cnt, li - skip, np.minimum(t, lj), d - skip))
     return out
 
@@ -83,6 +85,28 @@ def pair_step(states: list[State], t: np.ndarray) -> list[Pair]:
         out.append((cnt * np.maximum(n - 2, 0), full, full, full))
         out.append((cnt * (n >= 2), full, length - (n - 1) * t, full))
     return out
+
+
+def init_pair(whole: np.ndarray, t: np.ndarray) -> Pair:
+    """The step from an initialisation's residency into the first tile of the loop it lacks.
+
+    The initialisation runs before every iteration of that loop (``mapping.md``), so at the
+    outermost level the loop's children are ``[init, tile 0, tile 1, ...]``; the init "tile" has
+    length 0 (it covers no iteration of the loop: tensors indexed by the loop hold nothing there)
+    and one child, itself, at every inner level.
+    """
+    return (np.ones_like(whole), np.zeros_like(whole), np.minimum(t, whole), np.zeros_like(whole))
+
+
+def restart_at_init(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
+    """:func:`pair_temporal` at the outermost level for the loop an initialisation lacks: ``r'``
+    restarts at that loop's first child, the initialisation's (length 0)."""
+    return [(c, li, 0 * lj, d) for c, li, lj, d in pair_temporal(pairs, t)]
+
+
+def into_init(pairs: list[Pair]) -> list[Pair]:
+    """The pairs whose ``r'`` is an initialisation's residency (length 0; other length-0 states count 0)."""
+    return [(c * (lj == 0), li, lj, d) for c, li, lj, d in pairs]
 
 
 def total(states: list[State]) -> np.ndarray:

@@ -5,15 +5,23 @@ nests where every count of ``mapping.md`` is a sum of products of per-loop
 factors. :func:`analyse_nest` accepts a nest only when all of these hold at
 the given parameter values, and raises :class:`NotSupported` otherwise:
 
-- one statement, which has every loop of the nest;
-- a box domain ``0 <= x < E_x`` (no triangular bounds, no conditions);
+- one statement, the *body*, which has every loop of the nest, and at most
+  one *initialisation* that lacks exactly one loop ``x`` and stands before
+  it in the text (``mapping.md``'s phase rule: it runs before every
+  iteration of ``x``, a residency of its own at each level); every tensor it
+  accesses the body accesses too with the same subscripts (and both write it
+  or neither does), and every other tensor has ``x`` alone in a subscript or
+  as the ``w`` of ``a*u + w`` (so an initialisation residency holds none of it);
+- box domains ``0 <= x < E_x`` (no triangular bounds, no conditions), the
+  initialisation's over the same extents;
 - per tensor, every reference has the same subscripts, each subscript is
   ``c`` (a constant), ``a*x + c`` or ``a*u + w + c`` (``a >= 1``, the
   convolution's ``2*p + r``), and no loop appears in two subscripts of one
   tensor (so a tensor's footprint is a product over its subscripts).
 
-``gemm`` with ``C[i, j] += A[i, k] * B[k, j]`` alone is in the class; the
-``init``/``acc`` gemm is not (``init`` lacks ``k``).
+``gemm`` with ``C[i, j] += A[i, k] * B[k, j]`` alone is in the class, and
+so is the ``init``/``acc`` gemm (``init`` lacks ``k`` only); a convolution's
+bias initialisation (it lacks ``c``, ``r`` and ``s``) is not.
 """
 from __future__ import annotations
 
@@ -24,6 +32,7 @@ from polymap.islcheck import isl
 from polymap.mapping.model import nest_loops, nest_tensors
 from polymap.poly import KernelModel, fix_params
 from polymap.poly import StatementModel
+from polymap.passes.schedule.tiling import PHASE_BEFORE, loop_phase
 
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 MAX_STRIDE = 64  # a*u + w is summed over residues mod a: keep a small
@@ -39,9 +48,11 @@ class TensorShape:
 
     name: str
     subscripts: tuple[tuple[tuple[int, int], ...], ...]
-    reads: int  # read references per statement instance
-    writes: int  # write references per statement instance
+    reads: int  # read references per instance of the body
+    writes: int  # write references per instance of the body
     dtype_bytes: int
+    init_reads: int = 0  # read references per instance of the initialisation
+    init_writes: int = 0  # write references per instance of the initialisation
 
     @property
     def loops(self) -> frozenset[int]:
@@ -64,13 +75,30 @@ class FastNest:
     extents: tuple[int, ...]
     tensors: tuple[TensorShape, ...]
     params: tuple[tuple[str, int], ...]
+    init_loop: int | None = None  # the loop the initialisation lacks (None: no initialisation)
 
     @property
-    def instances(self) -> int:
+    def body_instances(self) -> int:
         out = 1
         for e in self.extents:
             out *= e
         return out
+
+    @property
+    def init_instances(self) -> int:
+        return 0 if self.init_loop is None else self.body_instances // self.extents[self.init_loop]
+
+    @property
+    def instances(self) -> int:
+        """Statement instances of the nest (body and initialisation)."""
+        return self.body_instances + self.init_instances
+
+    def read_events(self, t: TensorShape) -> int:
+        """Reads of ``t`` by every statement instance (the innermost keeper's reads)."""
+        return t.reads * self.body_instances + t.init_reads * self.init_instances
+
+    def write_events(self, t: TensorShape) -> int:
+        return t.writes * self.body_instances + t.init_writes * self.init_instances
 
 
 def _box_extents(domain: isl.Set, loops: tuple[str, ...]) -> tuple[int, ...]:
@@ -127,31 +155,83 @@ def _normalise(terms: tuple) -> tuple:
     return ((u, a), (w, 1))
 
 
-def _tensor_shape(model: KernelModel, st: StatementModel, name: str, loops: tuple[str, ...], values: MappingT[str, int]) -> TensorShape:
-    accs = [a for a in st.accesses if a.tensor == name]
-    subs = {_subscripts(fix_params(a.relation, model, values), len(loops)) for a in accs}
+def _tensor_shape(model: KernelModel, statements: tuple[StatementModel, ...], name: str, loops: tuple[str, ...],
+                  values: MappingT[str, int]) -> TensorShape:
+    """Per tensor: subscripts over the nest's loops (the same in every reference), reference counts."""
+    subs = set()
+    for st in statements:
+        for a in st.accesses:
+            if a.tensor == name:
+                sub = _subscripts(fix_params(a.relation, model, values), len(st.loops))
+                # the statement's own dims -> the nest's loop indices
+                subs.add(tuple((tuple((loops.index(st.loops[x]), c) for x, c in terms), k) for terms, k in sub))
     if len(subs) != 1:
         raise NotSupported(f"{name} is accessed with different subscripts")
     (sub,) = subs
-    shaped = tuple(_normalise(terms) for terms, _ in sub)
+    shaped = tuple(_normalise(tuple(sorted(terms))) for terms, _ in sub)
     used = [x for terms in shaped for x, _ in terms]
     if len(used) != len(set(used)):
         raise NotSupported(f"a loop appears in two subscripts of {name}")
+    body, init = statements[0], statements[1] if len(statements) > 1 else None
     dtype = model.kernel.decl(name).dtype
-    return TensorShape(name, shaped, sum(a.kind == "read" for a in accs),
-                       sum(a.kind == "write" for a in accs), DTYPE_BYTES.get(dtype, 4))
+
+    def refs(st: StatementModel | None, kind: str) -> int:
+        return 0 if st is None else sum(a.tensor == name and a.kind == kind for a in st.accesses)
+
+    return TensorShape(name, shaped, refs(body, "read"), refs(body, "write"), DTYPE_BYTES.get(dtype, 4),
+                       refs(init, "read"), refs(init, "write"))
+
+
+def _init_loop(model: KernelModel, nest: int, body: StatementModel, init: StatementModel,
+               loops: tuple[str, ...]) -> int:
+    """The loop the initialisation lacks, or NotSupported (see the module doc)."""
+    missing = [x for x in loops if x not in init.loops]
+    if len(missing) != 1:
+        raise NotSupported("a statement lacks more than one loop of the nest" if missing
+                           else "the nest has several statements with every loop")
+    if loop_phase(model.kernel, nest, init.context, missing[0]) != PHASE_BEFORE:
+        raise NotSupported(f"statement {init.name} runs after the {missing[0]} loop")
+    if body.context.position < init.context.position:
+        raise NotSupported(f"statement {init.name} follows the body in the text")
+    return loops.index(missing[0])
+
+
+def _check_init(nest: FastNest) -> None:
+    """The conditions on the initialisation's tensors (module doc)."""
+    x = nest.init_loop
+    for t in nest.tensors:
+        if t.init_reads or t.init_writes:
+            if not (t.reads or t.writes):
+                raise NotSupported(f"{t.name} is accessed by the initialisation only")
+            if bool(t.writes) != bool(t.init_writes):
+                raise NotSupported(f"{t.name} is written by one statement and only read by the other")
+        elif not any(sub[-1][0] == x and sub[-1][1] == 1 for sub in t.subscripts if sub):
+            # x alone, or as the w of a*u + w: an image over x of length 0 (the initialisation's
+            # residency) is then empty; as the u of a*u + w it would not be
+            raise NotSupported(f"{t.name} does not have {nest.loops[x]} alone in a subscript "
+                               f"or as the w of a*u + w")
 
 
 def analyse_nest(model: KernelModel, nest: int, params: MappingT[str, int]) -> FastNest:
     """The nest's loops, extents and access shapes, or :class:`NotSupported` (see module doc)."""
     statements = model.nest_statements(nest)
-    if len(statements) != 1:
-        raise NotSupported("the nest has several statements")
-    (st,) = statements
-    loops = nest_loops(model.kernel, nest)
-    if tuple(st.loops) != tuple(loops):
-        raise NotSupported("the statement lacks some loop of the nest")
+    loops = tuple(nest_loops(model.kernel, nest))
+    full = [st for st in statements if tuple(st.loops) == loops]
+    if len(full) != 1 or len(statements) > 2:
+        raise NotSupported("the nest has several statements" if len(statements) > 1
+                           else "the statement lacks some loop of the nest")
+    body = full[0]
+    others = [st for st in statements if st is not body]
+    init_loop = _init_loop(model, nest, body, others[0], loops) if others else None
     values = dict(params)
-    extents = _box_extents(fix_params(st.domain, model, values), loops)
-    tensors = tuple(_tensor_shape(model, st, x, loops, values) for x in nest_tensors(model.kernel, nest))
-    return FastNest(model.kernel.name, nest, tuple(loops), extents, tensors, tuple(sorted(values.items())))
+    extents = _box_extents(fix_params(body.domain, model, values), loops)
+    if others:
+        own = _box_extents(fix_params(others[0].domain, model, values), tuple(others[0].loops))
+        if own != tuple(e for k, e in enumerate(extents) if k != init_loop):
+            raise NotSupported(f"statement {others[0].name} does not cover the body's extents")
+    ordered = (body,) + tuple(others)
+    tensors = tuple(_tensor_shape(model, ordered, x, loops, values) for x in nest_tensors(model.kernel, nest))
+    out = FastNest(model.kernel.name, nest, loops, extents, tensors, tuple(sorted(values.items())), init_loop)
+    if init_loop is not None:
+        _check_init(out)
+    return out

@@ -26,7 +26,7 @@ from itertools import permutations
 import numpy as np
 
 from polymap.passes.counting import fastcount_forms as F
-from polymap.passes.counting.fastcount import Evaluator, Structure, _tensor_sum
+from polymap.passes.counting.fastcount import Evaluator, Structure, _tensor_sum, first_states, loop_chains, pair_states
 from polymap.passes.counting.fastcount_nest import FastNest, TensorShape
 
 
@@ -39,32 +39,26 @@ class OrderTerms:
         self.nest, self.spatial, self.keep, self.n, self.m = nest, spatial, keep, n, m
         self.ev = Evaluator(nest, Structure(tuple(tuple(range(m)) for _ in range(n)), spatial, keep))
         self.T = self.ev.resolve(np.asarray(tiles, dtype=np.int64))
-        ones = np.ones(self.T.shape[0], dtype=np.int64)
-        self.chains = []
-        for x in range(m):
-            states = [(ones, self.T[:, 0, x].copy())]
-            per = [states]
-            for k in range(1, n):
-                states = F.split_all(states, self.T[:, k, x])
-                per.append(states)
-            self.chains.append(per)
+        self.chains = loop_chains(nest, self.T, n)
         self.cache: dict = {}
         self.unused = {t.name: tuple(x for x in range(m) if x not in t.loops) for t in nest.tensors}
 
     def kept(self, l: int) -> list[TensorShape]:
         return [t for t in self.nest.tensors if t.name in self.keep[l]]
 
-    def first(self, l: int, rows: slice = slice(None)) -> dict[str, np.ndarray]:
-        """``sum |D(first residency)|`` over the instances of level ``l``, per kept tensor (of ``rows``)."""
-        states = {}
-        for x in range(self.m):
-            s = self.chains[x][0]
-            for k in range(l):
-                split = F.split_all if x in self.spatial[k] else F.split_first
-                s = split(s, self.T[:, k + 1, x])
-            states[x] = s
-        return {t.name: (_tensor_sum(t, states, self.m) * np.ones(self.T.shape[0], dtype=np.int64))[rows]
-                for t in self.kept(l)}
+    def names(self, l: int) -> list:
+        """Keys of the entries of level ``l``: each kept tensor, and ``(X, "init")`` for those an
+        initialisation accesses (the elements entering at its residencies)."""
+        return [t.name for t in self.kept(l)] + [(t.name, "init") for t in self.kept(l) if t.init_reads or t.init_writes]
+
+    def first(self, l: int, rows: slice = slice(None)) -> dict:
+        """``sum |D(first residency)|`` over the instances of level ``l``, per kept tensor (of ``rows``);
+        with an initialisation the first residency is its own."""
+        states = first_states(self.nest, self.spatial, self.T, self.chains, l)
+        ones = np.ones(self.T.shape[0], dtype=np.int64)
+        out = {t.name: (_tensor_sum(t, states, self.m) * ones)[rows] for t in self.kept(l)}
+        out.update({(t.name, "init"): out[t.name] for t in self.kept(l) if t.init_reads or t.init_writes})
+        return out
 
     def term(self, k: int, y: int, after: frozenset[int], l: int) -> dict[str, np.ndarray]:
         """Elements entering level ``l`` at the steps of loop ``y`` at level ``k``, per kept tensor.
@@ -76,30 +70,27 @@ class OrderTerms:
         """
         variant = {x: "step" if x == y else ("after" if x in after else "before") for x in range(self.m)}
         out = {}
-        for t in self.kept(l):
+        for key in self.names(l):
+            t = next(u for u in self.kept(l) if u.name == (key if isinstance(key, str) else key[0]))
+            # (X, "init"): only the steps into an initialisation's residency (its loop's pairs filtered)
+            v = variant if isinstance(key, str) else {**variant, self.nest.init_loop: variant[self.nest.init_loop] + "+init"}
             size = both = 1
             for sub in t.subscripts:
-                s, b = self._sub_sums(k, l, sub, tuple(variant[x] for x, _ in sub))
+                s, b = self._sub_sums(k, l, sub, tuple(v[x] for x, _ in sub))
                 size, both = size * s, both * b
             rest = 1
             for x in self.unused[t.name]:
-                rest = rest * self._total(k, l, x, variant[x])
-            out[t.name] = (size - both) * rest
+                rest = rest * self._total(k, l, x, v[x])
+            out[key] = (size - both) * rest
         return out
 
     def _pair_states(self, k: int, l: int, x: int, variant: str) -> list[F.Pair]:
         key = ("pairs", k, l, x, variant)
         if key not in self.cache:
-            T, chains = self.T, self.chains
-            if variant == "step":
-                pairs, start = F.pair_step(chains[x][k], T[:, k + 1, x]), k + 1
+            if variant.endswith("+init"):
+                self.cache[key] = F.into_init(self._pair_states(k, l, x, variant[:-len("+init")]))
             else:
-                start = k + (0 if variant == "after" else 1)
-                pairs = F.as_pairs(chains[x][start])
-            for j in range(start, l):
-                step = F.pair_spatial if x in self.spatial[j] else F.pair_temporal
-                pairs = step(pairs, T[:, j + 1, x])
-            self.cache[key] = pairs
+                self.cache[key] = pair_states(self.nest, self.spatial, self.T, self.chains, k, l, x, variant)
         return self.cache[key]
 
     def _total(self, k: int, l: int, x: int, variant: str) -> np.ndarray:
@@ -123,7 +114,7 @@ class OrderTerms:
         (trip count 1 in ``rows``, or spatial) count as standing before them, which gives the
         same counts as anywhere else, so the terms serve every group of rows alike.
         """
-        names = [t.name for t in self.kept(l)]
+        names = self.names(l)
         B = len(range(*rows.indices(self.T.shape[0])))
         if not perms or not perms[0]:
             return {x: np.zeros((len(perms), B), dtype=np.int64) for x in names}

@@ -19,10 +19,7 @@ import numpy as np
 
 from polymap.passes.counting.cost_model import (
     Objective,
-    compute_cycles,
-    compute_energy,
-    level_cycles,
-    level_energy,
+    array_cost,
     rank_terms,
 )
 from polymap.passes.counting.fastcount import BatchCounts, Structure
@@ -95,30 +92,13 @@ class ItemResult:
 
 
 def batch_cost(batch: BatchCounts, arch: Architecture, T: np.ndarray, structure: Structure) -> tuple[np.ndarray, np.ndarray]:
-    """``(energy pJ, cycles)`` arrays from a batch's counts, by the formulas of ``mapping.md``.
-
-    The same formulas as :func:`polymap.passes.counting.cost_model.evaluate`, on arrays.
-    """
-    B = T.shape[0]
-    energy = np.full(B, compute_energy(arch, batch.instances), dtype=float)
-    terms = []
-    for l, per in enumerate(batch.counts):
-        spec = arch.levels[l]
-        moved = np.zeros(B, dtype=np.int64)
-        for c in per.values():
-            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
-            moved = moved + c["reads"] + c["updates"]
-        term = level_cycles(spec, moved)
-        if term is not None:
-            terms.append(term)
-    active = np.ones(B, dtype=np.int64)
+    """``(energy pJ, cycles)`` arrays from a batch's counts (:func:`~polymap.passes.counting.cost_model.array_cost`)."""
+    active = np.ones(T.shape[0], dtype=np.int64)
     for k, sp in enumerate(structure.spatial):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    cycles = compute_cycles(arch, batch.instances, active)
-    for t in terms:
-        cycles = np.maximum(cycles, t)
-    return energy, cycles
+    energy, cycles = array_cost(arch, batch.instances, batch.counts, active)
+    return np.broadcast_to(energy, (T.shape[0],)).astype(float), cycles
 
 
 def _resolved(tiles: np.ndarray) -> np.ndarray:
@@ -146,32 +126,18 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
 
 def costs_of(counts: list[dict], arch: Architecture, T: np.ndarray, plan: SpatialPlan, instances: int
             ) -> tuple[np.ndarray, np.ndarray]:
-    """``(energy, cycles)`` broadcast to the full (orders..., B) shape, by the formulas of ``mapping.md``."""
-    energy = compute_energy(arch, instances)
-    bound = []
-    for l, per in enumerate(counts):
-        spec = arch.levels[l]
-        moved = 0
-        for c in per.values():
-            energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0), c.get("fills", 0) + c["updates"])
-            moved = moved + c["reads"] + c["updates"]
-        term = level_cycles(spec, moved)
-        if term is not None:
-            bound.append(term)
+    """``(energy, cycles)`` broadcast to the full (orders..., B) shape
+    (:func:`~polymap.passes.counting.cost_model.array_cost`)."""
     active = np.ones(T.shape[0], dtype=np.int64)
     for k, sp in enumerate(plan.loops):
         for x in sp:
             active = active * (T[:, k, x] // T[:, k + 1, x])
-    cycles = compute_cycles(arch, instances, active)
-    for t in bound:
-        cycles = np.maximum(cycles, t)
-    return energy, cycles
+    return array_cost(arch, instances, counts, active)
 
 
 def evaluate_item(item: WorkItem) -> ItemResult:
     """Exact counts of every legal mapping of the item, the best ``keep`` and optionally all rows."""
-    n = len(item.arch.levels)
-    keep = tuple(frozenset(t.name for t in item.nest.tensors) for _ in range(n))
+    keep = item.plan.kept(item.nest)
     tiles = np.concatenate([p.data.tiles for p in item.parts])
     terms = OrderTerms(item.nest, item.plan.loops, keep, tiles)
     best: list[Scored] = []
@@ -234,13 +200,15 @@ def _rows(item: WorkItem, part: Part, counts: list[dict], energy: np.ndarray, cy
 
 def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequence[SpatialPlan],
                nest: FastNest, arch: Architecture, *, objective: Objective, keep: int, rows: bool, chunk: int,
-               budget: int | None, max_rows: int = 4096) -> list[WorkItem]:
+               budget: int | None, max_rows: int = 4096, first_group: int = 0,
+               first_item: int = 0) -> list[WorkItem]:
     """The space cut into items of about ``chunk`` legal evaluations (small groups of one plan
-    together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations."""
+    together, up to ``max_rows`` tile configs), in index order, up to ``budget`` evaluations.
+    ``groups`` are the space's groups from ``first_group`` on; items are numbered from ``first_item``."""
     parts: list[Part] = []
     left = budget
-    for g, group in enumerate(groups):
-        mask = legal[g]
+    for i, group in enumerate(groups):
+        g, mask = first_group + i, legal[i]
         n0 = mask.shape[0]
         per0 = mask.reshape(n0, -1).sum(axis=1) * len(group.tiles)
         lo = 0
@@ -263,11 +231,11 @@ def work_items(groups: Sequence[Group], legal: Sequence[np.ndarray], plans: Sequ
     for part in parts:
         if batch and (batch[0].data.plan != part.data.plan or sum(p.size for p in batch) + part.size > chunk
                       or sum(len(p.data.tiles) for p in batch) + len(part.data.tiles) > max_rows):
-            items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+            items.append(WorkItem(first_item + len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
                                   objective, keep, rows))
             batch = []
         batch.append(part)
     if batch:
-        items.append(WorkItem(len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
+        items.append(WorkItem(first_item + len(items), nest, arch, plans[batch[0].data.plan], tuple(batch),
                               objective, keep, rows))
     return items

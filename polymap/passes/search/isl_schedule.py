@@ -82,6 +82,10 @@ def _aff_text(aff: isl.Aff, iterators: tuple[str, ...], params: tuple[str, ...])
     return text.replace("+ -", "- ")
 
 
+class NoSchedule(Exception):
+    """isl's scheduler gave up on a nest (its message says why): the source has no candidate there."""
+
+
 def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     """isl's schedule of ``nest`` with the exact conflicts as validity, proximity and coincidence."""
     stmts = model.nest_statements(nest)
@@ -97,7 +101,10 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     sc = isl.ScheduleConstraints.on_domain(domain.intersect_params(ctx)).set_context(ctx)
     deps = deps.coalesce()
     sc = sc.set_validity(deps).set_proximity(deps).set_coincidence(deps)
-    schedule = sc.compute_schedule()
+    try:
+        schedule = sc.compute_schedule()
+    except isl.Error as exc:  # isl's way of saying it found none ("unable to carry dependences")
+        raise NoSchedule(f"isl's scheduler found no schedule ({str(exc).splitlines()[0]})") from None
     node = schedule.get_root().get_child(0)
     band, coincident = 0, ()
     if node.get_type() == isl.schedule_node_type.band and node.band_get_permutable():
@@ -214,11 +221,21 @@ def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
                        tuple(renamed[x] for x in sched.constant) + (extra,))
 
 
+def isl_proposals(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
+                  to_count: bool = True) -> tuple[list[tuple[str, Mapping]], str | None]:
+    """:func:`isl_mappings`, and why there are none when isl's scheduler gave up (else None)."""
+    try:
+        return isl_mappings(model, nest, arch, params, to_count=to_count), None
+    except NoSchedule as exc:
+        return [], str(exc)
+
+
 def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
                  to_count: bool = True) -> list[tuple[str, Mapping]]:
     """Candidate mappings from isl's schedule of ``nest`` (``[(source, mapping)]``; none without a band).
 
-    ``to_count`` false: at any size (for code only; compile counts every candidate it ranks)."""
+    ``to_count`` false: at any size (for code only; compile counts every candidate it ranks).
+    Raises :class:`NoSchedule` when isl's scheduler finds no schedule for the nest."""
     if to_count and params and _instances(model, nest, params) > ENUMERATION_LIMIT:
         return []  # their exact counts (barvinok on skewed tiles) would not finish within a candidate's limit
     sched = isl_schedule(model, nest)

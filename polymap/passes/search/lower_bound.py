@@ -161,7 +161,9 @@ def level_bounds(nest: FastNest, arch: Architecture) -> list[Bound]:
     """One bound per level below the backing store that has a capacity."""
     form = hbl_form(nest)
     accessed = sum(_elements(nest, t) for t in nest.tensors)
-    updated = sum(_elements(nest, t) for t in nest.tensors if t.writes and t.reads)
+    # only-updated tensors (+=, never plainly written, so every entry is a fill and each element
+    # leaves written once more); an initialisation's plain write breaks the first half
+    updated = sum(_elements(nest, t) for t in nest.tensors if t.writes and t.reads and not t.init_writes)
     if form is None:
         note = "HBL does not apply: no exponents cover every loop (the LP of step 1 is infeasible)"
     elif sum(form.s) <= 1:
@@ -177,7 +179,7 @@ def level_bounds(nest: FastNest, arch: Architecture) -> list[Bound]:
         cap = _capacity_elements(nest, lv)
         if cap is None:
             continue
-        entries = 0.0 if form is None else hbl_entries(nest.instances, cap, lv.instances, form.s, form.factor)
+        entries = 0.0 if form is None else hbl_entries(nest.body_instances, cap, lv.instances, form.s, form.factor)
         kind = "hbl" if form is not None and sum(form.s) > 1 else "compulsory"
         out.append(Bound(lv.name, cap, lv.instances, max(entries, accessed) + updated, kind,
                          None if form is None else sum(form.s),

@@ -8,9 +8,11 @@ Before -> after::
       -> WorkItems (explore.py) on local processes or a Dask cluster, at most
          ``max_evaluations`` mappings, in index order
       -> the best ``top`` by (objective, the other two, index): the same on any workers
+      -> a second round over the keep plans (bypass.py) whose floor on the objective is not
+         above the first round's ``kept``-th best (every tensor kept everywhere is the first)
       -> each confirmed by the ISL path (legality with its own tiles, counts equal)
 
-Nests outside the fast path's class (several statements, non-box domains)
+Nests outside the fast path's class (statements lacking more than one loop, non-box domains)
 are searched over the small candidate set of :mod:`polymap.passes.search.space`
 with the ISL path alone, under the same budget.
 """
@@ -28,8 +30,8 @@ from polymap.mapping.model import LevelMapping, Mapping, loop_extents
 from polymap.passes.counting.cost_model import (
     CostReport,
     Objective,
-    active_compute_units,
     evaluate,
+    mapping_execution,
     objective_value,
     rank_terms,
 )
@@ -42,7 +44,9 @@ from polymap.passes.dependences.dependences import memory_based
 from polymap.passes.dependences.loop_classes import distance_set
 from polymap.passes.search.executors import Executor, LocalExecutor
 from polymap.passes.search.explore import ItemResult, Scored, WorkItem, evaluate_item, work_items
-from polymap.passes.search.mapspace import Group, Mapspace, SpatialPlan, build_mapspace, full_orders
+from polymap.passes.search.bypass import floor, keep_plans
+from polymap.passes.search.mapspace import (Group, Mapspace, SpatialPlan, build_mapspace, full_orders, merged,
+                                            plan_space)
 from polymap.passes.search.search import is_legal
 from polymap.passes.search.space import SearchSpace
 from polymap.machine.arch import Architecture
@@ -61,6 +65,7 @@ class SearchOptions:
     chunk: int = 200_000  # evaluations per work item
     csv_rows: bool = False  # keep every evaluated mapping's counts
     isl_candidates: int = 12  # mappings the ISL-only search counts (nests outside the fast path)
+    bypass: bool = True  # search which tensors each level keeps (else: every tensor at every level)
 
 
 @dataclass(frozen=True)
@@ -135,11 +140,12 @@ def _level_key(perm: tuple[int, ...], spatial: frozenset[int], carrying: frozens
 def mapping_of(model: KernelModel, nest: FastNest, arch: Architecture, plan: SpatialPlan,
                orders: tuple[tuple[int, ...], ...], tiles_row: list[list[int]]) -> Mapping:
     loops = nest.loops
-    keep = tuple(t.name for t in nest.tensors)
+    kept = plan.kept(nest)
     levels = []
     for k, lv in enumerate(arch.levels):
         tile = tuple(None if k == 0 or int(tiles_row[k][x]) >= nest.extents[x] else int(tiles_row[k][x])
                      for x in range(len(loops)))
+        keep = tuple(t.name for t in nest.tensors if t.name in kept[k])
         levels.append(LevelMapping(lv.name, tile, tuple(loops[x] for x in orders[k]),
                                    tuple(loops[x] for x in sorted(plan.loops[k])), keep))
     return Mapping(model.kernel.name, nest.nest, loops, tuple(levels))
@@ -213,7 +219,11 @@ def legal_mask(model: KernelModel, space: Mapspace, group: Group, nest: FastNest
 
 def search_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, options: SearchOptions = SearchOptions(),
                 executor: Executor | None = None, progress: Callable[[Progress], None] | None = None) -> SearchResult:
-    """The best ``options.top`` legal, fitting mappings of ``nest`` on ``arch`` (module doc)."""
+    """The best ``options.top`` legal, fitting mappings of ``nest`` on ``arch`` (module doc).
+
+    Two rounds: the plans that keep every tensor everywhere, then the other keep plans whose
+    floor (:mod:`polymap.passes.search.bypass`) is not above the round's ``kept``-th best.
+    """
     start = time.monotonic()
     try:
         fast = analyse_nest(model, nest, dict(params))
@@ -221,39 +231,91 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         return _search_isl(model, nest, arch, params, options, f"outside the fast path ({exc})", start)
     notes: list[str] = []
     carrying = carrying_loops(model, nest, fast.loops)
-    plans = _spatial_plans(model, fast, arch, options, carrying, notes)
-    space = build_mapspace(fast, arch, plans, symmetric=options.symmetric, fixed=carrying)
+    spatial = _spatial_plans(model, fast, arch, options, carrying, notes)
+    space = build_mapspace(fast, arch, spatial, symmetric=options.symmetric, fixed=carrying)
     phases = {"build": time.monotonic() - start}
-    cache: dict = {}
-    groups = space.groups
-    masks = [legal_mask(model, space, g, fast, arch, carrying, cache) for g in groups]
-    illegal = sum(int((~m).sum()) * len(g.tiles) for g, m in zip(groups, masks))
-    space.pruned["illegal"] = illegal
-    phases["legality"] = time.monotonic() - start - phases["build"]
     kept = max(options.top * 4, options.top + 8)
-    items = work_items(groups, masks, space.plans, fast, arch, objective=options.objective, keep=kept,
-                       rows=options.csv_rows, chunk=options.chunk, budget=options.max_evaluations)
-    total = sum(it.size for it in items)
-    remaining = sum(g.size for g in groups) - illegal
-    executor = executor or LocalExecutor(1)
-    results: list[ItemResult] = []
-    best: list[Scored] = []
-    done = 0
-    pruned = sum(space.pruned.values())
-    for res in executor.map(evaluate_item, items):
-        results.append(res)
-        done += res.evaluated
-        best = sorted(best + list(res.best), key=lambda s: s.key)[:kept]
-        if progress is not None:
-            elapsed = max(time.monotonic() - start, 1e-9)
-            progress(Progress(done, total, pruned, best[0].key[0] if best else None, done / elapsed))
-    results.sort(key=lambda r: r.index)
-    phases["evaluate"] = time.monotonic() - start - phases["build"] - phases["legality"]
-    found = _confirm(model, fast, arch, params, space, groups, best, options)
-    phases["confirm"] = time.monotonic() - start - sum(phases.values())
+    run = _Run(model, fast, arch, options, executor or LocalExecutor(1), progress, carrying, kept, start)
+    run.evaluate(space, 0)
+    if options.bypass:
+        others = keep_plans(fast, arch)[1:]
+        limit = run.best[kept - 1].key[0] if len(run.best) >= kept else float("inf")
+        survivors = []
+        space.pruned["bypass floor"] = 0
+        for plan_keep in others:
+            value = float(objective_value(options.objective, *floor(fast, arch, plan_keep)))
+            if value > limit:
+                space.pruned["bypass floor"] += plan_space(fast, arch) * len(spatial)
+                space.space += plan_space(fast, arch) * len(spatial)
+            else:
+                survivors.append(plan_keep)
+        if survivors:
+            t0 = time.monotonic()
+            more = build_mapspace(fast, arch, tuple(SpatialPlan(p.loops, keep) for keep in survivors for p in spatial),
+                                  symmetric=options.symmetric, fixed=carrying)
+            phases["build"] += time.monotonic() - t0
+            offset = len(space.groups)
+            space = merged(space, more)
+            run.evaluate(space, offset)
+        notes.append(f"bypass: {len(others) + 1} keep plans, {len(others) - len(survivors)} removed whole by "
+                     f"their floor on the objective, {len(survivors) + 1} searched")
+    phases["legality"], phases["evaluate"] = run.legality_seconds, run.evaluate_seconds
+    t0 = time.monotonic()
+    run.results.sort(key=lambda r: r.index)
+    found = _confirm(model, fast, arch, params, space, space.groups, run.best, options)
+    phases["confirm"] = time.monotonic() - t0
+    remaining = sum(g.size for g in space.groups) - space.pruned.get("illegal", 0)
     return SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
-                        done, time.monotonic() - start, total >= remaining, "fast", notes,
-                        results if options.csv_rows else [], (fast, space, groups), phases)
+                        run.done, time.monotonic() - start, run.total >= remaining, "fast", notes,
+                        run.results if options.csv_rows else [], (fast, space, space.groups), phases)
+
+
+@dataclass
+class _Run:
+    """The evaluation rounds of one search: legality per order class, work items, the merged best."""
+
+    model: KernelModel
+    fast: FastNest
+    arch: Architecture
+    options: SearchOptions
+    executor: Executor
+    progress: Callable[[Progress], None] | None
+    carrying: frozenset[int]
+    kept: int
+    start: float
+    cache: dict = field(default_factory=dict)
+    results: list[ItemResult] = field(default_factory=list)
+    best: list[Scored] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+    legality_seconds: float = 0.0
+    evaluate_seconds: float = 0.0
+
+    def evaluate(self, space: Mapspace, first: int) -> None:
+        """Evaluate ``space.groups[first:]`` within what is left of the budget."""
+        t0 = time.monotonic()
+        groups = space.groups[first:]
+        masks = [legal_mask(self.model, space, g, self.fast, self.arch, self.carrying, self.cache) for g in groups]
+        illegal = sum(int((~m).sum()) * len(g.tiles) for g, m in zip(groups, masks))
+        space.pruned["illegal"] = space.pruned.get("illegal", 0) + illegal
+        t1 = time.monotonic()
+        self.legality_seconds += t1 - t0
+        budget = self.options.max_evaluations
+        left = None if budget is None else max(budget - self.total, 0)
+        items = work_items(groups, masks, space.plans, self.fast, self.arch, objective=self.options.objective,
+                           keep=self.kept, rows=self.options.csv_rows, chunk=self.options.chunk, budget=left,
+                           first_group=first, first_item=len(self.results))
+        self.total += sum(it.size for it in items)
+        pruned = sum(space.pruned.values())
+        for res in self.executor.map(evaluate_item, items):
+            self.results.append(res)
+            self.done += res.evaluated
+            self.best = sorted(self.best + list(res.best), key=lambda s: s.key)[:self.kept]
+            if self.progress is not None:
+                elapsed = max(time.monotonic() - self.start, 1e-9)
+                self.progress(Progress(self.done, self.total, pruned, self.best[0].key[0] if self.best else None,
+                                       self.done / elapsed))
+        self.evaluate_seconds += time.monotonic() - t1
 
 
 def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: MappingT[str, int], space: Mapspace, groups: list[Group], best: list[Scored],
@@ -271,7 +333,7 @@ def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: Map
             continue
         counts = count_mapping(model, mp, arch, params=dict(params))
         agree = counts == fast_counts(model, mp, arch, params=dict(params))
-        cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, extents))
+        cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, extents))
         out.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), agree))
     return out
 
@@ -296,7 +358,7 @@ def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if not is_legal(model, mp):
             continue
         counts = count_mapping(model, mp, arch, params=dict(params))
-        cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, space.extents))
+        cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, space.extents))
         found.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), True))
     found.sort(key=lambda f: rank_terms(options.objective, f.cost.energy_pj, f.cost.cycles))
     result.found = found[:options.top]

@@ -10,7 +10,9 @@ Before -> after (gemm ``i, j, k`` on a two-level architecture)::
 The space: per loop a chain of tiles ``E >= T1 >= ... >= T_{n-1}``, each
 dividing the one outside it (Timeloop's perfect factorisations); per level
 that fans out, a set of at most ``max_spatial`` spatial loops; per level,
-an order of the loops. Keep is every tensor at every level.
+an order of the loops; per level below the backing store, the tensors it
+keeps (:mod:`polymap.passes.search.bypass` enumerates them and prunes whole
+keep plans by an exact bound on the objective).
 
 Pruning, each exact (the best mapping survives, see ``docs/design.md``):
 
@@ -34,7 +36,7 @@ Pruning, each exact (the best mapping survives, see ``docs/design.md``):
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import permutations
 from math import factorial, prod
 from typing import Iterator
@@ -63,9 +65,18 @@ def chains(extent: int, depth: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SpatialPlan:
-    """Spatial loops (indices) per level; empty where the level does not fan out."""
+    """Spatial loops (indices) per level, empty where the level does not fan out; and the tensors
+    each level keeps (``keep``: per level, or ``()`` for every tensor at every level)."""
 
     loops: tuple[frozenset[int], ...]
+    keep: tuple[frozenset[str], ...] = ()
+
+    def kept(self, nest: FastNest) -> tuple[frozenset[str], ...]:
+        """Per level, the tensors it keeps (the backing store keeps every one)."""
+        every = frozenset(t.name for t in nest.tensors)
+        if not self.keep:
+            return tuple(every for _ in self.loops)
+        return (every,) + tuple(self.keep[1:])
 
     def names(self, loops: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
         return tuple(tuple(loops[x] for x in sorted(s)) for s in self.loops)
@@ -147,12 +158,15 @@ class Mapspace:
 # --------------------------------------------------------------------------- footprints
 
 
-def footprints(nest: FastNest, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(elements, bytes)`` of one tile per row of ``lengths`` (B, loops): the fast path's image sizes."""
+def footprints(nest: FastNest, lengths: np.ndarray, keep: frozenset[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(elements, bytes)`` of one tile per row of ``lengths`` (B, loops): the fast path's image sizes
+    of the tensors in ``keep`` (None: every tensor)."""
     cols = {x: lengths[:, x] for x in range(lengths.shape[1])}
     elems = np.zeros(len(lengths), dtype=np.int64)
     nbytes = np.zeros(len(lengths), dtype=np.int64)
     for t in nest.tensors:
+        if keep is not None and t.name not in keep:
+            continue
         size = np.ones(len(lengths), dtype=np.int64)
         for sub in t.subscripts:
             size = size * F.image_size(sub, cols)
@@ -161,13 +175,13 @@ def footprints(nest: FastNest, lengths: np.ndarray) -> tuple[np.ndarray, np.ndar
     return elems, nbytes
 
 
-def _fits(nest: FastNest, arch: Architecture, tiles: np.ndarray) -> np.ndarray:
+def _fits(nest: FastNest, arch: Architecture, tiles: np.ndarray, keep: tuple[frozenset[str], ...]) -> np.ndarray:
     ok = np.ones(len(tiles), dtype=bool)
     for k in range(1, len(arch.levels)):
         lv = arch.levels[k]
         if not lv.bounded:
             continue
-        elems, nbytes = footprints(nest, tiles[:, k])
+        elems, nbytes = footprints(nest, tiles[:, k], keep[k])
         ok &= ~np.asarray(exceeds(lv, elems, nbytes), dtype=bool)
     return ok
 
@@ -217,15 +231,20 @@ def _canonical(tiles: np.ndarray, plan: SpatialPlan, sigmas: list[tuple[int, ...
 # --------------------------------------------------------------------------- building
 
 
+def plan_space(nest: FastNest, arch: Architecture) -> int:
+    """Mappings of one plan before any pruning: tile configs x every order at every level."""
+    n, m = len(arch.levels), len(nest.loops)
+    return prod(len(chains(e, n - 1)) for e in nest.extents) * factorial(m) ** n
+
+
 def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan, ...], *,
                    symmetric: bool = True, fixed: frozenset[int] = frozenset()) -> Mapspace:
     """Every tile config of every plan that fits, grouped by trip pattern (see the module doc)."""
     n, m = len(arch.levels), len(nest.loops)
     fanouts = tuple(fanout_available(arch, k) for k in range(n))
     per_loop = [chains(e, n - 1) for e in nest.extents]
-    configs = prod(len(c) for c in per_loop)
     orders_all = factorial(m) ** n
-    space = configs * orders_all * len(plans)
+    space = plan_space(nest, arch) * len(plans)
     pruned = {"capacity": 0, "fan-out": 0, "spatial trip 1": 0, "symmetry": 0, "order dominance": 0}
     sigmas = symmetries(nest, fixed) if symmetric else []
     groups: list[Group] = []
@@ -238,7 +257,7 @@ def build_mapspace(nest: FastNest, arch: Architecture, plans: tuple[SpatialPlan,
             pruned["symmetry"] += int((~keep).sum()) * orders_all
             tiles = tiles[keep]
         kept = 0
-        for pattern, inner, rows in _patterns(tiles, plan, n, m, fixed):
+        for pattern, inner, rows in _patterns(tiles, plan, n, m, fixed, nest.init_loop):
             g = Group(p, pattern, rows, inner)
             groups.append(g)
             kept += g.size
@@ -279,13 +298,13 @@ def _plan_configs(nest: FastNest, arch: Architecture, plan: SpatialPlan, per_loo
                 ok &= need <= fanouts[k]
         lost["fan-out"] += int((~ok).sum()) * remaining
         cand = cand[ok]
-        ok = _fits(nest, arch, cand)
+        ok = _fits(nest, arch, cand, plan.kept(nest))
         lost["capacity"] += int((~ok).sum()) * remaining
         rows = cand[ok]
     return rows, lost
 
 
-def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int]
+def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: frozenset[int], init_loop: int | None
              ) -> Iterator[tuple[tuple[tuple[int, ...], ...], tuple[int, ...], np.ndarray]]:
     """``(pattern, inner, rows)`` groups: per level but the innermost, the temporal loops with trip
     count > 1; at the innermost, the loops of ``fixed`` (carrying dependences) with tile > 1."""
@@ -297,6 +316,10 @@ def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: froze
         for x in plan.loops[k]:
             temporal[k, x] = False
     moving = (trips > 1) & temporal[None]
+    if init_loop is not None and n > 1:
+        # an initialisation's residency precedes the loop it lacks at the outermost level, so that
+        # loop steps there (init -> tile 0) even with one tile: its place in the order counts
+        moving[:, 0, init_loop] = True
     inner = (tiles[:, -1] > 1) & np.isin(np.arange(m), sorted(fixed))[None]
     bits_all = np.concatenate([moving.reshape(len(tiles), -1), inner], axis=1)
     weights = 1 << np.arange(bits_all.shape[1], dtype=np.int64)
@@ -309,3 +332,13 @@ def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: froze
         bits = moving[first]
         pattern = tuple(tuple(int(x) for x in np.flatnonzero(bits[k])) for k in range(n - 1))
         yield pattern, tuple(int(x) for x in np.flatnonzero(inner[first])), rows
+
+
+def merged(first: Mapspace, second: Mapspace) -> Mapspace:
+    """One space of both (``second``'s groups after ``first``'s, its plan indices shifted)."""
+    shift = len(first.plans)
+    groups = list(first.groups) + [replace(g, plan=g.plan + shift) for g in second.groups]
+    pruned = dict(first.pruned)
+    for reason, count in second.pruned.items():
+        pruned[reason] = pruned.get(reason, 0) + count
+    return Mapspace(first.nest, first.fanouts, first.plans + second.plans, groups, first.space + second.space, pruned)

@@ -17,7 +17,8 @@ import numpy as np
 
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
-from polymap.passes.counting.cost_model import compute_cycles, compute_energy, level_cycles, level_energy
+from polymap.passes.counting.cost_model import array_cost
+from polymap.passes.counting.execution import batch_execution
 from polymap.passes.counting.fit import exceeds, fanout_available
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.passes.legality.legality import is_legal
@@ -109,35 +110,20 @@ class SearchSpace:
         """
         arch = self.arch
         n = len(arch.levels)
-        inst = batch.instances
-        energy = np.full(len(tiles), compute_energy(arch, inst), dtype=float)
-        moved = []
-        for l, per in enumerate(batch.counts):
-            spec = arch.levels[l]
-            m = 0
-            for c in per.values():
-                energy = energy + level_energy(spec, c["reads"] + c.get("writebacks", 0),
-                                               c.get("fills", 0) + c["updates"])
-                m = m + c["reads"] + c["updates"]
-            moved.append(m)
         ok = batch.exact.copy()
         for l in range(1, n):
             ok &= ~np.asarray(exceeds(arch.levels[l], batch.footprint[l], batch.footprint_bytes[l]), dtype=bool)
         ev_T = _resolve(tiles, self.extents, self.loops)
-        active = np.ones(len(tiles), dtype=np.int64)
         for k, lm in enumerate(template.levels):
             need = np.ones(len(tiles), dtype=np.int64)
             for x in lm.spatial:
                 j = self.loops.index(x)
                 need = need * -(-ev_T[:, k, j] // ev_T[:, k + 1, j])
             ok &= need <= fanout_available(arch, k)
-            active = active * need
-        cycles = compute_cycles(arch, inst, active)
-        for l, spec in enumerate(arch.levels):
-            c = level_cycles(spec, moved[l])
-            if c is not None:
-                cycles = np.maximum(cycles, c)
-        return energy, cycles, ok
+        # the active units: the spatial loops' trips, or on a CPU the code's threads x lanes (one rule)
+        units, waste = batch_execution(self.model, template, arch, self.extents, ev_T)
+        energy, cycles = array_cost(arch, batch.instances, batch.counts, units, waste)
+        return np.broadcast_to(energy, (len(tiles),)).astype(float), cycles, ok
 
 
 def _fanout(arch: Architecture, k: int) -> int:
