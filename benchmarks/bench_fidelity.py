@@ -1,19 +1,23 @@
 """How well does the model rank what the machine measures? Before and after ``polymap calibrate``.
 
-    python benchmarks/bench_fidelity.py [--top 16] [--kernels gemm conv2d ...] [--json OUT.json]
+    python benchmarks/bench_fidelity.py [--quick] [--top 16] [--kernels gemm conv2d ...] [--json OUT.json]
 
-For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each: compile's
-candidates per nest, widened with neighbours (:mod:`polymap.passes.search.variants`)
-to the model's best ``--top``, each built and timed in a child process
-(:class:`polymap.codegen.timing.ProcessTimer`, median of at least 3 runs).
-Per nest it prints Spearman's rho between the model's ranking and the
-measured times, the bias (median measured / predicted; > 1: the model is
-optimistic) and the regret of the model's pick (its measured time over
-the best measured), on the ``host`` preset (before) and on the
-architecture ``polymap calibrate`` fits first (after: the same candidates
-re-ranked by the calibrated model, their counts unchanged). The regret of
-the tuned pick is 1 by construction. A benchmark, not a test: about 15-25
-minutes on a shared 2-core machine.
+For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each (``--quick``:
+the first size only, fewer rounds): compile's candidates per nest, widened
+with neighbours (:mod:`polymap.passes.search.variants`) to the model's best
+``--top``. Each is first built and run once in its own child
+(:class:`polymap.codegen.timing.ProcessTimer`: a candidate that crashes or
+hangs is dropped with the reason); the survivors are then timed
+*interleaved* in one child: ``--rounds`` rounds, each running every
+candidate once (forward, then backward, so that a drift of the machine's
+load falls on all of them alike), and each candidate's median over the
+rounds is its time. Per nest it prints Spearman's rho between the model's
+ranking and the measured times, the bias (median measured / predicted;
+> 1: the model is optimistic) and the regret of the model's pick (its
+measured time over the best measured), on the ``host`` preset (before) and
+on the architecture ``polymap calibrate`` fits first (after: the same
+candidates re-ranked by the calibrated model, their counts unchanged). The
+regret of the tuned pick is 1 by construction. A benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -21,13 +25,22 @@ import argparse
 import json
 import math
 import os
+import pickle
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import yaml
+
 from polymap import api
-from polymap.codegen.timing import ProcessTimer, SamplingPolicy, timing_environment
+from polymap.budget import Budget
+from polymap.codegen.build import load_kernel
+from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.timing import ProcessTimer, SamplingPolicy, TimingJob, timing_environment
+from polymap.codegen.verify import needs_well_conditioned
 from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
 from polymap.mapping.model import loop_extents
@@ -35,7 +48,8 @@ from polymap.passes.counting.cost_model import evaluate
 from polymap.passes.counting.variance import variance
 from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, spearman
-from polymap.passes.search.tune import TuneCandidate, TuneOptions, tune, usable_candidates, widen
+from polymap.passes.search.tune import usable_candidates, widen
+from polymap.tensors import allocate, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
@@ -47,14 +61,65 @@ CASES = {
                                    {"NI": 256, "NJ": 256, "NK": 256, "NL": 256}]),
     "syrk": ("examples/polybench/syrk.loop", [{"M": 200, "N": 240}, {"M": 500, "N": 600}]),
 }
-POLICY = SamplingPolicy(warmup=1, min_repeats=3, max_repeats=9, tolerance=0.03, max_seconds=1.5)
+#: the first run of each candidate: does it build, run and finish (one sample, no repeats)
+SCREEN = SamplingPolicy(warmup=0, min_repeats=2, max_repeats=2, max_seconds=0.0)
+#: a run shorter than this is repeated inside one sample
+MIN_SAMPLE_S = 0.002
+
+
+def interleaved(jobs: list[TimingJob], rounds: int, limit_s: float) -> list[list[float]] | str:
+    """Samples per job, timed round-robin in one child (``rounds`` rounds, alternate directions);
+    a string: why the child failed."""
+    data = pickle.dumps({"jobs": [(j.kernel, j.c_source, dict(j.params), j.seed) for j in jobs], "rounds": rounds})
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child"], input=data, capture_output=True,
+                              timeout=limit_s, env=timing_environment(os.environ))
+    except subprocess.TimeoutExpired:
+        return f"interleaved timing timed out after {limit_s:g} s"
+    if proc.returncode != 0:
+        return f"interleaved timing failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace')[-300:]}"
+    return pickle.loads(proc.stdout)
+
+
+def _child() -> int:
+    """The interleaving child: every candidate loaded, then one sample of each per round."""
+    spec = pickle.loads(sys.stdin.buffer.read())
+    runs = []
+    for kernel, source, params, seed in spec["jobs"]:
+        fn = load_kernel(source, kernel)
+        pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))
+        store = allocate(kernel, params)
+        for name, a in pristine.items():
+            store[name] = np.array(a, copy=True, order="C")
+        tensors = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
+        runs.append([fn, pristine, tensors, params, 1])
+
+    def sample(run) -> float:
+        fn, pristine, tensors, params, number = run
+        for name, a in pristine.items():
+            np.copyto(tensors[name], a)  # the same data every time (accumulating kernels never reach inf)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn(tensors, params)
+        return (time.perf_counter() - t0) / number
+
+    for run in runs:  # warm-up, and how many runs make one sample of at least MIN_SAMPLE_S
+        first = sample(run)
+        run[4] = max(1, int(MIN_SAMPLE_S / max(first, 1e-9)) + 1) if first < MIN_SAMPLE_S else 1
+    samples: list[list[float]] = [[] for _ in runs]
+    for r in range(spec["rounds"]):
+        order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
+        for k in order:
+            samples[k].append(sample(runs[k]))
+    sys.stdout.buffer.write(pickle.dumps(samples))
+    return 0
 
 
 def order_by(cands, arch) -> list[int]:
     """Positions of ``cands`` ranked by the model on ``arch``: cycles, then energy (compile's key)."""
     keys = []
     for k, c in enumerate(cands):
-        r = evaluate(c.report.counts, arch, active_units=c.report.active_units)
+        r = evaluate(c.report.counts, arch, execution=c.report.execution)
         keys.append((r.cycles, r.energy_pj, k))
     return [k for *_, k in sorted(keys)]
 
@@ -80,11 +145,13 @@ def features(kernel, c, arch, values) -> dict:
         key = f"bound_{b.kind.replace(' ', '_')}"
         out[key] = max(out.get(key, 1.0), b.factor)
     out["derating"] = v.derating
+    ex = r.execution
+    out.update({"lanes": ex.lanes, "threads": ex.threads, "waste": ex.waste})
     return out
 
 
 def seconds_on(c, arch) -> float:
-    return evaluate(c.report.counts, arch, active_units=c.report.active_units).seconds
+    return evaluate(c.report.counts, arch, execution=c.report.execution).seconds
 
 
 def stats(cands, measured: list[float | None], arch) -> dict:
@@ -98,11 +165,12 @@ def stats(cands, measured: list[float | None], arch) -> dict:
             "regret": measured[order[0]] / best, "pick": cands[order[0]].source}
 
 
-def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, timer) -> list[dict]:
+def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, timer, rounds: int,
+             budget_s: float) -> list[dict]:
     kernel = load_program(ROOT / path).kernels[0]
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
-    choice = choose(kernel, host, values, options=ChoiceOptions(search_top=min(top, 8)))
+    choice = choose(kernel, host, values, options=ChoiceOptions(search_top=min(top, 8)), budget=Budget(seconds=budget_s))
     out = []
     for nc in choice.nests:
         nc = widen(choice.model, nc, host, values, k=top, seconds=60.0)
@@ -112,22 +180,42 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                         "note": "fewer than two counted candidates"})
             continue
         fixed = tuple(n.chosen.mapping for n in choice.nests if n.nest != nc.nest and n.chosen.mapping)
-        t = tune([TuneCandidate(c.source, c.mapping, c.report.seconds) for c in pool], kernel=choice.kernel,
-                 model=choice.model, nest=nc.nest, arch=host, params=values, fixed=fixed,
-                 options=TuneOptions(k=top, policy=POLICY), timer=timer,
-                 progress=lambda s: print("   ", s, file=sys.stderr, flush=True))
-        measured = [c.measurement.seconds for c in t.candidates]
+        jobs = []
+        for c in pool:
+            mappings = tuple(sorted(fixed + ((c.mapping,) if c.mapping is not None else ()), key=lambda m: m.nest))
+            jobs.append(TimingJob(c.source, choice.kernel, emit_c(choice.kernel, choice.model, mappings, arch=host,
+                                                                  params=dict(values)), dict(values), SCREEN))
+        errors: list[str | None] = []
+        for i, job in enumerate(jobs):  # built, run once, alone: a crash or hang drops only this one
+            m = timer(job)
+            errors.append(m.error)
+            print(f"    screened {i + 1}/{len(jobs)} {job.source}: "
+                  f"{m.error or f'{m.seconds * 1e3:.3f} ms'}", file=sys.stderr, flush=True)
+        alive = [k for k, e in enumerate(errors) if e is None]
+        got = interleaved([jobs[k] for k in alive], rounds, limit_s=600.0)
+        measured: list[float | None] = [None] * len(pool)
+        samples: list[list[float]] = [[] for _ in pool]
+        if isinstance(got, str):
+            errors = [e or got for e in errors]
+        else:
+            for k, smp in zip(alive, got):
+                measured[k], samples[k] = statistics.median(smp), smp
+        if sum(m is not None for m in measured) < 2:
+            out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
+                        "note": "fewer than two measured candidates", "dropped": [e for e in errors if e]})
+            continue
         row = {"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                "measured": sum(m is not None for m in measured), "best_s": min(m for m in measured if m),
                "before": stats(pool, measured, host), "after": stats(pool, measured, calibrated),
-               "dropped": [c.measurement.error for c in t.candidates if c.measurement.error],
+               "dropped": [e for e in errors if e], "rounds": rounds,
                "seconds": round(time.monotonic() - t0, 1),
                "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
                            "predicted_after_s": seconds_on(c, calibrated), "measured_s": m,
-                           "min_s": min(t.measurement.samples) if t.measurement.samples else None,
+                           "min_s": min(smp) if smp else None, "samples": smp,
+                           "execution": c.report.execution.to_json(),
                            "mapping": None if c.mapping is None else c.mapping.to_dict(),
                            "features": features(choice.kernel, c, host, values)}
-                          for c, m, t in zip(pool, measured, t.candidates)]}
+                          for c, m, smp in zip(pool, measured, samples)]}
         out.append(row)
         print(_line(row), flush=True)
     return out
@@ -148,12 +236,18 @@ def _line(r: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
+    ap.add_argument("--quick", action="store_true", help="the first size of each kernel, 5 rounds (about a third of the time)")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per candidate (default 9; --quick 5)")
     ap.add_argument("--kernels", nargs="*", default=list(CASES))
     ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1], help="which of the two sizes (0, 1)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--budget", type=float, default=1800.0, help="seconds for each kernel's choice (a loaded machine needs more than compile's 300)")
     ap.add_argument("--calibrated", type=Path, default=None,
                     help="an architecture polymap calibrate wrote, instead of calibrating first")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.sizes = [0]
+    args.rounds = args.rounds or (5 if args.quick else 9)
     os.environ.update(timing_environment(os.environ))  # idle OpenMP threads sleep: a shared machine
     host = load_architecture("host")
     t0 = time.monotonic()
@@ -161,8 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         calibrated, summary = load_architecture(str(args.calibrated)), {"file": str(args.calibrated)}
         print(f"calibrated architecture from {args.calibrated}")
     else:
-        cal = api.calibrate(arch=host, progress=lambda s: print("   ", s, file=sys.stderr, flush=True))
+        cal = api.calibrate(arch=host, progress=lambda s: print("   ", s, file=sys.stderr, flush=True),
+                            budget=Budget(seconds=args.budget))
         calibrated = cal.architecture
+        if args.json:  # reusable with --calibrated (calibration is the slow part on a loaded machine)
+            args.json.with_suffix(".calibrated.yaml").write_text(
+                yaml.safe_dump(calibrated.to_dict(), sort_keys=False))
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
                    "spearman": [cal.spearman_before, cal.spearman_after]}
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
@@ -174,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.kernels:
         path, sizes = CASES[name]
         for s in [sizes[k] for k in args.sizes]:
-            rows.extend(run_case(name, path, s, host, calibrated, args.top, timer))
+            rows.extend(run_case(name, path, s, host, calibrated, args.top, timer, args.rounds, args.budget))
             if args.json:  # after every case: a long run that stops early keeps what it measured
                 args.json.write_text(json.dumps({"calibration": summary, "rows": rows}, indent=1))
     rhos = [r["before"]["spearman"] for r in rows if "before" in r and r["before"]["spearman"] is not None]
@@ -188,4 +286,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_child() if sys.argv[1:] == ["--child"] else main())

@@ -61,7 +61,7 @@ from polymap.mapping.documents import DOCUMENT_KEYS, is_document, mappings_from_
 from polymap.mapping.files import MAPPING_KEYS
 from polymap.mapping.renamed import in_original_terms
 from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
-from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
@@ -95,10 +95,12 @@ from polymap.timeloop import Imported, import_timeloop as run_import
 from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
 
-__all__ = ["parse", "load", "model", "dependences", "check", "cost", "cost_nests", "search", "search_ranked",
-           "transform", "compile", "run", "architecture", "mapping_of", "mappings_of",
-           "report", "search_network", "import_timeloop", "export_timeloop", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions",
-           "Objective"]
+__all__ = ["parse", "load", "model", "dependences", "order_of", "check", "suggest", "cost", "cost_nests",
+           "cost_details", "search", "search_ranked", "search_network", "transform", "compile", "choose_mappings",
+           "tuned_choice", "measure", "calibrate", "run", "architecture", "architecture_presets",
+           "mapping_architecture", "mapping_of", "mappings_of", "report", "report_facts", "import_timeloop",
+           "export_timeloop", "CostOptions", "NestSearchOptions", "CompileOptions", "ChoiceOptions", "ReportOptions",
+           "SearchOptions", "Objective"]
 
 Progress = Callable[[str], None]
 
@@ -416,8 +418,7 @@ def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, i
         counts = count_symbolic_within(m, mp, arch, params=values, budget=budget)
     else:
         counts = count_mapping(m, mp, arch, params=values)
-    units = active_compute_units(mp, arch, loop_extents_of(m, mp, values))
-    return evaluate(counts, arch, active_units=units)
+    return evaluate(counts, arch, execution=mapping_execution(m, mp, arch, loop_extents_of(m, mp, values)))
 
 
 def loop_extents_of(m: KernelModel, mapping: Mapping, values: MappingT[str, int]) -> dict[str, int]:
@@ -906,14 +907,16 @@ def measure(kernel: ir.Kernel, mappings: Sequence[MappingArg], *, arch: ArchArg 
 
 
 def calibrate(*, arch: ArchArg = "host", probe: Probe | None = None, timer: Timer | None = None,
-              kernels: Sequence[str] | None = None, progress: Progress | None = None) -> Calibration:
+              kernels: Sequence[str] | None = None, progress: Progress | None = None,
+              budget: Budget | None = None) -> Calibration:
     """Measure this machine and fit the cost model to it (``polymap calibrate``).
 
     Returns a :class:`~polymap.machine.calibrate.Calibration`: measured
     bandwidths and FMA rate, the fitted architecture, one derating factor
     per cycle term, and the error before and after over the calibration
     kernels. ``probe`` (a :class:`~polymap.machine.calibrate.Probe`) and
-    ``timer`` replace the native measurements.
+    ``timer`` replace the native measurements. ``budget`` bounds each calibration
+    kernel's choice (compile's default).
     """
 
     before = architecture(arch)
@@ -922,7 +925,7 @@ def calibrate(*, arch: ArchArg = "host", probe: Probe | None = None, timer: Time
     measured = measured_architecture(before, bw)
     samples = calibration_samples(before, measured, timer if timer is not None else ProcessTimer(),
                                   names=tuple(kernels) if kernels is not None else tuple(KERNELS),
-                                  progress=progress)
+                                  progress=progress, budget=budget)
     if len(samples) < 2:
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")

@@ -77,7 +77,8 @@ def _common(p: argparse.ArgumentParser, *, file: bool = True) -> None:
                    help="time allowed for the analyses (default %(default)g s); past it, exit 2 with the reason")
     p.add_argument("--limit", dest="limit_texts", action="append", default=[], metavar="NAME=VALUE",
                    help="raise a limit of polymap.limits (file_bytes, npz_bytes, yaml_depth, nest_depth, "
-                        "statements, domain_pieces, max_integer); repeatable")
+                        "statements, domain_pieces, max_integer); repeatable (default: the limits of docs/design.md, "
+                        "Robustness)")
 
 
 def _choice(p: argparse.ArgumentParser) -> None:
@@ -104,14 +105,14 @@ def build_parser() -> argparse.ArgumentParser:
              "and per statement its domain, original schedule and accesses.")
     _common(p)
     p.add_argument("--emit", choices=("model", "loop"), default="model",
-                   help="'loop' prints the kernels in the .loop language (for a C file)")
+                   help="'loop' prints the kernels in the .loop language (for a C file; default: %(default)s)")
 
     p = _sub(sub, "run", "run a kernel on arrays from an .npz file",
              "Run a kernel on your arrays: the reference execution of the original program, or the generated "
              "C or NumPy code for a mapping (without --mapping, the mapping compile would choose).")
     _common(p)
     p.add_argument("--inputs", metavar="IN.npz", help="one array per in/inout tensor, by name (needed when the "
-                   "kernel reads any)")
+                   "kernel reads any; default: none)")
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write every out/inout tensor here (default: write "
                    "nothing, print a summary)")
     p.add_argument("--target", choices=("reference", "c", "numpy"), default="reference",
@@ -128,21 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--memory-based", action="store_true",
                    help="every pair of conflicting accesses (default: value-based, the true dataflow)")
-    p.add_argument("--plot", metavar="OUT.png", help="draw a 2-D iteration space with its dependences")
+    p.add_argument("--plot", metavar="OUT.png", help="draw a 2-D iteration space with its dependences (default: none)")
     p.add_argument("--loops", metavar="I,J", help="the two loops to plot (default: the two innermost)")
     p.add_argument("--fix", action="append", default=[], metavar="LOOP=VALUE",
                    help="value of a loop not plotted (repeatable; default: its first value)")
     p.add_argument("--statement", help="statement to plot (default: the deepest)")
     p.add_argument("--window", type=int, default=8, metavar="N",
                    help="draw at most the first N values of each plotted loop (default 8)")
-    p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT")
+    p.add_argument("--dot", metavar="OUT.dot", help="write the statement dependence graph as DOT (default: none)")
 
     p = _sub(sub, "check", "is a loop order or a mapping legal?",
              "Is a loop order or a mapping legal? Exit 0 when it is, 1 with a concrete witness per violation.")
     _common(p)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--order", metavar="I,K,J", help="loop order, outer to inner, e.g. i,k,j")
-    g.add_argument("--mapping", metavar="M.yaml", help="a mapping file, or compile's NAME.json")
+    g.add_argument("--order", metavar="I,K,J", help="loop order, outer to inner, e.g. i,k,j (this or --mapping)")
+    g.add_argument("--mapping", metavar="M.yaml", help="a mapping file, or compile's NAME.json (this or --order)")
     p.add_argument("--arch", default=None, help="architecture (preset or YAML file) to check fan-out and "
                    "capacities against (default: the preset whose level names the mapping uses)")
     p.add_argument("--suggest", metavar="OUT.yaml", default=None,
@@ -156,11 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mapping", required=True, metavar="M.yaml", help="a mapping file, or compile's NAME.json")
     p.add_argument("--symbolic", action="store_true", help="also give each count as a formula in the parameters "
                    "(refused when the --budget runs out)")
-    p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline")
+    p.add_argument("--plot", metavar="ROOFLINE.png", help="place the mapping on the roofline (default: none)")
     p.add_argument("--convention", choices=("exact", "timeloop"), default="exact",
-                   help="'timeloop': outputs start at zero, spatial_reduction levels combine partial sums")
+                   help="'timeloop': outputs start at zero, spatial_reduction levels combine partial sums "
+                        "(default: %(default)s)")
     p.add_argument("--export", nargs=2, metavar=("FORMAT", "OUT.yaml"),
-                   help="also write the mapping in another tool's format: --export timeloop OUT.yaml")
+                   help="also write the mapping in another tool's format: --export timeloop OUT.yaml "
+                        "(default: none)")
 
     p = _sub(sub, "transform", "the mapped loop nest in the .loop language",
              "Print the mapped (tiled, permuted) nest as .loop source that parses again and computes the same "

@@ -9,6 +9,7 @@ same thing; the calibration set is cut to two kernels to stay fast.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from pathlib import Path
@@ -17,10 +18,10 @@ import pytest
 
 import polymap
 from polymap import api
-from polymap.cli import main
+from polymap.cli import build_parser, main
 from polymap.codegen.timing import Measurement, TimingJob
 from polymap.commands.calibrate import _document as calibrate_document
-from polymap.commands.check import verdict_json
+from polymap.reports.check import verdict_json
 from polymap.machine.calibration_set import KERNELS
 from polymap.mapping.model import nest_loops
 from polymap.passes.counting.cost_model import Objective
@@ -32,6 +33,7 @@ from polymap.reports.model import kernel_json
 from polymap.reports.search import search_json
 from test_calibrate import FakeProbe
 from test_examples import SMALL
+from test_networks import _small as small_network_sizes
 
 ROOT = Path(__file__).resolve().parents[1]
 POLYBENCH = sorted(p for p in SMALL if p.startswith("examples/polybench/"))
@@ -185,3 +187,69 @@ def test_import_timeloop_equals_the_api(problem: str, arch: str, mapping: str | 
     assert [Path(f).name for f in got["files"]] == [Path(f).name for f in result.files]
     for cli_file, api_file in zip(got["files"], result.files):  # the same files, written the same
         assert Path(cli_file).parent == tmp_path / "cli" and Path(cli_file).read_text() == Path(api_file).read_text()
+
+
+# --------------------------------------------------------------------------- help
+
+
+def test_every_option_has_help_that_states_its_default():
+    """Each optional flag that takes a value says what happens without it (a flag that only switches
+    something on, and the two alternatives of check, need not)."""
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = []
+    for name, parser in subcommands.choices.items():
+        assert parser.description, f"polymap {name} --help has no description"
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            text = action.help or ""
+            takes_value = not isinstance(action, argparse._StoreTrueAction) and not action.required
+            if not text or (takes_value and "default" not in text and "this or" not in text):
+                missing.append(f"{name} {'/'.join(action.option_strings)}")
+    assert not missing, missing
+
+
+# --------------------------------------------------------------------------- NAME.json round trip, the rest
+
+
+def _network_cases() -> list[tuple[Path, str, dict[str, int]]]:
+    """Every kernel of the networks at small sizes (tests/test_networks.py's shrinking)."""
+    return [(path, k.name, small_network_sizes(k)) for path in NETWORKS for k in polymap.load(path).kernels]
+
+
+ROUND_TRIP = ([(ROOT / p, None, SMALL[p]) for p in POLYBENCH] + _network_cases())
+
+
+def _counts(cost_doc: dict) -> dict:
+    return {"instances": cost_doc["instances"], "levels": cost_doc["levels"],
+            "energy_pj": cost_doc["energy_pj"], "cycles": cost_doc["cycles"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("file, kernel, sizes", ROUND_TRIP,
+                         ids=[f"{f.name}:{k}" if k else f.name for f, k, _ in ROUND_TRIP])
+def test_name_json_round_trips_polybench_and_networks(file: Path, kernel: str | None, sizes: dict[str, int],
+                                                      tmp_path: Path, capsys: pytest.CaptureFixture):
+    """compile's NAME.json goes back through cost, check and compile --mapping with the same counts, and
+    no written order names a loop twice (``test_orchestration.py`` does the other examples)."""
+    pick = ["--kernel", kernel] if kernel else []
+    flags = [*pick, *_defines(sizes)]
+    first = _cli_json(capsys, "compile", file, "--arch", "toy", "-o", tmp_path / "a", "--target", "c",
+                      "--no-verify", "--search-evaluations", "0", "--no-cache", *flags)["kernels"][0]
+    name_json = tmp_path / "a" / f"{first['kernel']}.json"
+    doc = json.loads(name_json.read_text())
+    assert len(doc["cost"]) == len(doc["mappings"])
+    for m in doc["mappings"]:
+        for level in m["levels"]:
+            order = level.get("order", [])
+            assert len(order) == len(set(order)), (level, "a loop twice in one order")
+    if doc["mappings"]:
+        got = _cli_json(capsys, "cost", file, "--arch", "toy", "--mapping", name_json, *flags)
+        nests = [got] if len(doc["mappings"]) == 1 else got["nests"]
+        assert [_counts(c) for c in nests] == [_counts(c) for c in doc["cost"]]
+        assert _cli_json(capsys, "check", file, "--mapping", name_json, *flags)["legal"] is True
+    again = _cli_json(capsys, "compile", file, "--arch", "toy", "--mapping", name_json, "-o", tmp_path / "b",
+                      "--target", "c", *flags)["kernels"][0]
+    assert again["mappings"] == doc["mappings"]
+    assert [_counts(c) for c in again["cost"]] == [_counts(c) for c in doc["cost"]]
+    assert again["verification"]["passed"] is True

@@ -20,7 +20,8 @@ import pytest
 from polymap import ir
 from polymap.machine.presets import load_architecture
 from polymap.codegen.build import load_kernel
-from polymap.codegen.c.emitter import c_signature, emit_c, loop_coefficient
+from polymap.codegen.c.emitter import c_signature, emit_c
+from polymap.passes.counting.execution import loop_coefficient
 from polymap.codegen.verify import needs_well_conditioned, verify
 from polymap.driver import load_program
 from polymap.mapping.model import nest_loops

@@ -18,7 +18,7 @@ import pytest
 import polymap
 from polymap import api
 from polymap.cli import main
-from polymap.commands.check import verdict_json
+from polymap.reports.check import verdict_json
 from polymap.commands.compile import document
 from polymap.commands.run import _document as run_document
 from polymap.passes.counting.cost_model import Objective, rank_key

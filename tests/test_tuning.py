@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 from scipy import stats
 
 from polymap.mapping.files import mapping_from_dict
@@ -322,3 +323,61 @@ def test_a_mapping_no_file_can_say_has_no_neighbours(gemm, host):
     levels[k - 1] = dataclasses.replace(levels[k - 1], tile=outer)
     odd = dataclasses.replace(made, levels=tuple(levels))
     assert list(neighbours(odd, gemm, host, loop_extents(gemm, 0, values))) == []
+
+
+# --------------------------------------------------------------------------- never slower, and the cache answers
+
+
+class RandomTimer(FakeTimer):
+    """Seconds per candidate drawn in advance (by the order the jobs arrive)."""
+
+    def __init__(self, draws: list):
+        super().__init__({})
+        self.draws = draws
+
+    def __call__(self, job: TimingJob) -> Measurement:
+        self.jobs.append(job)
+        s = self.draws[(len(self.jobs) - 1) % len(self.draws)]
+        if s is None:
+            return Measurement(None, (), "crashed (SIGSEGV)")
+        return Measurement(s, (s, s, s))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.floats(1e-6, 10.0)), min_size=3, max_size=3))
+def test_a_tuned_choice_is_never_slower_than_the_untuned_one(gemm_choice, host, gemm, draws):
+    """The untuned pick is the model's first candidate; tuning measures it among the K and keeps the
+    fastest, so by the same measurements the tuned one is never slower (when the untuned one ran)."""
+    timer = RandomTimer(draws)
+    tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES), options=TuneOptions(k=3),
+                        timer=timer)
+    t = tuned.tuning[0]
+    untuned = next(r for r in t.candidates if r.rank_model == 1)
+    assert untuned.candidate.source == gemm_choice.nests[0].chosen.source
+    measured = [r.measurement.seconds for r in t.candidates if r.measurement.seconds is not None]
+    if not measured:
+        assert t.chosen is None and tuned.choice.nests[0].chosen.source == gemm_choice.nests[0].chosen.source
+        return
+    assert t.chosen.measurement.seconds == min(measured)
+    if untuned.measurement.seconds is not None:
+        assert t.chosen.measurement.seconds <= untuned.measurement.seconds
+    assert tuned.choice.nests[0].chosen.source == t.chosen.candidate.source
+
+
+def test_a_hit_neither_chooses_nor_times(gemm, tmp_path, monkeypatch):
+    """The second compile in a bucket answers from the cache: no search, no timing (what makes it
+    a small fraction of the first; bench_tune_cache.py measures the fraction)."""
+    timer = SecondFastest({})
+    first = api.tuned_choice(gemm, arch="host", params=SIZES, tune=2, cache_dir=tmp_path, timer=timer,
+                             verify_hit=False)
+    assert first.cache == "miss" and len(timer.jobs) == 2
+
+    def no_choice(*args, **kwargs):
+        raise AssertionError("a cache hit ran compile's choice")
+
+    monkeypatch.setattr(api, "choose", no_choice)
+    again_timer = FakeTimer({})
+    again = api.tuned_choice(gemm, arch="host", params={"M": 12, "N": 16, "K": 9}, tune=2, cache_dir=tmp_path,
+                             timer=again_timer, verify_hit=False)
+    assert again.cache == "hit" and again_timer.jobs == []
+    assert again.choice.nests[0].chosen.mapping == first.choice.nests[0].chosen.mapping

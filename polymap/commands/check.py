@@ -15,32 +15,12 @@ import yaml
 from polymap import api, ir
 from polymap.driver import check_defines, load_program, parse_defines, select_kernels
 from polymap.errors import IllegalTransformation, InputError
-from polymap.passes.legality.legality import Verdict
+from polymap.reports.check import verdict_json, verdict_report
 
 
 def parse_order(text: str) -> tuple[str, ...]:
     """``"i,k,j"`` -> ``("i", "k", "j")`` (which nest it names is :func:`polymap.api.order_of`'s to say)."""
     return tuple(x.strip() for x in text.split(",") if x.strip())
-
-
-def verdict_json(kernel: str, verdict: Verdict) -> dict:
-    return {"kernel": kernel, "legal": verdict.legal,
-            "violations": [v.to_json() for v in verdict.violations],
-            "notes": list(verdict.notes), "hints": list(verdict.hints)}
-
-
-def verdict_report(kernel: str, what: str, verdict: Verdict) -> str:
-    head = f"kernel {kernel}: {what} is {'legal' if verdict.legal else 'ILLEGAL'}"
-    lines = [head]
-    for k, v in enumerate(verdict.violations, 1):
-        pair = f" {v.source} -> {v.sink} on {v.tensor}" if v.source else ""
-        lines.append(f"  violation {k} ({v.kind}{pair}):")
-        lines.append(f"    {v.reason}")
-    for n in verdict.notes:
-        lines.append(f"  note: {n}")
-    for h in verdict.hints:
-        lines.append(f"  hint: {h}")
-    return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from polymap.budget import Budget
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.timing import SamplingPolicy, Timer, TimingJob
 from polymap.driver import param_values, parse
@@ -60,16 +61,16 @@ QUICK = SamplingPolicy(warmup=1, min_repeats=3, max_repeats=9, tolerance=0.03, m
 
 def calibration_samples(before: Architecture, measured: Architecture, timer: Timer, *,
                         names: Sequence[str] = tuple(KERNELS), policy: SamplingPolicy = QUICK,
-                        progress: Callable[[str], None] | None = None) -> list[Sample]:
+                        progress: Callable[[str], None] | None = None, budget: Budget | None = None) -> list[Sample]:
     """Every candidate of every calibration kernel: cycle terms under ``measured``, the time, and
-    the seconds ``before`` predicts."""
+    the seconds ``before`` predicts. ``budget`` bounds each kernel's choice (compile's default)."""
     samples = []
     for name in names:
         text, sizes = KERNELS[name]
         kernel = parse(text).kernels[0]
         for size in sizes:
             values = param_values(kernel, size)
-            choice = choose(kernel, measured, values, options=ChoiceOptions(search_evaluations=0))
+            choice = choose(kernel, measured, values, options=ChoiceOptions(search_evaluations=0), budget=budget)
             for nc in choice.nests:
                 fixed = tuple(n.chosen.mapping for n in choice.nests if n.nest != nc.nest and n.chosen.mapping)
                 for cand in usable_candidates(nc):
@@ -85,7 +86,7 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                         progress(f"calibrating: {label}: {'dropped' if m.seconds is None else f'{m.seconds:.3g} s'}")
                     if m.seconds is None:
                         continue
-                    old = evaluate(cand.report.counts, before, active_units=cand.report.active_units)
+                    old = evaluate(cand.report.counts, before, execution=cand.report.execution)
                     # the fastest sample: what the machine can do, not what the other users leave of it
                     samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds))
     return samples

@@ -56,6 +56,7 @@ from polymap.codegen.c.expr import (
     c_name,
 )
 from polymap.passes.frontend.types import combine_type
+from polymap.passes.counting.execution import unit_stride
 from polymap.machine.arch import Architecture
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from typing import Mapping as MappingT
@@ -301,16 +302,9 @@ class _Printer:
         """Every access of the loop's statements is invariant or unit-stride along its loop."""
         if not info.loop:
             return False
-        for name in info.statements:
-            sm = self.model.statement(name)
-            if info.loop not in sm.loops:
-                continue
-            refs = [sm.stmt.target] + [r for r in ir.subexpressions(sm.stmt.value) if isinstance(r, ir.Ref)]
-            for r in refs:
-                coeffs = [loop_coefficient(x, info.loop) for x in r.indices]
-                if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and coeffs[-1] not in (0, 1)):
-                    return False
-        return True
+        # the cost model's rule for lanes (passes/counting/execution.py): one definition
+        return all(unit_stride(self.model.statement(name).stmt, info.loop) for name in info.statements
+                   if info.loop in self.model.statement(name).loops)
 
     # ---- statements
     def statement(self, n: isl.AstNode) -> None:
@@ -352,31 +346,6 @@ class _Printer:
             flat = f"{flat} * {vp.index(ext)} + {vp.index(sub)}"
             flat = f"({flat})"
         return f"{name}[{flat}]"
-
-
-def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
-    """The coefficient of ``loop`` in the affine subscript ``e`` (None: not affine in it).
-
-    ``j - 1`` -> 1, ``2 * j`` -> 2, ``i + N`` -> 0, ``j * j`` -> None.
-    """
-    match e:
-        case ir.Var(name=n):
-            return 1 if n == loop else 0
-        case ir.Const():
-            return 0
-        case ir.Neg(operand=a):
-            c = loop_coefficient(a, loop)
-            return None if c is None else -c
-        case ir.BinOp(op="+" | "-", lhs=a, rhs=b):
-            ca, cb = loop_coefficient(a, loop), loop_coefficient(b, loop)
-            if ca is None or cb is None:
-                return None
-            return ca + cb if e.op == "+" else ca - cb
-        case ir.BinOp(op="*", lhs=ir.Const(value=int() as k), rhs=b) | ir.BinOp(op="*", lhs=b, rhs=ir.Const(value=int() as k)):
-            c = loop_coefficient(b, loop)
-            return None if c is None else k * c
-    used = any(isinstance(v, ir.Var) and v.name == loop for v in ir.subexpressions(e))
-    return None if used else 0
 
 
 def emit_c_for(kernel: ir.Kernel, mappings: Sequence = ()) -> str:

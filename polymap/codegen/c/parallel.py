@@ -36,9 +36,8 @@ from typing import Callable, Mapping
 from polymap.islcheck import isl
 from polymap.poly import count, fix_params, to_int
 from polymap.codegen.ast_build import LoopAnalysis, LoopInfo, children
+from polymap.passes.counting.execution import MIN_WORK  # the cost model's rule for threads: one definition
 
-#: Statement instances one worksharing loop execution (one barrier) must cover to be worth it.
-MIN_WORK = 32768
 
 Path = tuple
 

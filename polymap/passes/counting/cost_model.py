@@ -5,13 +5,18 @@ The formulas are those of ``mapping.md`` (after the counts)::
     energy    = sum over levels of (reads + writebacks) * read_energy
                                  + (fills + updates) * write_energy
               + instances * compute energy
-    cycles    = max(instances / (active units * ops_per_cycle),
+    cycles    = max(instances * waste / (active units * ops_per_cycle),
                     max over levels of (reads + updates) / bandwidth)
     intensity = instances / (reads + updates) per level
 
-``active units`` is the product of the trip counts of every spatial loop
-down the hierarchy, capped by the compute instances; utilization is that
-over the compute instances.
+``active units`` and the compute term's waste are what the generated code
+does with the mapping (:mod:`polymap.passes.counting.execution`): on an
+accelerator the trip counts of its spatial loops; on a CPU its threads (the
+spatial loops, else OpenMP's loop) times the vector lanes of its innermost
+loop, capped by the compute instances. The compute term divides the
+busiest unit's work, ``instances x waste / active units`` (partial vectors
+and uneven thread shares, exact from the tiles), by the ops per cycle;
+utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -37,6 +42,8 @@ import numpy as np
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.counting import Counts, LevelCounts
+from polymap.passes.counting.execution import Execution, execution as _execution_of
+from polymap.poly import KernelModel
 
 #: a number or an array of numbers (one per candidate)
 Num = TypeVar("Num", int, float, np.ndarray)
@@ -105,9 +112,10 @@ def capped_units(arch: Architecture, active: Num) -> Num:
     return max(1, min(active, arch.compute.instances))
 
 
-def compute_cycles(arch: Architecture, instances: Num, active_units: Num) -> Num:
-    """Cycles of the compute units: instances over (active units x ops per cycle)."""
-    return instances / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
+def compute_cycles(arch: Architecture, instances: Num, active_units: Num, waste: Num = 1.0) -> Num:
+    """Cycles of the compute units: the busiest unit's share (instances x waste / active units)
+    over the ops per cycle."""
+    return instances * waste / (capped_units(arch, active_units) * arch.compute.ops_per_cycle)
 
 
 def level_cycles(spec: Level, crossing: Num) -> Num | None:
@@ -131,6 +139,7 @@ class CostReport:
     utilization: float
     intensity: tuple[tuple[str, float | None], ...]  # None: nothing crosses the boundary
     seconds: float
+    execution: Execution = Execution()  # threads, lanes and waste behind active_units
 
     def objective(self, objective: Objective) -> float:
         """The value ``objective`` minimises for this mapping."""
@@ -138,13 +147,20 @@ class CostReport:
 
 
 def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> int:
-    """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances."""
+    """Product of the trip counts of all spatial loops down the hierarchy, capped by compute instances
+    (what an accelerator runs; a CPU's code also has threads and lanes: :func:`mapping_execution`)."""
     active = 1
     for k, lm in enumerate(mapping.levels):
         if lm.spatial:
             trips = trip_counts(mapping, k, extents)
             active *= prod(max(trips[x], 1) for x in lm.spatial)
     return capped_units(arch, active)
+
+
+def mapping_execution(model: KernelModel, mapping: Mapping, arch: Architecture,
+                      extents: MappingT[str, int]) -> Execution:
+    """The units that run ``mapping``'s instances and their waste (:mod:`~polymap.passes.counting.execution`)."""
+    return _execution_of(model, mapping, arch, extents)
 
 
 def level_flows(reads: Num, writebacks: Num, fills: Num, updates: Num) -> tuple[Num, Num, Num]:
@@ -159,14 +175,16 @@ def _traffic(level: LevelCounts) -> int:
 
 
 def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str, MappingT[str, Num]]],
-               active_units: Num) -> tuple[Num, Num]:
-    """``(energy pJ, cycles)`` of batches of candidates: :func:`evaluate`'s formulas over arrays.
+               active_units: Num, waste: Num = 1.0) -> tuple[Num, Num]:
+    """``(energy pJ, cycles)`` of batches of candidates: :func:`evaluate`'s formulas over arrays
+    (``active_units`` and ``waste`` as :func:`mapping_execution` gives them, or
+    :func:`~polymap.passes.counting.execution.batch_execution` over arrays).
 
     ``counts[level][tensor]`` holds ``"reads"``, ``"updates"`` and (below the backing store)
     ``"fills"`` and ``"writebacks"``, as numbers or arrays of one value per candidate.
     """
     energy = compute_energy(arch, instances)
-    cycles = compute_cycles(arch, instances, active_units)
+    cycles = compute_cycles(arch, instances, active_units, waste)
     for spec, per in zip(arch.levels, counts):
         crossing = 0
         for c in per.values():
@@ -179,8 +197,14 @@ def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str
     return energy, cycles
 
 
-def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> CostReport:
-    """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``."""
+def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
+             execution: Execution | None = None) -> CostReport:
+    """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``.
+
+    ``execution`` (:func:`mapping_execution`) gives the active units and the waste; without it,
+    ``active_units`` with no waste."""
+    if execution is None:
+        execution = Execution(threads=max(1, int(active_units)))
     breakdown = []
     for lv, spec in zip(counts.levels, arch.levels):
         flows = [level_flows(t.reads, t.writebacks or 0, t.fills or 0, t.updates) for t in lv.tensors]
@@ -188,8 +212,8 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> Co
         incoming = sum(f[1] for f in flows)
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
-    units = capped_units(arch, active_units)
-    terms = [("compute", compute_cycles(arch, counts.instances, units))]
+    units = capped_units(arch, execution.units)
+    terms = [("compute", compute_cycles(arch, counts.instances, units, execution.waste))]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:
@@ -199,4 +223,4 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1) -> Co
                       for lv in counts.levels)
     return CostReport(counts, sum(e for _, e in breakdown), tuple(breakdown), cycles, tuple(terms),
                       bottleneck, units, units / arch.compute.instances, intensity,
-                      cycles / arch.compute.frequency)
+                      cycles / arch.compute.frequency, execution)

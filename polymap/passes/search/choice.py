@@ -2,7 +2,9 @@
 
 Per nest, the candidates are the register blocking
 (:mod:`polymap.passes.search.register_mapping`), the default heuristic
-(:mod:`polymap.passes.search.default_mapping`), the best mappings of the search
+(:mod:`polymap.passes.search.default_mapping`), the interchanges that make the
+innermost loop unit stride (:mod:`polymap.passes.search.interchange`), isl's
+schedules (:mod:`polymap.passes.search.isl_schedule`), the best mappings of the search
 (:func:`polymap.passes.search.search.search_mappings`, with a budget of
 evaluations, :attr:`ChoiceOptions.search_evaluations`) and always the
 *original order*. Each is checked (legality:
@@ -10,7 +12,8 @@ evaluations, :attr:`ChoiceOptions.search_evaluations`) and always the
 :func:`polymap.passes.counting.fit.fit_problems`) and counted exactly
 (:func:`polymap.passes.counting.counting.count_mapping`), then ranked by
 the objective (:class:`~polymap.passes.counting.cost_model.Objective`,
-cycles then energy by default)::
+cycles then energy by default; between equal objective values, fewer strided
+references first, :func:`rank`)::
 
     gemm 1024^3 on host
       register tiles   cycles 5.4e+08  energy 4.1e+09 pJ   <- chosen
@@ -43,12 +46,13 @@ from polymap.budget import Budget
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
-from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate
+from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
+from polymap.passes.search.interchange import interchange_mappings, mapping_strided_weight
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
 from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
@@ -159,6 +163,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     budget.check(f"the register-tile and default candidates of nest {nest}")
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
+    proposals += list(interchange_mappings(model, nest, arch, params))
     budget.check(f"isl's scheduler on nest {nest}")
     scheduled, isl_gave_up = isl_proposals(model, nest, arch, params, to_count=False)
     skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
@@ -196,7 +201,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
         candidates += others
     usable = sorted((c for c in candidates if c.legal and (c.report is not None or c.mapping is None)),
-                    key=lambda c: c.key(options.objective))
+                    key=lambda c: rank(model, nest, c, params, options.objective))
     rest = [c for c in candidates if c not in usable]
     chosen = usable[0] if usable else candidates[0]
     if beyond and scheduled and chosen.legal:
@@ -206,6 +211,16 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         rest += [c for c in ranked if not c.legal]
         chosen = usable[0]
     return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped)
+
+
+def rank(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[str, int],
+         objective: Objective = Objective.CYCLES) -> tuple[float, float, float]:
+    """The sort key of a candidate: the objective, then (on equal objective values: the counts do not see
+    strides) the fewer strided references of its innermost walk
+    (:func:`polymap.passes.search.interchange.mapping_strided_weight`), then the objective's tie-breaker."""
+    value, tie = candidate.key(objective)
+    strided = mapping_strided_weight(model, nest, candidate.mapping, params) if candidate.report is not None else 0
+    return (value, float(strided), tie)
 
 
 def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
@@ -302,7 +317,7 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
     counts = count_mapping(model, counted, arch, params=params)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
-    report = evaluate(counts, arch, active_units=active_compute_units(counted, arch, extents))
+    report = evaluate(counts, arch, execution=mapping_execution(model, counted, arch, extents))
     return Candidate(source, mapping, counted, True, (), report)
 
 

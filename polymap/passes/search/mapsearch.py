@@ -30,8 +30,8 @@ from polymap.mapping.model import LevelMapping, Mapping, loop_extents
 from polymap.passes.counting.cost_model import (
     CostReport,
     Objective,
-    active_compute_units,
     evaluate,
+    mapping_execution,
     objective_value,
     rank_terms,
 )
@@ -333,7 +333,7 @@ def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: Map
             continue
         counts = count_mapping(model, mp, arch, params=dict(params))
         agree = counts == fast_counts(model, mp, arch, params=dict(params))
-        cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, extents))
+        cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, extents))
         out.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), agree))
     return out
 
@@ -358,7 +358,7 @@ def _search_isl(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if not is_legal(model, mp):
             continue
         counts = count_mapping(model, mp, arch, params=dict(params))
-        cost = evaluate(counts, arch, active_units=active_compute_units(mp, arch, space.extents))
+        cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, space.extents))
         found.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), True))
     found.sort(key=lambda f: rank_terms(options.objective, f.cost.energy_pj, f.cost.cycles))
     result.found = found[:options.top]

@@ -49,6 +49,7 @@ from polymap.mapping.model import (
     nest_tensors,
 )
 from polymap.passes.counting.fit import fanout_problems
+from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
 from polymap.codegen.c.regtile import _unit_last
 
@@ -208,29 +209,39 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     rf = tuple({i: mr, j: b.nr}.get(x, 1) for x in loops)
     ij = tuple(x for x in (i, j) if x is not None)
     keep = nest_tensors(kernel, nest)
-    # one chunk of the parallel loop per core, a whole number of register tiles
-    par = i if i is not None else j
-    step = mr if i is not None else b.nr
-    chunk = -(-max(1, extents.get(par, 1)) // cores)
+    # one chunk of the parallel loop per core, a whole number of register tiles: the rows when
+    # no dependence crosses them, else the columns (trmm's rows read the rows below them, which
+    # are updated later: its columns are independent), else none
+    par = parallel_loop(model, roles)
+    step = mr if par == i else b.nr
+    chunk = -(-max(1, extents.get(par or j, 1)) // cores)
     chunk = -(-chunk // step) * step
     rows = b.mc if i is not None else None
     whole = tuple(None for _ in loops)
     outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
     top, group = (whole, outer_first, ()), whole
-    if i is not None and chunk > b.mc:
-        # a core's rows in blocks of at most MC, so that the L2 tile's block of A fits L2 (and is
-        # packed there); the DRAM level walks groups of one block per core, the LLC level spreads a
-        # group over the cores: every core gets the same number of blocks
-        blocks = -(-chunk // b.mc)
+    # a core's rows in blocks of about MC (the nearest whole number of them, so at most 1.5 MC: the
+    # L2 tile's block of A still fits L2, and is packed there); the DRAM level walks groups of one
+    # block per core, the LLC level spreads a group over the cores: every core gets as many blocks.
+    # Rounding up instead cut 516 rows (f32 1024, 2 cores, MC 252) into 3 blocks of 174, which ran
+    # slower than 2 of 258 (B's panel is packed once per block)
+    blocks = (chunk + b.mc // 2) // b.mc if par is not None and par == i else 1
+    if blocks >= 2:
         rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
         chunk = rows
         top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
         group = tile(rows * cores, None, None)
-    l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
+    if par is not None and par == i:
+        l2 = tile(chunk, b.nc, b.kc)
+    elif par is not None and i is not None:  # a chunk of columns per core, all rows
+        l2 = tile(None, min(b.nc, chunk), b.kc)
+    else:
+        l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
+    first = par or (i if i is not None else j)
     specs = {
         0: top,
-        n - 4: (group, (par,) + tuple(x for x in (i, j, k) if x not in (None, par)) + others,
-                (par,) if cores > 1 else ()),
+        n - 4: (group, (first,) + tuple(x for x in (i, j, k) if x not in (None, first)) + others,
+                (par,) if cores > 1 and par is not None else ()),
         n - 3: (l2, ij + (k,) + others, ()),
         n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
         n - 1: (rf, others + (k,) + ij, ()),
@@ -244,6 +255,16 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out
+
+
+def parallel_loop(model: KernelModel, roles: Roles) -> str | None:
+    """The loop of the register tile's rows (else its columns) that carries no dependence of the
+    kernel (memory-based: a read before a later write counts), or None when both carry one."""
+    classes = loop_classes(model)
+    for x in (roles.i, roles.j):
+        if x is not None and x in classes and classes[x].parallel:
+            return x
+    return None
 
 
 def register_tile_doc(model: KernelModel, mappings: Sequence[Mapping], arch: Architecture) -> list[dict]:

@@ -38,7 +38,7 @@ import numpy as np
 
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping
-from polymap.passes.counting.cost_model import CostReport, Objective, active_compute_units, evaluate, rank_key
+from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate, rank_key
 from polymap.passes.counting.counting import Counts, count_mapping
 from polymap.passes.counting.fit import exceeds, fanout_problems
 from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
@@ -67,7 +67,7 @@ def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: Ma
         counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
     if not _fits(counts, arch):
         return None
-    return evaluate(counts, arch, active_units=active_compute_units(mapping, arch, extents))
+    return evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
 
 
 def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, top: int = 10,

@@ -18,6 +18,7 @@ import numpy as np
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import array_cost
+from polymap.passes.counting.execution import batch_execution
 from polymap.passes.counting.fit import exceeds, fanout_available
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.passes.legality.legality import is_legal
@@ -113,15 +114,15 @@ class SearchSpace:
         for l in range(1, n):
             ok &= ~np.asarray(exceeds(arch.levels[l], batch.footprint[l], batch.footprint_bytes[l]), dtype=bool)
         ev_T = _resolve(tiles, self.extents, self.loops)
-        active = np.ones(len(tiles), dtype=np.int64)
         for k, lm in enumerate(template.levels):
             need = np.ones(len(tiles), dtype=np.int64)
             for x in lm.spatial:
                 j = self.loops.index(x)
                 need = need * -(-ev_T[:, k, j] // ev_T[:, k + 1, j])
             ok &= need <= fanout_available(arch, k)
-            active = active * need
-        energy, cycles = array_cost(arch, batch.instances, batch.counts, active)
+        # the active units: the spatial loops' trips, or on a CPU the code's threads x lanes (one rule)
+        units, waste = batch_execution(self.model, template, arch, self.extents, ev_T)
+        energy, cycles = array_cost(arch, batch.instances, batch.counts, units, waste)
         return np.broadcast_to(energy, (len(tiles),)).astype(float), cycles, ok
 
 

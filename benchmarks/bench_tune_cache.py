@@ -1,0 +1,99 @@
+"""Is a tuned compile ever slower than the untuned one, and does the cache answer in a tenth of the time?
+
+    python benchmarks/bench_tune_cache.py [--tune 4] [--kernels gemm 2mm ...] [--rounds 9]
+
+Per example, with a fresh cache (``XDG_CACHE_HOME`` a temporary directory;
+built libraries stay in ``POLYMAP_CACHE``, so the build cache is shared and
+warm for the second compile as for any user):
+
+1. ``polymap compile`` untuned (``--no-cache``), wall time;
+2. ``polymap compile --tune K``: a miss, tunes and stores; wall time ``first``;
+3. ``polymap compile --tune K`` at other sizes in the same shape bucket: a hit
+   (its JSON says so), wall time ``second``; the goal is ``second / first < 0.1``;
+4. the untuned and the tuned ``NAME.c`` timed interleaved in one child
+   (``bench_fidelity.interleaved``: rounds forward and backward, medians);
+   ``tuned / untuned`` should never exceed 1 beyond the noise.
+
+A benchmark, not a test (the suite checks both properties deterministically
+with injected timers: ``tests/test_tuning.py``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_fidelity import interleaved
+
+from polymap.codegen.timing import TimingJob
+from polymap.driver import load_program, param_values
+
+ROOT = Path(__file__).resolve().parent.parent
+#: file, sizes tuned, other sizes in the same power-of-two bucket
+CASES = {
+    "gemm": ("examples/gemm.loop", {"M": 512, "N": 512, "K": 512}, {"M": 400, "N": 480, "K": 300}),
+    "conv2d": ("examples/conv2d.loop", {"C": 32, "K": 32, "P": 28, "Q": 28}, {"C": 30, "K": 20, "P": 27, "Q": 25}),
+    "jacobi-2d": ("examples/jacobi2d.loop", {"T": 16, "N": 1024}, {"T": 13, "N": 1000}),
+    "2mm": ("examples/2mm.loop", {"NI": 256, "NJ": 256, "NK": 256, "NL": 256},
+            {"NI": 200, "NJ": 256, "NK": 250, "NL": 129}),
+    "syrk": ("examples/polybench/syrk.loop", {"M": 500, "N": 600}, {"M": 300, "N": 1000}),
+}
+
+
+def compile_once(path: str, sizes: dict, out: Path, env: dict, extra: list[str]) -> tuple[float, dict]:
+    cmd = [sys.executable, "-m", "polymap", "compile", str(ROOT / path), "-o", str(out), "--json", "--budget", "3600"]
+    cmd += [a for k, v in sizes.items() for a in ("-D", f"{k}={v}")] + extra
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, env=env, text=True)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    return wall, json.loads(proc.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tune", type=int, default=4)
+    ap.add_argument("--kernels", nargs="*", default=list(CASES))
+    ap.add_argument("--rounds", type=int, default=9)
+    args = ap.parse_args(argv)
+    for name in args.kernels:
+        path, sizes, other = CASES[name]
+        with tempfile.TemporaryDirectory(prefix="polymap-bench-cache-") as tmp:
+            tmp = Path(tmp)
+            env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg")}
+            env.setdefault("POLYMAP_CACHE", str(Path.home() / ".cache" / "polymap"))
+            t_untuned, _ = compile_once(path, sizes, tmp / "untuned", env, ["--no-cache"])
+            t_first, doc1 = compile_once(path, sizes, tmp / "tuned", env, ["--tune", str(args.tune)])
+            t_second, doc2 = compile_once(path, other, tmp / "again", env, ["--tune", str(args.tune)])
+            kernel = load_program(ROOT / path).kernels[0]
+            values = param_values(kernel, sizes)
+            jobs = [TimingJob(label, kernel, (tmp / label / f"{kernel.name}.c").read_text(), dict(values))
+                    for label in ("untuned", "tuned")]
+            got = interleaved(jobs, args.rounds, limit_s=900.0)
+            if isinstance(got, str):
+                ratio = f"not timed: {got}"
+            else:
+                u, t = (statistics.median(s) for s in got)
+                ratio = f"tuned/untuned {t / u:.3f} ({t * 1e3:.3f} vs {u * 1e3:.3f} ms)"
+            cache1 = _cache(doc1)
+            cache2 = _cache(doc2)
+            print(f"{name:9s} untuned compile {t_untuned:6.1f} s | tuned {t_first:6.1f} s ({cache1}) | "
+                  f"same bucket {t_second:6.1f} s ({cache2}), {t_second / t_first:.3f} of the first | {ratio}",
+                  flush=True)
+    return 0
+
+
+def _cache(doc) -> str:
+    docs = doc if isinstance(doc, list) else [doc]
+    return ",".join(str(d.get("cache")) for d in docs if isinstance(d, dict))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,318 @@
+"""What the generated code does with a mapping: its threads, its vector lanes and their waste.
+
+The cost model's compute term is ``instances / (active units x ops per
+cycle)`` (``mapping.md``). On an accelerator (no vector unit in the
+architecture) the active units are the trip counts of the mapping's spatial
+loops, as before. On a CPU (``host``: ``compute.instances`` are its cores
+times its vector lanes) the active units are what the C backend makes of
+the mapping, by the same rules it applies:
+
+* **threads**: the mapping's spatial loops above the innermost level when it
+  has any; otherwise OpenMP's loop (:mod:`polymap.codegen.c.parallel`): the
+  outermost loop, walking levels outer to inner in their orders, that carries
+  no dependence, has at least 2 x cores trips and covers at least
+  :data:`MIN_WORK` instances per execution. At most the innermost level's
+  instances (the cores).
+* **lanes**: the innermost level's spatial loops when it has any; otherwise
+  the innermost loop of the generated code (the last loop, innermost level
+  first, that walks more than one tile) runs in vectors of the element type
+  when it carries no dependence and every access is invariant or unit-stride
+  along it (``#pragma omp simd``, or a register tile's vector accumulators,
+  :mod:`polymap.codegen.c.regtile`); else one lane.
+* **waste**: the busiest unit's work over an even share, exact from tiles and
+  extents. Partial vectors: the vector loop's tiles (edges included) in whole
+  vectors, the remainder of each tile one iteration per issue (the scalar
+  epilogue); ``N = 100`` in tiles of 32 with 8 lanes issues ``3 x 32 + 4 x 8 = 128``
+  slots for 100 (x1.28). Thread share: one static chunk of tiles per thread,
+  the largest against the mean; ``N = 100`` in tiles of 64 over 2 threads ->
+  64 vs 50 (x1.28).
+
+So a gemm whose innermost loop is ``j`` (unit stride, parallel) runs on
+``cores x 8`` units on AVX2 f32, and the same tiles with ``k`` innermost (a
+reduction) on ``cores x 1``: the model sees the 8x the code has.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil, prod
+from typing import Iterable, Mapping as MappingT
+
+import numpy as np
+
+from polymap import ir
+from polymap.machine.arch import Architecture
+from polymap.mapping.model import Mapping, resolved_tile
+from polymap.passes.dependences.loop_classes import loop_classes
+from polymap.poly import KernelModel, cached
+
+#: Statement instances one worksharing loop execution (one barrier) must cover to be worth forking for.
+MIN_WORK = 32768
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How many units run a mapping's instances, and how unevenly."""
+
+    threads: int = 1
+    lanes: int = 1
+    thread_loop: str | None = None
+    vector_loop: str | None = None
+    waste: float = 1.0  # busiest unit's work / an even share (>= 1)
+    why: str = ""
+
+    @property
+    def units(self) -> int:
+        return self.threads * self.lanes
+
+    def to_json(self) -> dict:
+        return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
+                "vector_loop": self.vector_loop, "waste": self.waste, "why": self.why}
+
+
+def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
+    """The coefficient of ``loop`` in the affine subscript ``e`` (None: not affine in it).
+
+    ``j - 1`` -> 1, ``2 * j`` -> 2, ``i + N`` -> 0, ``j * j`` -> None.
+    """
+    match e:
+        case ir.Var(name=n):
+            return 1 if n == loop else 0
+        case ir.Const():
+            return 0
+        case ir.Neg(operand=a):
+            c = loop_coefficient(a, loop)
+            return None if c is None else -c
+        case ir.BinOp(op="+" | "-", lhs=a, rhs=b):
+            ca, cb = loop_coefficient(a, loop), loop_coefficient(b, loop)
+            if ca is None or cb is None:
+                return None
+            return ca + cb if e.op == "+" else ca - cb
+        case ir.BinOp(op="*", lhs=ir.Const(value=int() as k), rhs=b) | ir.BinOp(op="*", lhs=b, rhs=ir.Const(value=int() as k)):
+            c = loop_coefficient(b, loop)
+            return None if c is None else k * c
+    used = any(isinstance(v, ir.Var) and v.name == loop for v in ir.subexpressions(e))
+    return None if used else 0
+
+
+def unit_stride(stmt: ir.Assign, loop: str) -> bool:
+    """Every access of ``stmt`` is invariant or unit-stride along ``loop`` (row-major: the last subscript)."""
+    refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
+    for r in refs:
+        coeffs = [loop_coefficient(x, loop) for x in r.indices]
+        if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and coeffs[-1] not in (0, 1)):
+            return False
+    return True
+
+
+def issue_slots(size: int, lanes: int) -> int:
+    """Lane slots one run of ``size`` iterations takes: whole vectors, then the remainder one
+    iteration per vector issue (the scalar epilogue of an AVX2 ``omp simd`` loop)."""
+    full, rest = divmod(size, lanes)
+    return (full + rest) * lanes
+
+
+def largest_share(extent: int, tile: int) -> int:
+    """Iterations of the busiest unit when tiles of ``tile`` go one to a unit (the last one partial)."""
+    return min(tile, extent)
+
+
+def static_share(extent: int, tile: int, threads: int) -> int:
+    """Iterations of the busiest thread when ``schedule(static)`` deals the tiles of ``tile`` in
+    ``threads`` chunks of ``ceil(tiles / threads)`` (the first thread's chunk is never the smaller)."""
+    tiles = ceil(extent / tile)
+    return min(ceil(tiles / threads) * tile, extent)
+
+
+def effective_tiles(mapping: Mapping, extents: MappingT[str, int]) -> list[dict[str, int]]:
+    """Every level's tile within the enclosing one (a loop left whole stays inside its parent's
+    tile), plus a last entry of ones: the single iterations the innermost level walks."""
+    # the backing store's tile is the whole nest (mapping.md), also where a mapping writes 1 there
+    # (compile's original order walks every loop at the backing store, tile 1 below: choice.py)
+    out = [{x: extents[x] for x in mapping.loops}]
+    for k in range(1, len(mapping.levels)):
+        out.append({x: min(t, out[-1][x]) for x, t in resolved_tile(mapping, k, extents).items()})
+    out.append({x: 1 for x in mapping.loops})
+    return out
+
+
+def pieces(extent: int, tiles: Iterable[int]) -> dict[int, int]:
+    """``{size: how many}`` of the pieces ``extent`` is cut into by nested tiles (each inside the last)."""
+    out = {extent: 1}
+    for t in tiles:
+        nxt: dict[int, int] = {}
+        for size, n in out.items():
+            full, rest = divmod(size, t)
+            if full:
+                nxt[t] = nxt.get(t, 0) + n * full
+            if rest:
+                nxt[rest] = nxt.get(rest, 0) + n
+        out = nxt
+    return out
+
+
+def _walk(mapping: Mapping, eff: list[dict[str, int]]) -> list[tuple[int, str, int]]:
+    """``(level, loop, trips)`` of every loop that walks more than one tile, outermost first."""
+    out = []
+    for k, lm in enumerate(mapping.levels):
+        for x in lm.order:
+            trips = ceil(eff[k][x] / eff[k + 1][x]) if eff[k + 1][x] else 0
+            if trips > 1:
+                out.append((k, x, trips))
+    return out
+
+
+def _statements(model: KernelModel, mapping: Mapping) -> list[ir.StatementContext]:
+    return [s.context for s in model.statements if s.context.nest in mapping.mapped_nests]
+
+
+def _parallel(model: KernelModel) -> frozenset[str]:
+    """Loops that carry no dependence (memory-based: what the C backend may share out or vectorise)."""
+    return cached(model, ("execution", "parallel"),
+                  lambda: frozenset(n for n, c in loop_classes(model).items() if c.parallel))
+
+
+def _lanes_max(model: KernelModel, mapping: Mapping, arch: Architecture, cores: int) -> int:
+    """Vector lanes of the nest's widest element type, at most the compute units per core."""
+    if arch.vector is None:
+        return 1
+    lanes = [arch.vector.lanes(d.dtype) for ctx in _statements(model, mapping)
+             if (d := model.kernel.decl(ctx.stmt.target.tensor)) is not None]
+    return max(1, min([*lanes, arch.compute.instances // max(cores, 1)]))
+
+
+def _spatial(mapping: Mapping, eff: list[dict[str, int]], levels: range) -> tuple[int, float, str | None]:
+    """(units, waste, first loop) of the spatial loops at ``levels``: one inner tile per unit."""
+    units, waste, first = 1, 1.0, None
+    for k in levels:
+        for x in mapping.levels[k].spatial:
+            own, inner = eff[k][x], eff[k + 1][x]
+            trips = ceil(own / inner) if inner else 0
+            if trips <= 1:
+                continue
+            units *= trips
+            waste *= largest_share(own, inner) * trips / own
+            first = first or x
+    return units, waste, first
+
+
+def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> Execution:
+    """The threads, lanes and waste the generated code has for ``mapping`` (module docstring)."""
+    eff = effective_tiles(mapping, extents)
+    last = len(mapping.levels) - 1
+    if arch.vector is None:  # an accelerator: its spatial loops are its parallelism, nothing inferred
+        units, waste, loop = _spatial(mapping, eff, range(len(mapping.levels)))
+        units = max(1, min(units, arch.compute.instances))
+        return Execution(units, 1, loop, None, waste, "spatial loops" if loop else "no spatial loop")
+    cores = max(1, arch.levels[-1].instances)
+    parallel = _parallel(model)
+    stmts = _statements(model, mapping)
+    walk = _walk(mapping, eff)
+    threads, twaste, tloop = _spatial(mapping, eff, range(last))
+    why = []
+    if tloop is None:
+        instances = prod(extents.get(x, 1) for x in mapping.loops)
+        executions = 1
+        for k, x, trips in walk:
+            if x in parallel and trips >= 2 * cores and instances // executions >= MIN_WORK:
+                threads = min(cores, trips)
+                size = eff[k][x]
+                twaste = static_share(size, eff[k + 1][x], threads) * threads / size
+                tloop = x
+                why.append(f"OpenMP on {x} at {mapping.levels[k].level} ({trips} tiles over {threads} threads)")
+                break
+            executions *= trips
+        else:
+            why.append("no loop shared out: one thread")
+    else:
+        why.append(f"spatial {tloop}: {threads} threads")
+    threads = max(1, min(threads, cores))
+    lanes, vwaste, vloop = _spatial(mapping, eff, range(last, last + 1))
+    if vloop is not None:
+        why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
+    elif walk:
+        k, x, _ = walk[-1]
+        width = _lanes_max(model, mapping, arch, cores)
+        if width > 1 and x in parallel and stmts and all(unit_stride(c.stmt, x) for c in stmts if x in {lp.var for lp in c.loops}):
+            sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
+            slots = sum(n * issue_slots(s, width) for s, n in sizes.items())
+            lanes, vloop, vwaste = width, x, slots / extents[x]
+            why.append(f"{x} innermost, unit stride: {width} lanes ({slots} slots for {extents[x]})")
+        else:
+            why.append(f"{x} innermost, not vectorised: one lane")
+    lanes = max(1, min(lanes, arch.compute.instances // threads))
+    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why))
+
+
+def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
+                    eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`execution` over a batch: ``(units, waste)`` arrays for the rows of ``eff``.
+
+    ``eff[b, k, j]`` is row ``b``'s effective tile (:func:`effective_tiles`) of ``template.loops[j]``
+    at level ``k``, with a last level of ones; orders, spatial loops and statements are the
+    template's. The same rules as :func:`execution`, row by row (a test holds them equal).
+    """
+    B, n1, m = eff.shape
+    last = n1 - 2
+    loops = template.loops
+    trips = -(-eff[:, :-1] // np.maximum(eff[:, 1:], 1))
+    positions = [(k, loops.index(x)) for k, lm in enumerate(template.levels) for x in lm.order]
+
+    def spatial(levels: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        units, waste, any_ = np.ones(B, dtype=np.int64), np.ones(B), np.zeros(B, dtype=bool)
+        for k in levels:
+            for x in template.levels[k].spatial:
+                j = loops.index(x)
+                t, own, inner = trips[:, k, j], eff[:, k, j], eff[:, k + 1, j]
+                many = t > 1
+                units = np.where(many, units * t, units)
+                waste = np.where(many, waste * np.minimum(inner, own) * t / own, waste)
+                any_ |= many
+        return units, waste, any_
+
+    if arch.vector is None:
+        units, waste, _ = spatial(range(last + 1))
+        return np.clip(units, 1, arch.compute.instances), waste
+    cores = max(1, arch.levels[-1].instances)
+    parallel = _parallel(model)
+    stmts = _statements(model, template)
+    threads, twaste, has = spatial(range(last))
+    instances = prod(extents.get(x, 1) for x in loops)
+    executions = np.ones(B, dtype=np.int64)
+    chosen = has.copy()
+    for k, j in positions:
+        t = trips[:, k, j]
+        if loops[j] in parallel:
+            take = ~chosen & (t > 1) & (t >= 2 * cores) & (instances // executions >= MIN_WORK)
+            p = np.minimum(cores, t)
+            size, inner = eff[:, k, j], eff[:, k + 1, j]
+            share = np.minimum(-(-(-(-size // inner)) // p) * inner, size)
+            threads = np.where(take, p, threads)
+            twaste = np.where(take, share * p / size, twaste)
+            chosen |= take
+        executions = executions * np.where(chosen, 1, t)
+    threads = np.clip(threads, 1, cores)
+    lanes, vwaste, explicit = spatial(range(last, last + 1))
+    width = _lanes_max(model, template, arch, cores)
+    innermost = np.full(B, -1)
+    for q, (k, j) in enumerate(positions):
+        innermost = np.where(trips[:, k, j] > 1, q, innermost)
+    for q, (k, j) in enumerate(positions):
+        x = loops[j]
+        if width <= 1 or x not in parallel or not stmts \
+                or not all(unit_stride(c.stmt, x) for c in stmts if x in {lp.var for lp in c.loops}):
+            continue
+        here = ~explicit & (innermost == q)
+        if not here.any():
+            continue
+        sizes = np.full((B, 1), extents[x], dtype=np.int64)
+        counts = np.ones((B, 1), dtype=np.int64)
+        for level in range(1, k + 1):
+            tile = eff[:, level, j][:, None]
+            full, rest = sizes // tile, sizes % tile
+            sizes = np.concatenate([np.broadcast_to(tile, sizes.shape), rest], axis=1)
+            counts = np.concatenate([counts * full, counts * (rest > 0)], axis=1)
+        slots = (counts * (sizes // width + sizes % width) * width).sum(axis=1)
+        lanes = np.where(here, width, lanes)
+        vwaste = np.where(here, slots / extents[x], vwaste)
+    lanes = np.maximum(1, np.minimum(lanes, arch.compute.instances // threads))
+    return threads * lanes, twaste * vwaste

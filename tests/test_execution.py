@@ -1,0 +1,233 @@
+"""The model's threads, lanes and waste: against brute-force simulation, the batch form, and the C it describes."""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from math import ceil
+
+import numpy as np
+from hypothesis import given, settings, strategies as st
+
+from polymap.codegen.c.emitter import emit_c
+from polymap.driver import param_values, parse
+from polymap.machine.arch import VectorUnit
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import mapping_from_dict
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents
+from polymap.passes.counting.cost_model import evaluate, mapping_execution
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.execution import (
+    MIN_WORK,
+    batch_execution,
+    effective_tiles,
+    execution,
+    issue_slots,
+    pieces,
+    static_share,
+)
+from polymap.passes.search.choice import original_mapping
+from polymap.poly import build_model
+
+GEMM = parse("""
+kernel gemm(M = 64, N = 64, K = 64) {
+  in    A[M, K] : f32
+  in    B[K, N] : f32
+  out   C[M, N] : f32
+  for i in 0..M, j in 0..N {
+    init: C[i, j] = 0
+    for k in 0..K {
+      acc: C[i, j] += A[i, k] * B[k, j]
+    }
+  }
+}
+""").kernels[0]
+MODEL = build_model(GEMM)
+# the same without its initialisation, whose own j loop would add pragmas of its own
+GEMM_ACC = parse("""
+kernel gemm(M = 64, N = 64, K = 64) {
+  in    A[M, K] : f32
+  in    B[K, N] : f32
+  inout C[M, N] : f32
+  for i in 0..M, j in 0..N, k in 0..K {
+    acc: C[i, j] += A[i, k] * B[k, j]
+  }
+}
+""").kernels[0]
+
+
+def host():
+    """``host`` with this machine's levels but a fixed AVX2 vector unit and 2 cores x 8 lanes,
+    so that the expected numbers do not depend on where the suite runs."""
+    h = load_architecture("host")
+    levels = tuple(replace(lv, instances=2) if k >= 2 else lv for k, lv in enumerate(h.levels))
+    return replace(h, levels=levels, compute=replace(h.compute, instances=16), vector=VectorUnit("avx2", 32, 16, True))
+
+
+HOST = host()
+
+
+def gemm_mapping(order_rf, tiles_l1, tiles_rf, *, l2_order=("i", "j", "k"), spatial=(), tiles_l2=None, kernel=GEMM):
+    names = [lv.name for lv in HOST.levels]
+    levels = [{"level": names[0], "order": ["i", "j", "k"]},
+              {"level": names[1], "order": list(l2_order), "spatial": list(spatial)},
+              {"level": names[2], "tile": tiles_l2 or {}, "order": ["i", "j", "k"]},
+              {"level": names[3], "tile": tiles_l1, "order": ["i", "j", "k"]},
+              {"level": names[4], "tile": tiles_rf, "order": list(order_rf)}]
+    return mapping_from_dict({"kernel": "gemm", "levels": levels}, kernel=kernel, arch=HOST)
+
+
+# ---- the exact pieces, against simulation
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 300), st.sampled_from([1, 4, 8, 16]))
+def test_issue_slots_simulated(size, lanes):
+    slots, i = 0, 0
+    while i + lanes <= size:  # the vector body
+        slots, i = slots + lanes, i + lanes
+    while i < size:  # the scalar epilogue: one iteration per issue of a whole vector's time
+        slots, i = slots + lanes, i + 1
+    assert issue_slots(size, lanes) == slots
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 400), st.integers(1, 64), st.integers(1, 8))
+def test_static_share_simulated(extent, tile, threads):
+    starts = list(range(0, extent, tile))
+    chunk = ceil(len(starts) / threads)  # OpenMP schedule(static): contiguous chunks, the first ones full
+    work = [sum(min(tile, extent - s) for s in starts[p * chunk:(p + 1) * chunk]) for p in range(threads)]
+    assert static_share(extent, tile, threads) == max(work)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 300), st.lists(st.integers(1, 80), min_size=0, max_size=3))
+def test_pieces_simulated(extent, tiles):
+    runs = [(0, extent)]
+    for t in tiles:  # each tile cut inside its parent, from the parent's start
+        runs = [(a + s, min(t, n - s)) for a, n in runs for s in range(0, n, t)]
+    sizes: dict[int, int] = {}
+    for _, n in runs:
+        sizes[n] = sizes.get(n, 0) + 1
+    assert pieces(extent, tiles) == sizes
+
+
+# ---- the rules on mappings
+
+def test_unit_stride_innermost_runs_in_lanes_and_reduction_innermost_in_one():
+    values = param_values(GEMM, {"M": 64, "N": 100, "K": 64})
+    ext = loop_extents(GEMM, 0, values)
+    j_inner = execution(MODEL, gemm_mapping(("i", "k", "j"), {"i": 8, "j": 32, "k": 64}, {"i": 1, "j": 32, "k": 1}),
+                        HOST, ext)
+    k_inner = execution(MODEL, gemm_mapping(("i", "j", "k"), {"i": 8, "j": 32, "k": 64}, {"i": 1, "j": 1, "k": 64}),
+                        HOST, ext)
+    assert (j_inner.lanes, j_inner.vector_loop) == (8, "j")
+    # j: 100 in tiles of 32 -> 3 x 32 (4 vectors each) + 4 (four scalar issues)
+    assert j_inner.waste == (3 * 32 + 4 * 8) / 100
+    assert (k_inner.lanes, k_inner.vector_loop) == (1, None)  # k carries the reduction
+
+
+def test_threads_from_the_spatial_loop_or_openmp_loop():
+    values = param_values(GEMM, {"M": 256, "N": 256, "K": 256})
+    ext = loop_extents(GEMM, 0, values)
+    spatial = execution(MODEL, gemm_mapping(("i", "j"), {"i": 96, "j": 16, "k": 256}, {"i": 6, "j": 16, "k": 1},
+                                            spatial=("i",), tiles_l2={"i": 128}), HOST, ext)
+    assert spatial.threads == 2 and spatial.thread_loop == "i"
+    openmp = execution(MODEL, gemm_mapping(("i", "j"), {"i": 96, "j": 16, "k": 256}, {"i": 6, "j": 16, "k": 1}),
+                       HOST, ext)
+    # no spatial loop: OpenMP shares the outermost parallel loop with >= 2 x cores tiles and MIN_WORK:
+    # i walks 3 tiles of 96 at L2 (fewer than 4), so j's 16 tiles of 16 go to the 2 threads, 8 each
+    assert (openmp.threads, openmp.thread_loop, openmp.waste) == (2, "j", 1.0)
+    uneven = execution(MODEL, gemm_mapping(("i", "j"), {"i": 48, "j": 16, "k": 256}, {"i": 6, "j": 16, "k": 1}),
+                       HOST, ext)
+    # i: 6 tiles of 48 (the last 16) over 2 threads: the first gets 3 x 48 = 144 of 256
+    assert (uneven.thread_loop, uneven.waste) == ("i", 144 * 2 / 256)
+
+
+def test_accelerator_keeps_spatial_units():
+    toy = load_architecture("toy")
+    mp = mapping_from_dict({"kernel": "gemm", "levels": [
+        {"level": "DRAM", "order": ["i", "j", "k"]},
+        {"level": "GLB", "tile": {"i": 32, "j": 32, "k": 16}, "order": ["k", "i", "j"]},
+        {"level": "RF", "tile": {"i": 1, "j": 16, "k": 1}, "order": ["j"], "spatial": ["j"]}]}, kernel=GEMM, arch=toy)
+    ext = loop_extents(GEMM, 0, param_values(GEMM, {"M": 64, "N": 64, "K": 64}))
+    ex = execution(MODEL, mp, toy, ext)
+    assert (ex.threads, ex.lanes, ex.waste) == (16, 1, 1.0)
+
+
+def test_compute_term_sees_the_lanes():
+    """Same tiles, j or k innermost: the compute terms differ by the lanes and the waste, exactly."""
+    values = param_values(GEMM, {"M": 64, "N": 64, "K": 64})
+    ext = loop_extents(GEMM, 0, values)
+    reports = []
+    for order, rf in ((("i", "k", "j"), {"i": 1, "j": 32, "k": 1}), (("i", "j", "k"), {"i": 1, "j": 1, "k": 64})):
+        mp = gemm_mapping(order, {"i": 8, "j": 32, "k": 64}, rf)
+        ex = mapping_execution(MODEL, mp, HOST, ext)
+        r = evaluate(count_mapping(MODEL, mp, HOST, params=values), HOST, execution=ex)
+        compute = dict(r.cycle_terms)["compute"]
+        assert compute == r.counts.instances * ex.waste / (ex.units * HOST.compute.ops_per_cycle)
+        reports.append(r)
+    assert reports[0].active_units == 8 * reports[1].active_units
+
+
+# ---- the batch form is the same rule
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 80), min_size=9, max_size=9), st.sampled_from([("i", "k", "j"), ("j", "i", "k")]),
+       st.sampled_from([(), ("i",), ("j",)]), st.sampled_from([(40, 72, 50), (256, 256, 256), (200, 8, 300)]))
+def test_batch_equals_one_by_one(raw, order, spatial, sizes):
+    values = param_values(GEMM, dict(zip(("M", "N", "K"), sizes)))
+    ext = loop_extents(GEMM, 0, values)
+    # tiles as a search builds them (LevelMapping directly: any tile, None = whole, an inner one may exceed
+    # its parent's and is clipped to it, as effective_tiles does)
+    keep = tuple(t.name for t in GEMM.decls if t.role != "local")
+    tiles = [tuple(t or None for t in raw[0:3]), tuple(t or None for t in raw[3:6]),
+             tuple(max(1, t % 17) for t in raw[6:9])]
+    levels = [LevelMapping(HOST.levels[0].name, (None,) * 3, ("i", "j", "k"), (), keep),
+              LevelMapping(HOST.levels[1].name, (None,) * 3, ("i", "j", "k"), (), keep),
+              LevelMapping(HOST.levels[2].name, tiles[0], order, spatial, keep),
+              LevelMapping(HOST.levels[3].name, tiles[1], ("i", "j", "k"), (), keep),
+              LevelMapping(HOST.levels[4].name, tiles[2], order, (), keep)]
+    mp = Mapping("gemm", 0, ("i", "j", "k"), tuple(levels))
+    one = execution(MODEL, mp, HOST, ext)
+    eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
+    units, waste = batch_execution(MODEL, mp, HOST, ext, eff)
+    assert int(units[0]) == one.units
+    assert abs(float(waste[0]) - one.waste) < 1e-12
+
+
+# ---- the model describes the C that is generated
+
+def _pragmas(code: str) -> list[str]:
+    return re.findall(r"#pragma omp [^\n]*", code)
+
+
+def test_model_and_c_agree_on_threads_and_simd():
+    model = build_model(GEMM_ACC)
+    values = param_values(GEMM_ACC, {"M": 256, "N": 256, "K": 256})
+    ext = loop_extents(GEMM_ACC, 0, values)
+    cases = [gemm_mapping(("i", "k", "j"), {"i": 8, "j": 64, "k": 64}, {"i": 1, "j": 64, "k": 1}, kernel=GEMM_ACC),
+             gemm_mapping(("i", "j", "k"), {"i": 8, "j": 64, "k": 64}, {"i": 1, "j": 1, "k": 64}, kernel=GEMM_ACC),
+             gemm_mapping(("i", "k", "j"), {"i": 256, "j": 256, "k": 256}, {"i": 1, "j": 256, "k": 1},
+                          kernel=GEMM_ACC)]
+    seen = set()
+    for mp in cases:
+        ex = execution(model, mp, HOST, ext)
+        code = emit_c(GEMM_ACC, model, (mp,), params=values, threads=2, register_tiles=False)
+        pragmas = _pragmas(code)
+        assert any("simd" in p for p in pragmas) == (ex.lanes > 1), (ex, pragmas)
+        assert any("parallel" in p for p in pragmas) == (ex.threads > 1), (ex, pragmas)
+        seen.add((ex.threads, ex.lanes))
+    assert seen == {(2, 8), (2, 1)}  # the cases cover both answers
+    # the original order, as compile counts it (every loop at the backing store, tile 1 below):
+    # OpenMP on i, and k innermost is a reduction: 2 threads, 1 lane, as the original C
+    ex = execution(model, original_mapping(GEMM_ACC, 0, HOST), HOST, ext)
+    assert (ex.threads, ex.thread_loop, ex.lanes) == (2, "i", 1)
+    pragmas = _pragmas(emit_c(GEMM_ACC, model, (), params=values, threads=2))
+    assert any("parallel" in p for p in pragmas) and not any("simd" in p for p in pragmas)
+    # small: no loop covers MIN_WORK instances per execution: one thread in both
+    small = param_values(GEMM_ACC, {"M": 8, "N": 8, "K": 8})
+    assert 8 * 8 * 8 < MIN_WORK
+    mp = gemm_mapping(("i", "k", "j"), {"i": 8, "j": 8, "k": 8}, {"i": 1, "j": 8, "k": 1}, kernel=GEMM_ACC)
+    ex = execution(model, mp, HOST, loop_extents(GEMM_ACC, 0, small))
+    assert (ex.threads, ex.lanes) == (1, 8)
+    pragmas = _pragmas(emit_c(GEMM_ACC, model, (mp,), params=small, threads=2, register_tiles=False))
+    assert not any("parallel" in p for p in pragmas) and any("simd" in p for p in pragmas)
