@@ -217,3 +217,22 @@ def test_isl_scheduler_giving_up_is_no_candidate_and_says_why(tmp_path, capsys, 
     assert skipped == ["isl schedule: isl's scheduler found no schedule (call to "
                        "isl_schedule_constraints_compute_schedule failed: unable to carry dependences)"]
     assert not any(c["source"].startswith("isl") for n in doc["choice"]["nests"] for c in n["candidates"])
+
+
+def test_isl_scheduler_is_not_tried_on_a_deep_nest_of_several_statements():
+    # fuzz seed 647: jacobi-2d inside four more loops kept isl's scheduler busy for minutes
+    from polymap.driver import parse
+    from polymap.machine.presets import load_architecture
+    from polymap.passes.search.isl_schedule import isl_proposals
+    from polymap.poly import build_model
+
+    text = (ROOT / "examples" / "polybench" / "jacobi-2d.loop").read_text()
+    deep = text.replace("for t in 0..TSTEPS", "for t in 0..TSTEPS, z0 in 0..2, z1 in 0..2, z2 in 0..2, z3 in 0..2")
+    assert deep != text
+    start = time.monotonic()
+    found, why = isl_proposals(build_model(parse(deep, "deep.loop").kernels[0]), 0, load_architecture("host"),
+                               {"TSTEPS": 3, "N": 8})
+    assert found == [] and "7 loops deep with 2 statements" in why and time.monotonic() - start < 30
+    found, why = isl_proposals(build_model(parse(text, "j.loop").kernels[0]), 0, load_architecture("host"),
+                               {"TSTEPS": 3, "N": 8})
+    assert found and why is None  # 3 deep: still tried

@@ -52,6 +52,7 @@ class Outcome:
     status: int | None
     seconds: float
     problem: str | None  # None: the contract holds
+    last_line: str = ""  # the last line the command wrote to stderr (why it said no, or refused)
 
 
 def _small_defines(text: str, rng: random.Random) -> list[str]:
@@ -144,4 +145,5 @@ def run_case(case: Case, workdir: Path, *, budget: float = 20.0, grace: float = 
         problem = f"exit status {status}:\n{text[-1500:]}"
     elif problem is None and seconds > budget + grace:
         problem = f"answered after {seconds:.1f} s, beyond the budget of {budget:g} s"
-    return Outcome(case, status, seconds, problem)
+    lines = err.getvalue().strip().splitlines()
+    return Outcome(case, status, seconds, problem, lines[-1][:300] if lines else "")

@@ -37,7 +37,7 @@ def _child(seed: int, commands: tuple[str, ...], budget: float, workdir: Path, w
     case = make_case(seed, commands=commands, budget=budget)
     outcome = run_case(case, workdir, budget=budget)
     record = {"seed": seed, "command": case.command, "argv": list(case.argv), "status": outcome.status,
-              "seconds": round(outcome.seconds, 3), "problem": outcome.problem}
+              "seconds": round(outcome.seconds, 3), "problem": outcome.problem, "said": outcome.last_line}
     with os.fdopen(write_fd, "w") as f:
         f.write(json.dumps(record))
 

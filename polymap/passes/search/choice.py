@@ -160,9 +160,11 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     budget = budget if budget is not None else Budget()
     kernel = model.kernel
     params = dict(params)
+    budget.check(f"the register-tile and default candidates of nest {nest}")
     proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
     proposals += list(interchange_mappings(model, nest, arch, params))
+    budget.check(f"isl's scheduler on nest {nest}")
     scheduled, isl_gave_up = isl_proposals(model, nest, arch, params, to_count=False)
     skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
     beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead

@@ -41,6 +41,12 @@ MAX_STATEMENTS = 8
 #: them (skewed tiles count slowly: jacobi-2d's at 58,000 instances took 94 s on a loaded core).
 RANKING_LIMIT = 20_000
 
+#: Nests of several statements deeper than this are not given to the scheduler: its time grows
+#: exponentially with the depth when statements depend on each other (heat-3d, 4 deep, 2 s of CPU;
+#: jacobi-2d with three more loops around it, 7 deep, minutes). No PolyBench nest of several
+#: statements is deeper than 4; one statement (conv2d, 7 deep) takes 0.05 s and stays in.
+MAX_SHARED_DEPTH = 4
+
 #: Tile extents tried for the band's loops: (first loop, the loops between, the innermost loop).
 TILE_SHAPES = ((8, 64, 64), (16, 32, 32))
 #: ... for bands of four loops or more (heat-3d's 8 x 64 x 64 x 64 tiles hold 8 MiB, 16 times L2;
@@ -91,6 +97,10 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
     stmts = model.nest_statements(nest)
     if not stmts or len(stmts) > MAX_STATEMENTS:
         return None
+    depth = max(len(s.loops) for s in stmts)
+    if len(stmts) > 1 and depth > MAX_SHARED_DEPTH:
+        raise NoSchedule(f"not tried: the nest is {depth} loops deep with {len(stmts)} statements, and isl's "
+                         f"scheduler is exponential in that depth (polymap tries it up to {MAX_SHARED_DEPTH})")
     ctx = model.context
     domain = isl.UnionSet.empty(ctx.get_space())
     for s in stmts:
