@@ -232,6 +232,9 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
         group = tile(rows * cores, None, None)
     if par is not None and par == i:
+        # the L1 tile's rows are the L2 block's (a core's chunk, under MC or up to 1.5 MC): MC rows in
+        # L1 under a smaller chunk made the inner tile grow past its enclosing one
+        rows = chunk
         l2 = tile(chunk, b.nc, b.kc)
     elif par is not None and i is not None:  # a chunk of columns per core, all rows
         l2 = tile(None, min(b.nc, chunk), b.kc)
