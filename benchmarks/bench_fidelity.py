@@ -37,10 +37,8 @@ import yaml
 
 from polymap import api
 from polymap.budget import Budget
-from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import emit_c
-from polymap.codegen.timing import ProcessTimer, SamplingPolicy, TimingJob, timing_environment
-from polymap.codegen.verify import needs_well_conditioned
+from polymap.codegen.timing import ProcessTimer, SamplingPolicy, TimingJob, prepared_run, timing_environment
 from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
 from polymap.mapping.model import loop_extents
@@ -49,7 +47,6 @@ from polymap.passes.counting.variance import variance
 from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.tune import usable_candidates, widen
-from polymap.tensors import allocate, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
@@ -86,12 +83,7 @@ def _child() -> int:
     spec = pickle.loads(sys.stdin.buffer.read())
     runs = []
     for kernel, source, params, seed in spec["jobs"]:
-        fn = load_kernel(source, kernel)
-        pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))
-        store = allocate(kernel, params)
-        for name, a in pristine.items():
-            store[name] = np.array(a, copy=True, order="C")
-        tensors = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
+        fn, pristine, tensors = prepared_run(kernel, source, params, seed)
         runs.append([fn, pristine, tensors, params, 1])
 
     def sample(run) -> float:

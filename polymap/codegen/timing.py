@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
+import numpy as np
+
 from polymap import ir
 from polymap.errors import PolymapError
 from polymap.codegen.build import load_kernel
@@ -147,18 +149,26 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
-                          policy: SamplingPolicy, seed: int) -> tuple[float, ...]:
-    """Build, then sample the kernel on fresh copies of random inputs (the child's work)."""
-    import numpy as np
+def prepared_run(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
+                 seed: int) -> tuple[Callable[..., None], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Build ``c_source`` and give its function, the pristine random inputs and the arrays it runs on.
 
-
+    Every timed run first copies ``pristine`` into the arrays (``np.copyto``), so that it starts from
+    the same data (accumulating kernels never grow to inf).
+    """
     fn = load_kernel(c_source, kernel)
     pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))
     store = allocate(kernel, params)
     for name, a in pristine.items():
         store[name] = np.array(a, copy=True, order="C")
     tensors = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
+    return fn, pristine, tensors
+
+
+def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
+                          policy: SamplingPolicy, seed: int) -> tuple[float, ...]:
+    """Build, then sample the kernel on fresh copies of random inputs (the child's work)."""
+    fn, pristine, tensors = prepared_run(kernel, c_source, params, seed)
 
     def once() -> float:
         for name, a in pristine.items():
