@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from numpy_formulations import _jacobi2d, _seidel2d, lu_packed, pb_gemm, pb_trmm
+from shared_files import POLYBENCH
 from polymap import api, pretty
 from polymap.cli import main
 from polymap.driver import load_program, param_values, parse
@@ -24,7 +25,7 @@ from polymap.reference import execute
 from polymap.tensors import random_inputs
 
 HERE = Path(__file__).parent / "cfiles"
-UTILITIES = Path("/work/shared/polybench/utilities")
+UTILITIES = POLYBENCH / "utilities"
 if not (UTILITIES / "polybench.h").exists():
     UTILITIES = HERE / "minimal-include"
 CPP = f"-I {UTILITIES}"

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from shared_files import SHARED
+
 from polymap import ir
 from polymap.grammar import parse_program
 from polymap.ir import (
@@ -117,7 +119,7 @@ def test_example_files_parse(path):
 def test_dsl_examples_parse_and_check():
     from polymap.driver import parse
 
-    spec = Path("/work/shared/spec/dsl.md")
+    spec = SHARED / "spec" / "dsl.md"
     if not spec.exists():
         pytest.skip("spec not available")
     blocks = spec.read_text().split("```")[1::2]

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import polybench_large  # noqa: E402
 
-POLYBENCH = Path("/work/shared/polybench")
+from shared_files import POLYBENCH  # noqa: E402
 NUSSINOV = POLYBENCH / "medley" / "nussinov"
 
 # PolyBench 4.2.1's three formats, as every one of its headers spells them
