@@ -4,12 +4,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from math import ceil
+from pathlib import Path
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from polymap.codegen.c.emitter import emit_c
-from polymap.driver import param_values, parse
+from polymap.driver import load_program, param_values, parse
 from polymap.machine.arch import VectorUnit
 from polymap.machine.presets import load_architecture
 from polymap.mapping.files import mapping_from_dict
@@ -28,19 +29,8 @@ from polymap.passes.counting.execution import (
 from polymap.passes.search.choice import original_mapping
 from polymap.poly import build_model
 
-GEMM = parse("""
-kernel gemm(M = 64, N = 64, K = 64) {
-  in    A[M, K] : f32
-  in    B[K, N] : f32
-  out   C[M, N] : f32
-  for i in 0..M, j in 0..N {
-    init: C[i, j] = 0
-    for k in 0..K {
-      acc: C[i, j] += A[i, k] * B[k, j]
-    }
-  }
-}
-""").kernels[0]
+# gemm with its initialisation; every test below gives its sizes
+GEMM = load_program(Path(__file__).resolve().parent.parent / "examples" / "gemm.loop").kernels[0]
 MODEL = build_model(GEMM)
 # the same without its initialisation, whose own j loop would add pragmas of its own
 GEMM_ACC = parse("""

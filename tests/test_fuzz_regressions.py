@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_run import run, write
+
 from polymap.cli import main
 from polymap.errors import InputError
 from polymap.tensors import load_npz
@@ -25,17 +27,6 @@ from polymap.tensors import load_npz
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return rc, out, err
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
 
 
 # --------------------------------------------------------------------------- .npz members zipfile cannot open

@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 from polymap.budget import Budget, BudgetExceeded
+from cli_run import run, write
+
 from polymap.cli import main
 from polymap.limits import Limits, parse_limits
 from polymap.errors import InputError
@@ -26,17 +28,6 @@ ROOT = Path(__file__).resolve().parent.parent
 GEMM = ROOT / "examples" / "gemm.loop"
 
 
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    return rc, out, err
-
-
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
 
 
 # --------------------------------------------------------------------------- the six tracebacks
