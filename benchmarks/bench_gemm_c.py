@@ -136,7 +136,7 @@ def main() -> None:
             b = rng.random((n, n)).astype(nt)
             c = np.zeros((n, n), dtype=nt)
             arrays = {"A": a, "B": b, "C": c}
-            fns = {"numpy": lambda: np.matmul(a, b), "polymap": lambda: tiled(arrays, params)}
+            fns = {"numpy": lambda: np.matmul(a, b), "polymap": lambda: tiled.call_here(arrays, params)}
             if dtype == "f32" and n == args.sizes[0] and not args.no_module:
                 np_maps = numpy_mappings(model, arch, params, reassociate=args.reassociate)
                 namespace: dict = {}

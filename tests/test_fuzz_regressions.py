@@ -12,6 +12,9 @@ import io
 import os
 import signal
 import struct
+import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -227,3 +230,23 @@ def test_isl_scheduler_is_not_tried_on_a_deep_nest_of_several_statements():
     found, why = isl_proposals(build_model(parse(text, "j.loop").kernels[0]), 0, load_architecture("host"),
                                {"TSTEPS": 3, "N": 8})
     assert found and why is None  # 3 deep: still tried
+
+
+def test_a_command_after_an_openmp_kernel_in_this_process_does_not_hang(tmp_path):
+    """GNU OpenMP's thread pool does not survive fork: once a kernel had run OpenMP on the main
+    thread (``polymap.compile`` verifies in-process), the forked child of every later CLI command
+    hung at its first parallel region, and compile's verification ran out of its budget. In a fresh
+    interpreter, so that what ran before is known."""
+    gemm = str(ROOT / "examples" / "gemm.loop")
+    script = tmp_path / "after_openmp.py"
+    script.write_text(textwrap.dedent(f"""
+        import polymap
+        from polymap.cli import main
+        k = polymap.load({gemm!r}).kernels[0]
+        done = polymap.compile(k, params={{"M": 64, "N": 64, "K": 64}}, out_dir={str(tmp_path / "api")!r})
+        assert "omp parallel" in done.c_source
+        raise SystemExit(main(["compile", {gemm!r}, "-o", {str(tmp_path / "cli")!r}, "-D", "M=64",
+                               "-D", "N=64", "-D", "K=64", "--target", "c", "--budget", "60"]))
+    """))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stderr

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -108,7 +109,38 @@ class CFunction:
         self.fn.restype = None
 
     def __call__(self, arrays: Mapping[str, np.ndarray], params: Mapping[str, int]) -> None:
-        """Run in place on ``arrays`` (C-contiguous, declared dtype; checked, never copied)."""
+        """Run in place on ``arrays`` (C-contiguous, declared dtype; checked, never copied).
+
+        The call runs on a thread of its own (ctypes lets go of the GIL), and
+        that is not for speed: GNU OpenMP's thread pool belongs to the thread
+        that opened the first parallel region and does not survive ``fork``.
+        Opened on the main thread, it would hang every process forked from
+        this one at its first parallel region (a CLI command run in-process
+        after a kernel, :meth:`polymap.budget.Budget.supervise`); opened on a
+        thread that ends, it ends with it. :meth:`call_here` is the call on
+        this thread, for a process that never forks (the timing child).
+        """
+        args = self._arguments(arrays, params)
+        failure: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                self.fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread below
+                failure.append(exc)
+
+        worker = threading.Thread(target=call, name=f"polymap kernel {self.kernel.name}")
+        worker.start()
+        worker.join()
+        if failure:
+            raise failure[0]
+
+    def call_here(self, arrays: Mapping[str, np.ndarray], params: Mapping[str, int]) -> None:
+        """As calling this object, on the calling thread: only in a process that never forks."""
+        self.fn(*self._arguments(arrays, params))
+
+    def _arguments(self, arrays: Mapping[str, np.ndarray], params: Mapping[str, int]) -> list:
+        """The ctypes arguments, in the C function's order, after checking each array."""
         decls = {d.name: d for d in self.tensors}
         args = []
         for name in self.order:
@@ -123,7 +155,7 @@ class CFunction:
                 args.append(a.reshape(()).item())
             else:
                 args.append(a.ctypes.data_as(ctypes.POINTER(_CTYPES[d.dtype])))
-        self.fn(*args)
+        return args
 
 
 def load_kernel(source: str, kernel: ir.Kernel, *, flags: Sequence[str] = DEFAULT_FLAGS) -> CFunction:

@@ -31,7 +31,7 @@ import numpy as np
 
 from polymap import ir
 from polymap.errors import PolymapError
-from polymap.codegen.build import load_kernel
+from polymap.codegen.build import CFunction, load_kernel
 from polymap.codegen.verify import needs_well_conditioned
 from polymap.tensors import allocate, random_inputs
 
@@ -150,7 +150,7 @@ def _signal_name(number: int) -> str:
 
 
 def prepared_run(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
-                 seed: int) -> tuple[Callable[..., None], dict[str, np.ndarray], dict[str, np.ndarray]]:
+                 seed: int) -> tuple[CFunction, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Build ``c_source`` and give its function, the pristine random inputs and the arrays it runs on.
 
     Every timed run first copies ``pristine`` into the arrays (``np.copyto``), so that it starts from
@@ -168,7 +168,8 @@ def prepared_run(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
 def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
                           policy: SamplingPolicy, seed: int) -> tuple[float, ...]:
     """Build, then sample the kernel on fresh copies of random inputs (the child's work)."""
-    fn, pristine, tensors = prepared_run(kernel, c_source, params, seed)
+    built, pristine, tensors = prepared_run(kernel, c_source, params, seed)
+    fn = built.call_here  # this child never forks: no thread per call inside the timed region
 
     def once() -> float:
         for name, a in pristine.items():
