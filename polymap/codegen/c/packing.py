@@ -17,7 +17,12 @@ BLIS mapping (L2 keeps A, L1 keeps B; RF tile 14 x 32)::
     RF  tile {i: 14, j: 32}       order k, i, j
                                   B[k, j] -> B_pack[k][j]  (32 columns: one KC x NR panel)
 
-so the register tile reads both operands at unit stride. Only tensors that
+so the register tile reads both operands at unit stride. A pack at or above
+the level that splits the tile over the cores (its spatial loop) is
+*shared*: one buffer for the function, the copy's outermost digit split
+between the threads (``omp for``), and a tensor no spatial loop indexes is
+packed there rather than below, once for every core (BLIS's KC x NC panel
+of B; docs/design.md, "Shared panels"). Only tensors that
 no statement of the nest writes are packed (their values cannot change while
 the panel is live), at the innermost level that keeps them, when every
 reference is a tuple of distinct bare loop variables and the tile is a
