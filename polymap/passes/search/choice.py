@@ -117,10 +117,25 @@ class KernelChoice:
     model: KernelModel
     nests: tuple[NestChoice, ...]
     renamed: tuple[tuple[int, tuple[str, ...]], ...]
+    counted_at: tuple[tuple[str, int], ...] = ()
+    """The sizes the candidates' reports were counted at (empty: unknown, e.g. a remembered choice)."""
+    counted_for: Architecture | None = None
+    """The architecture they were counted for (None: unknown)."""
 
     @property
     def mappings(self) -> tuple[Mapping, ...]:
         return tuple(n.chosen.mapping for n in self.nests if n.chosen.mapping is not None)
+
+    def report_of(self, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> CostReport | None:
+        """The chosen candidate's own report for ``mapping`` when it was counted exactly for ``arch`` at
+        ``params`` (the counts :func:`_evaluate` made: compile need not count the winner twice), else None."""
+        if self.counted_for != arch or not self.counted_at or dict(self.counted_at) != dict(params):
+            return None
+        for n in self.nests:
+            c = n.chosen
+            if c.mapping is mapping and c.counted == mapping and not c.ranked_at:
+                return c.report
+        return None
 
 
 def original_mapping(kernel: ir.Kernel, nest: int, arch: Architecture) -> Mapping:
@@ -151,7 +166,7 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
         nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
-    return KernelChoice(kernel, model, tuple(nests), renamed)
+    return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch)
 
 
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
