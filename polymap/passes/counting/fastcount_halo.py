@@ -79,7 +79,16 @@ def _union_pair(a: int, lui: int, luj: int, du: int, lwi: int, lwj: int, dw: int
 def _by_rows(columns: list[np.ndarray], fn, width: int) -> np.ndarray:
     """``fn`` on each distinct row of the stacked ``columns``: ``(width, B)`` results."""
     stacked = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
-    rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    # one integer per row (mixed radix over each column's range): a 1-D unique is far cheaper
+    # than numpy's row-wise unique, which sorts a structured view
+    low = stacked.min(axis=0)
+    span = stacked.max(axis=0) - low + 1
+    if float(np.prod(span.astype(float))) < 2.0 ** 62:
+        radix = np.concatenate([[1], np.cumprod(span[:-1])]).astype(np.int64)
+        _, first, inverse = np.unique((stacked - low) @ radix, return_index=True, return_inverse=True)
+        rows = stacked[first]
+    else:
+        rows, inverse = np.unique(stacked, axis=0, return_inverse=True)
     values = np.array([fn(*(int(v) for v in row)) for row in rows], dtype=np.int64).reshape(len(rows), width)
     return values[inverse.reshape(-1)].T
 
