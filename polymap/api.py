@@ -406,6 +406,14 @@ def _ranked_elsewhere(choice: KernelChoice | None, mapping: Mapping) -> bool:
     return choice is not None and any(n.chosen.mapping is mapping and n.chosen.ranked_at for n in choice.nests)
 
 
+def _chosen_report(choice: KernelChoice | None, m: KernelModel, mp: Mapping, arch: Architecture,
+                   values: dict[str, int]) -> CostReport:
+    """The exact report of a mapping compile writes: the choice's own when it counted that very mapping at
+    these sizes (counting a winner again cost gramschmidt at LARGE seconds of CPU), else counted here."""
+    known = None if choice is None else choice.report_of(mp, arch, values)
+    return known if known is not None else _report(m, mp, arch, values, CostOptions())
+
+
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
             options: CostOptions, budget: Budget | None = None) -> CostReport:
     if options.convention not in ("exact", "timeloop"):
@@ -734,7 +742,7 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
     if budget is not None:
         budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
     # a mapping ranked at reduced sizes (its exact counts beyond the work budget) has no cost here
-    costs = tuple(None if _ranked_elsewhere(choice, mp) else _report(m, mp, arch_obj, values, CostOptions())
+    costs = tuple(None if _ranked_elsewhere(choice, mp) else _chosen_report(choice, m, mp, arch_obj, values)
                   for mp in mappings)
     c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)

@@ -178,6 +178,25 @@ def test_name_json_counts_equal_the_simulator(tmp_path: Path):
                 assert counts == want["tensors"][tensor], (level["name"], tensor)
 
 
+def test_compile_reuses_the_choice_counts_only_where_they_were_made(tmp_path: Path):
+    """compile writes the winner's report from the choice instead of counting it again: the same exact
+    counts as a fresh count; a choice counted at other sizes or for another architecture is not reused."""
+    kernel, params = _kernel("examples/2mm.loop")
+    toy = api.architecture("toy")
+    chosen = choose(kernel, toy, params, options=FAST)
+    assert chosen.mappings
+    for mp in chosen.mappings:
+        fresh = api._report(chosen.model, mp, toy, params, api.CostOptions())
+        assert chosen.report_of(mp, toy, params) == fresh
+        other = {k: v + 1 for k, v in params.items()}
+        assert chosen.report_of(mp, toy, other) is None
+        assert chosen.report_of(mp, api.architecture("host"), params) is None
+    result = api.compile(kernel, arch="toy", params=params, choice=chosen,
+                         options=api.CompileOptions(verify=False, choice=FAST))
+    assert result.costs == tuple(api._report(chosen.model, mp, toy, params, api.CostOptions())
+                                 for mp in result.mappings)
+
+
 # --------------------------------------------------------------------------- one decision in one place
 
 

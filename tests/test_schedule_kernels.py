@@ -20,7 +20,9 @@ from polymap.mapping.files import mapping_from_dict
 from polymap.driver import parse
 from polymap.machine.arch import architecture_from_dict
 from polymap.mapping.model import Mapping
+from polymap.passes.counting import footprint
 from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.residency import residencies
 from polymap.passes.legality.legality import check_mapping
 from polymap.poly import build_model
 from simulator import counts_as_dict, simulate
@@ -127,6 +129,19 @@ def test_counts_equal_simulation(name):
     assert counts_as_dict(counts) == simulate(k, m, params)
 
 
+@pytest.mark.parametrize("name", ["jacobi-1d", "seidel-2d", "fdtd-2d", "attention"])
+def test_footprints_by_points_equal_barvinok(name):
+    """The two ways of maximising a level's footprint (walking the pairs at small sizes, barvinok's
+    count and bound beyond) give the same numbers, level by level."""
+    k, m, params, _ = _case(name)
+    model = build_model(k)
+    assert footprint.enumerable(model, m, params)
+    res = residencies(model, m, params=params)
+    for lr in res.levels[1:]:
+        assert footprint.level_footprint(model, lr, params, by_points=True) == \
+            footprint.level_footprint(model, lr, params)
+
+
 def test_fused_attention_keeps_score_rows_in_the_buffer():
     """Fused along i, S is born and consumed inside one residency of L1: it is never read from L0."""
     k, m, params, _ = _case("attention")
@@ -140,9 +155,7 @@ def test_fused_attention_keeps_score_rows_in_the_buffer():
 @pytest.mark.parametrize("name", ["jacobi-1d", "fdtd-2d"])
 def test_barvinok_counts_of_schedules_equal_simulation(name, monkeypatch):
     """Above the enumeration limit the same relations are counted by barvinok: same numbers."""
-    from polymap.passes.counting import counting
-
-    monkeypatch.setattr(counting, "ENUMERATION_LIMIT", 0)
+    monkeypatch.setattr(footprint, "ENUMERATION_LIMIT", 0)
     k, m, params, _ = _case(name)
     counts = count_mapping(build_model(k), m, ARCH, params=params)
     assert counts_as_dict(counts) == simulate(k, m, params)

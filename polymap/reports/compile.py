@@ -45,6 +45,8 @@ def choice_json(choice: KernelChoice) -> dict[str, Any]:
             entry: dict[str, Any] = {"source": c.source, "legal": c.legal, "chosen": c is nc.chosen}
             if c.report is not None:
                 entry.update(cycles=c.report.cycles, energy_pj=c.report.energy_pj)
+            if c.strided is not None:  # the tie-break between equal cycles (choice.rank)
+                entry["strided"] = c.strided
             if c.problems:
                 entry["problems"] = list(c.problems)
             if c.fit:

@@ -30,9 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from polymap.islcheck import isl
-from polymap.mapping.schedule import mapped_nests, mapping_statements
 from polymap.poly import KernelModel, count, isl_name, to_int
-from polymap.passes.counting.footprint import DTYPE_BYTES, level_footprint
+from polymap.passes.counting.footprint import DTYPE_BYTES, enumerable, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
 from polymap.passes.schedule.tiling import TimeDim
 from polymap.driver import param_values
@@ -118,21 +117,6 @@ def _card_by_points(obj: IslObject) -> Quasi:
     n = s.count_val().to_python()
     names = [s.get_space().get_dim_name(isl.dim_type.param, k) for k in range(s.dim(isl.dim_type.param))]
     return isl.PwQPolynomial(f"[{', '.join(names)}] -> {{ {n} }}")
-
-
-#: Statement instances up to which a schedule mapping's counts enumerate points (a few seconds of
-#: ISL scanning); beyond, barvinok counts them.
-ENUMERATION_LIMIT = 2_000_000
-
-
-def _enumerable(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> bool:
-    """A schedule, fused or wavefront mapping at sizes small enough to count by enumeration."""
-    plain = not getattr(mapping, "schedule", ()) and len(mapped_nests(mapping)) == 1 \
-        and not any(getattr(lm, "wavefront", ()) for lm in mapping.levels)
-    if plain:
-        return False
-    total = sum(to_int(count(st.domain), params) for st in mapping_statements(model, mapping))
-    return total <= ENUMERATION_LIMIT
 
 
 def _formula_text(pw: isl.PwQPolynomial | isl.UnionPwQPolynomial) -> str:
@@ -228,7 +212,7 @@ class _Counter:
                  symbolic: bool) -> None:
         self.model, self.mapping, self.res = model, mapping, res
         self.params, self.symbolic = params, symbolic
-        self.card = _card if symbolic or not _enumerable(model, mapping, params) else _card_by_points
+        self.card = _card if symbolic or not enumerable(model, mapping, params) else _card_by_points
         self.instances = [_card(tmap.domain()) for tmap in res.time_maps]  # per statement
         self._prev: dict = {}
         self._entering: dict = {}
@@ -351,11 +335,12 @@ def assemble_counts(model: KernelModel, mapping: Mapping, arch: Architecture | N
                     counter: _Counter, values: dict, *, symbolic: bool = False) -> Counts:
     """Every level's counts from ``counter`` (one per counting convention), in the shape of :class:`Counts`."""
     names = tuple(t.tensor for t in res.events)
+    by_points = enumerable(model, mapping, values)
     levels = []
     for l, lm in enumerate(mapping.levels):
         kept = names if l == 0 else tuple(x for x in names if x in lm.keep)
         tensors = tuple(counter.tensor_counts(l, x) for x in kept)
-        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values)
+        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values, by_points=by_points)
         name = arch.levels[l].name if arch is not None else lm.level
         levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
     inst = None

@@ -31,7 +31,7 @@ import numpy as np
 
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
-from polymap.passes.counting.footprint import level_footprint
+from polymap.passes.counting.footprint import enumerable, level_footprint
 from polymap.passes.counting.residency import residencies
 from polymap.poly import KernelModel
 
@@ -113,11 +113,12 @@ def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
     """Levels whose footprint exceeds their capacity (in elements, or bytes with dtype sizes)."""
     values = dict(params)
     res = residencies(model, mapping, params=values)
+    by_points = enumerable(model, mapping, values)
     out = []
     for k, lv in enumerate(arch.levels):
         if k == 0 or not lv.bounded:
             continue
-        elems, nbytes = level_footprint(model, res.levels[k], values)
+        elems, nbytes = level_footprint(model, res.levels[k], values, by_points=by_points)
         if exceeds(lv, elems, nbytes):
             in_bytes = lv.capacity_elements is None
             out.append(FitProblem("capacity", lv.name, k,

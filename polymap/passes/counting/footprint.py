@@ -8,14 +8,39 @@ residency when the bound is not provably tight)::
     held(A) = { [i0, k0] -> A[i, k] : 32 i0 <= i < 32 i0 + 32, ... }   ->   |D| = 512   ->   max 512
 
 Always a number, even for ``--symbolic`` counts (the parameters are fixed first).
+
+A skewed or wavefront tiling's ``held`` relations carry many integer
+divisions, on which barvinok can take minutes even at tiny sizes (heat-3d at
+N = 7: 186 s for eight footprints). At the sizes where :func:`enumerable`
+holds, the same maximum comes from walking the ``(residency, element)``
+pairs instead (``by_points``)::
+
+    held(A) pairs  (r0, e0) (r0, e1) (r1, e1) ...  ->  per residency  {r0: 2, r1: 1}  ->  max 2
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, fix_params, param_set, to_int
+from polymap.mapping.model import Mapping
+from polymap.mapping.schedule import mapped_nests, mapping_statements
+from polymap.poly import KernelModel, count, fix_params, param_set, to_int
 from polymap.passes.counting.residency import LevelResidency, without_params
+
+#: Statement instances up to which a schedule mapping's counts enumerate points (a few seconds of
+#: ISL scanning); beyond, barvinok counts them.
+ENUMERATION_LIMIT = 2_000_000
+
+
+def enumerable(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> bool:
+    """A schedule, fused or wavefront mapping at sizes small enough to count by enumeration."""
+    plain = not getattr(mapping, "schedule", ()) and len(mapped_nests(mapping)) == 1 \
+        and not any(getattr(lm, "wavefront", ()) for lm in mapping.levels)
+    if plain:
+        return False
+    total = sum(to_int(count(st.domain), params) for st in mapping_statements(model, mapping))
+    return total <= ENUMERATION_LIMIT
 
 DTYPE_BYTES = {"f32": 4, "f64": 8, "i32": 4, "i64": 8}
 
@@ -37,8 +62,15 @@ def _max_value(pw: isl.PwQPolynomial | isl.UnionPwQPolynomial, model: KernelMode
     return best
 
 
-def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str, int]) -> tuple[int, int]:
-    """``(elements, bytes)`` held at once by one instance of the level, at its fullest."""
+def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str, int], *,
+                    by_points: bool = False) -> tuple[int, int]:
+    """``(elements, bytes)`` held at once by one instance of the level, at its fullest.
+
+    ``by_points``: walk the pairs instead of counting them with barvinok (the same numbers; for the
+    sizes where :func:`enumerable` holds).
+    """
+    if by_points:
+        return _footprint_by_points(model, lr, params)
     elems = nbytes = None
     sizes = {DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4) for t in lr.tensors}
     for t in lr.tensors:
@@ -55,3 +87,20 @@ def level_footprint(model: KernelModel, lr: LevelResidency, params: MappingT[str
     if len(sizes) == 1:
         return most, most * sizes.pop()  # one dtype: bytes are a multiple of elements
     return most, _max_value(nbytes, model, params)
+
+
+def _footprint_by_points(model: KernelModel, lr: LevelResidency, params: MappingT[str, int]) -> tuple[int, int]:
+    """:func:`level_footprint` by walking each tensor's ``(residency, element)`` pairs."""
+    elems: Counter = Counter()
+    nbytes: Counter = Counter()
+    for t in lr.tensors:
+        held = without_params(fix_params(t.held, model, params)) if t.held.dim(isl.dim_type.param) else t.held
+        size = DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)
+        depth = held.dim(isl.dim_type.in_)
+        per: Counter = Counter()
+        held.wrap().foreach_point(lambda pt: per.update((tuple(
+            pt.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(depth)),)))
+        for r, n in per.items():
+            elems[r] += n
+            nbytes[r] += n * size
+    return max(elems.values(), default=0), max(nbytes.values(), default=0)

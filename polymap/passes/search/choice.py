@@ -90,6 +90,8 @@ class Candidate:
     fit: tuple[FitProblem, ...] = ()
     ranked_at: tuple[tuple[str, int], ...] = ()
     """The reduced sizes it was ranked at (beyond the counting budget; ``report`` is None then)."""
+    strided: int | None = None
+    """The strided references of its innermost walk, the tie-break of :func:`rank` (set when ranked)."""
 
     def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:
@@ -117,10 +119,25 @@ class KernelChoice:
     model: KernelModel
     nests: tuple[NestChoice, ...]
     renamed: tuple[tuple[int, tuple[str, ...]], ...]
+    counted_at: tuple[tuple[str, int], ...] = ()
+    """The sizes the candidates' reports were counted at (empty: unknown, e.g. a remembered choice)."""
+    counted_for: Architecture | None = None
+    """The architecture they were counted for (None: unknown)."""
 
     @property
     def mappings(self) -> tuple[Mapping, ...]:
         return tuple(n.chosen.mapping for n in self.nests if n.chosen.mapping is not None)
+
+    def report_of(self, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> CostReport | None:
+        """The chosen candidate's own report for ``mapping`` when it was counted exactly for ``arch`` at
+        ``params`` (the counts :func:`_evaluate` made: compile need not count the winner twice), else None."""
+        if self.counted_for != arch or not self.counted_at or dict(self.counted_at) != dict(params):
+            return None
+        for n in self.nests:
+            c = n.chosen
+            if c.mapping is mapping and c.counted == mapping and not c.ranked_at:
+                return c.report
+        return None
 
 
 def original_mapping(kernel: ir.Kernel, nest: int, arch: Architecture) -> Mapping:
@@ -151,7 +168,7 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
         nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
-    return KernelChoice(kernel, model, tuple(nests), renamed)
+    return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch)
 
 
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
@@ -200,9 +217,10 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     else:  # nothing to rank against: the original order wins without being counted
         candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
         candidates += others
-    usable = sorted((c for c in candidates if c.legal and (c.report is not None or c.mapping is None)),
+    ranked_ones = [c for c in candidates if c.legal and (c.report is not None or c.mapping is None)]
+    rest = [c for c in candidates if c not in ranked_ones]
+    usable = sorted((with_strided(model, nest, c, params) for c in ranked_ones),
                     key=lambda c: rank(model, nest, c, params, options.objective))
-    rest = [c for c in candidates if c not in usable]
     chosen = usable[0] if usable else candidates[0]
     if beyond and scheduled and chosen.legal:
         ranked = _rank_beyond_budget(model, nest, arch, params, chosen, scheduled, options, budget)
@@ -219,8 +237,14 @@ def rank(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[s
     strides) the fewer strided references of its innermost walk
     (:func:`polymap.passes.search.interchange.mapping_strided_weight`), then the objective's tie-breaker."""
     value, tie = candidate.key(objective)
-    strided = mapping_strided_weight(model, nest, candidate.mapping, params) if candidate.report is not None else 0
-    return (value, float(strided), tie)
+    strided = candidate.strided if candidate.strided is not None else with_strided(model, nest, candidate, params).strided
+    return (value, float(strided or 0), tie)
+
+
+def with_strided(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[str, int]) -> Candidate:
+    """``candidate`` with its :attr:`Candidate.strided` weight (0 for one that was not counted)."""
+    weight = mapping_strided_weight(model, nest, candidate.mapping, params) if candidate.report is not None else 0
+    return dataclasses.replace(candidate, strided=int(weight))
 
 
 def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],

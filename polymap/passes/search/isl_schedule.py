@@ -29,7 +29,7 @@ from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.schedule.schedule_order import conflict_pairs
-from polymap.passes.counting.counting import ENUMERATION_LIMIT
+from polymap.passes.counting.footprint import ENUMERATION_LIMIT
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel, count, to_int
 
