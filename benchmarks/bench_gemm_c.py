@@ -62,13 +62,26 @@ kernel gemm(M, N, K) {
 }
 """
 
-def medians(fns: dict, repeat: int) -> dict:
-    """Median seconds of each function, the versions alternating within every repeat."""
+#: seconds of rest before each timed call: the previous call's worker threads stop spinning first
+PAUSE = 0.2
+
+
+def medians(fns: dict, repeat: int, pause: float = PAUSE) -> dict:
+    """Median seconds of each function, the versions alternating within every repeat.
+
+    Each timed call starts after ``pause`` seconds: OpenBLAS's idle workers spin (yielding) for
+    about 2^28 cycles after a call and GNU OpenMP's for a while too, so a kernel timed right after
+    the other library's shared the 2 cores with a spinning thread (measured on the loaded 2-core
+    Zen 3: polymap's GEMM 11.4 GFLOP/s right after ``a @ b`` against 13.4-15.3 alone or after a
+    pause; ``a @ b`` lost as much after polymap). The comparison ran polymap always right after
+    NumPy, so the bias was one-sided.
+    """
     for fn in fns.values():
         fn()  # warm-up: page faults, thread pool start
     times = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
+            time.sleep(pause)
             t = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t)
@@ -97,6 +110,8 @@ def main() -> None:
                          "the search, which may run out of its time budget on a loaded machine")
     ap.add_argument("--threads", default=os.environ.get("OMP_NUM_THREADS", "2"))
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--pause", type=float, default=PAUSE,
+                    help="seconds of rest before each timed call (0: back to back, as before)")
     ap.add_argument("--reassociate", action="store_true",
                     help="as compile --reassociate: FMA contraction in the C, one @ in the NumPy module")
     ap.add_argument("--search-evaluations", type=int, default=ChoiceOptions().search_evaluations,
@@ -144,7 +159,7 @@ def main() -> None:
                      namespace)
                 module = namespace["gemm"]
                 fns["module"] = lambda: module(A=a, B=b, C=c, M=n, N=n, K=n)
-            t = medians(fns, args.repeat)
+            t = medians(fns, args.repeat, args.pause)
             np.testing.assert_allclose(c, a @ b, rtol=1e-3 if dtype == "f32" else 1e-9)
             flops = 2.0 * n ** 3
             g = {k: flops / v / 1e9 for k, v in t.items()}

@@ -11,6 +11,12 @@ Run: ``python benchmarks/bench_search.py`` (about ten minutes on 2 cores). It pr
    ``eyeriss`` searched exhaustively on 2 workers: space, pruned by reason, evaluated, best, time;
 3. the best GEMM mapping's DRAM traffic against the lower bound on a two-level architecture;
 4. the same GEMM search on a local Dask cluster (scheduler and two workers on 127.0.0.1): the same best.
+
+``--plans`` instead: the evaluation rate per spatial plan (CPU time, one process, interleaved
+twice), no spatial loop / ``k`` / the halo loops ``p``, ``r``, ``p q``, ``k p`` of conv2d
+(examples) and of the ResNet layer, so the cost of multicast across a halo loop is side by side
+with the plans that have none (about two minutes); ``--resnet-keep-all``: only part 2 without the
+bypass round (every tensor kept at every level), to see the bypass round's share of part 2.
 """
 from __future__ import annotations
 
@@ -26,9 +32,13 @@ from pathlib import Path  # noqa: E402
 from polymap.driver import load_program, param_values, parse  # noqa: E402
 from polymap.machine.arch import architecture_from_dict  # noqa: E402
 from polymap.machine.presets import load_architecture  # noqa: E402
+from polymap.passes.counting.cost_model import Objective  # noqa: E402
+from polymap.passes.counting.fastcount_nest import analyse_nest  # noqa: E402
 from polymap.passes.search.executors import DaskExecutor, LocalExecutor  # noqa: E402
+from polymap.passes.search.explore import evaluate_item, work_items  # noqa: E402
 from polymap.passes.search.lower_bound import level_bounds, level_traffic  # noqa: E402
-from polymap.passes.search.mapsearch import SearchOptions, search_nest  # noqa: E402
+from polymap.passes.search.mapsearch import SearchOptions, carrying_loops, legal_mask, search_nest  # noqa: E402
+from polymap.passes.search.mapspace import SpatialPlan, build_mapspace  # noqa: E402
 from polymap.poly import build_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,11 +94,45 @@ def rates(budget: int) -> None:
                 print(f"  {'':<26} {note}")
 
 
-def resnet_layer(executor, label: str):
+def plan_rates(budget: int) -> None:
+    """Mappings per CPU second of one process for single spatial plans at eyeriss's GLB."""
+    eyeriss = load_architecture("eyeriss")
+    conv = load_program(ROOT / "examples" / "conv2d.loop").kernels[0]
+    layer = load_program(ROOT / "examples" / "networks" / "resnet18.loop").kernel("layer3_1_conv1")
+    runs = []
+    for k in (conv, layer):
+        m, params = build_model(k), param_values(k)
+        fast = analyse_nest(m, 0, params)
+        carrying = carrying_loops(m, 0, fast.loops)
+        for names in ((), ("k",), ("p",), ("r",), ("p", "q"), ("k", "p")):
+            loops = frozenset(fast.loops.index(x) for x in names)
+            plan = SpatialPlan(tuple(loops if lv == 1 else frozenset() for lv in range(len(eyeriss.levels))))
+            space = build_mapspace(fast, eyeriss, (plan,), fixed=carrying)
+            cache: dict = {}
+            groups, masks, legal = [], [], 0
+            for g in space.groups:
+                if legal >= budget:
+                    break
+                masks.append(legal_mask(m, space, g, fast, eyeriss, carrying, cache))
+                groups.append(g)
+                legal += int(masks[-1].sum()) * len(g.tiles)
+            items = work_items(groups, masks, space.plans, fast, eyeriss, objective=Objective.ENERGY, keep=20,
+                               rows=False, chunk=200_000, budget=budget)
+            runs.append((f"{k.name} spatial [{' '.join(names)}]", items))
+    for rep in range(2):
+        for label, items in runs:
+            t0 = time.process_time()
+            n = sum(evaluate_item(it).evaluated for it in items)
+            dt = time.process_time() - t0
+            print(f"  {label:<36} {n:>9,} mappings in {dt:6.2f} s CPU: {n / dt:>9,.0f} /s "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def resnet_layer(executor, label: str, bypass: bool = True):
     k = load_program(ROOT / "examples" / "networks" / "resnet18.loop").kernel("layer3_1_conv1")
     m, params = build_model(k), param_values(k)
-    r = search_nest(m, 0, load_architecture("eyeriss"), params, options=SearchOptions(max_evaluations=None),
-                    executor=executor)
+    r = search_nest(m, 0, load_architecture("eyeriss"), params,
+                    options=SearchOptions(max_evaluations=None, bypass=bypass), executor=executor)
     print("  " + _line(f"layer3_1_conv1 ({label})", r))
     print("  pruned: " + ", ".join(f"{why} {n:.4g}" for why, n in r.pruned.items()))
     for note in r.notes:
@@ -116,8 +160,21 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--resnet-on-dask", action="store_true", help="also search the ResNet layer on Dask")
     ap.add_argument("--dask-only", action="store_true", help="only parts 3 and 4")
+    ap.add_argument("--plans", action="store_true", help="only the rate per spatial plan (halo loops)")
+    ap.add_argument("--resnet-keep-all", action="store_true",
+                    help="only the ResNet layer, every tensor kept at every level (no bypass round)")
     args = ap.parse_args()
     t = time.monotonic()
+    if args.resnet_keep_all:
+        print(f"ResNet-18 layer3_1_conv1 on eyeriss, exhaustive, every tensor kept, {args.workers} workers")
+        resnet_layer(LocalExecutor(args.workers), f"{args.workers} local workers, keep all", bypass=False)
+        print(f"total {time.monotonic() - t:.0f} s")
+        return
+    if args.plans:
+        print("evaluation rate per spatial plan at GLB, one process, CPU time (interleaved twice)")
+        plan_rates(min(args.budget, 200_000))
+        print(f"total {time.monotonic() - t:.0f} s")
+        return
     if not args.dask_only:
         rates(args.budget)
         print(f"2. ResNet-18 layer3_1_conv1 on eyeriss, exhaustive, {args.workers} workers")

@@ -373,10 +373,11 @@ def _execute(module: Any, args: argparse.Namespace) -> int:
     except PolymapError as exc:
         return _render_error(args, exc)
     except Refusal as exc:
+        # "no" is the command's answer (like diff's differences): on standard output, as the JSON is
         if getattr(args, "json", False) and exc.payload:
             _print_json(exc.payload)
         else:
-            print(exc.message, file=sys.stderr)
+            print(exc.message)
         return exc.exit_status
     except BrokenPipeError:
         return 141

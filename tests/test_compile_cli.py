@@ -40,7 +40,7 @@ def test_illegal_mapping_is_refused(tmp_path, capsys):
     rc = main(["compile", str(EXAMPLES / "lu.loop"), "--arch", "toy", "--mapping", str(mapping),
                "-o", str(tmp_path), "-D", "N=19", "--target", "c"])
     assert rc == 1
-    assert "illegal" in capsys.readouterr().err
+    assert "illegal" in capsys.readouterr().out
 
 
 def test_bad_target_is_bad_input(tmp_path):

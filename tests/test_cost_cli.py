@@ -106,19 +106,19 @@ def test_overfull_mapping_is_refused(tmp_path, capsys):
     arch.write_text(TWO_LEVEL_ARCH)
     m = tmp_path / "m.yaml"
     m.write_text(WHOLE)
-    rc, _, err = run(capsys, "cost", GEMM, "--arch", str(arch), "--mapping", str(m),
+    rc, out, _ = run(capsys, "cost", GEMM, "--arch", str(arch), "--mapping", str(m),
                      "-D", "M=8", "-D", "N=8", "-D", "K=8")
     assert rc == 1
     # footprint: A, B and C whole: 3 * 64 elements
-    assert "Buffer" in err and "64 elements" in err and "192" in err
+    assert "Buffer" in out and "64 elements" in out and "192" in out
 
 
 def test_fanout_beyond_instances_is_refused(tmp_path, capsys):
     m = tmp_path / "m.yaml"
     m.write_text(TOY_MAPPING.replace("tile: {i: 1, j: 1, k: 16}", "tile: {i: 1, j: 1, k: 16}\n    spatial: [k]"))
-    rc, _, err = run(capsys, "cost", GEMM, "--arch", "toy", "--mapping", str(m),
+    rc, out, _ = run(capsys, "cost", GEMM, "--arch", "toy", "--mapping", str(m),
                      "-D", "M=32", "-D", "N=32", "-D", "K=32")
-    assert rc == 1 and "instances" in err
+    assert rc == 1 and "instances" in out
 
 
 def test_symbolic_over_its_time_budget_is_refused(tmp_path, capsys):

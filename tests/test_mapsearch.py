@@ -89,8 +89,9 @@ def brute_force(model, nest, arch, objective: str, bypass: bool = False):
     set of up to two loops where the level fans out, and with ``bypass`` every subset of tensors kept
     at every level below the backing store), ranked; the first legal one's objective.
 
-    Spatial sets the fast path cannot count (multicast across a haloed loop) are left out, as the
-    search leaves them out (and says so in its notes)."""
+    Spatial sets the fast path cannot count (a halo loop spread at two levels of one multicast span)
+    are left out, as the search leaves them out (and says so in its notes); spatial halo loops
+    (``p``, ``r`` of ``I[p + r]``) are in."""
     n, m = len(arch.levels), len(nest.loops)
     fan = [arch.inner_instances(k) // arch.levels[k].instances for k in range(n)]
     subsets = [[frozenset()] + ([frozenset(c) for r in (1, 2) for c in combinations(range(m), r)] if fan[k] > 1 else [])

@@ -7,6 +7,8 @@ brute-force last-writer simulation) and the legends of the drawn figures.
 """
 from __future__ import annotations
 
+import shlex
+
 from pathlib import Path
 
 import pytest
@@ -146,14 +148,32 @@ def test_dot_edges_carry_distances_and_loops(tmp_path, capsys):
     assert '"init" -> "acc" [label="RAW C: (0,0) loop-independent' in text
 
 
-def test_readme_cost_tour_reproduces(capsys):
-    """Every line of the README's ``cost`` tour appears in the command's output, in order."""
+def _readme_tours() -> list[tuple[str, list[str]]]:
+    """Every ``$ polymap ...`` command of the README with the lines it shows (``...`` elides)."""
     readme = (Path(__file__).parent.parent / "README.md").read_text()
-    command = "$ polymap cost examples/gemm.loop --arch toy --mapping examples/gemm_toy.yaml -D M=64 -D N=64 -D K=64"
-    block = readme[readme.index(command) + len(command):].split("```")[0]
-    shown = [line.rstrip() for line in block.strip("\n").splitlines() if line.strip() and line.strip() != "..."]
-    assert main(["cost", str(EX / "gemm.loop"), "--arch", "toy", "--mapping", str(EX / "gemm_toy.yaml"),
-                 "-D", "M=64", "-D", "N=64", "-D", "K=64"]) == 0
+    tours = []
+    for block in readme.split("```")[1::2]:
+        lines = block.strip("\n").splitlines()
+        if lines and lines[0].startswith("$ polymap "):
+            shown = [x.rstrip() for x in lines[1:] if x.strip() and x.strip() != "..."]
+            tours.append((lines[0][len("$ polymap "):], shown))
+    return tours
+
+
+TOURS = _readme_tours()
+
+
+@pytest.mark.parametrize("command, shown", TOURS, ids=[c.split()[0] for c, _ in TOURS])
+def test_readme_tour_reproduces(command, shown, capsys, monkeypatch):
+    """Every line the README's tour shows appears in the command's output, in order (run from the
+    repository's root, as the README's commands are)."""
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    rc = main(shlex.split(command))
+    assert rc in (0, 1)  # check's ILLEGAL answer is exit 1
     actual = iter(line.rstrip() for line in capsys.readouterr().out.splitlines())
     for line in shown:
         assert any(line == got for got in actual), f"README line not reproduced (or out of order): {line!r}"
+
+
+def test_the_readme_tour_is_found():
+    assert {c.split()[0] for c, _ in TOURS} >= {"show", "deps", "check", "cost"}

@@ -17,7 +17,12 @@ BLIS mapping (L2 keeps A, L1 keeps B; RF tile 14 x 32)::
     RF  tile {i: 14, j: 32}       order k, i, j
                                   B[k, j] -> B_pack[k][j]  (32 columns: one KC x NR panel)
 
-so the register tile reads both operands at unit stride. Only tensors that
+so the register tile reads both operands at unit stride. A pack at or above
+the level that splits the tile over the cores (its spatial loop) is
+*shared*: one buffer for the function, the copy's outermost digit split
+between the threads (``omp for``), and a tensor no spatial loop indexes is
+packed there rather than below, once for every core (BLIS's KC x NC panel
+of B; docs/design.md, "Shared panels"). Only tensors that
 no statement of the nest writes are packed (their values cannot change while
 the panel is live), at the innermost level that keeps them, when every
 reference is a tuple of distinct bare loop variables and the tile is a
@@ -32,6 +37,7 @@ vectors; its reads are then counted at the level the mapping says.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING
@@ -72,6 +78,7 @@ class Pack:
     level: int
     tiles: tuple[int, ...]  # the level's tile extent along each of ``loops``
     dims: tuple[PackDim, ...]
+    shared: bool = False  # packed above the cores' split, once for all of them (one buffer)
 
     @property
     def size(self) -> int:
@@ -117,6 +124,23 @@ def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[st
             pack = _pack(mapping, tensor, loops, level)
             if pack is not None:
                 out[pack.key] = pack
+    # a tensor that no spatial loop indexes is read alike by every core: BLIS's panel of B is packed
+    # once, at the innermost level that keeps it at or above the split, and shared (not once per core)
+    split = next((lv for lv in range(1, n - 1) if mapping.levels[lv].spatial), None)
+    if split is not None:
+        spatial = set(mapping.levels[split].spatial)
+        for tensor, views in refs.items():
+            if tensor in written or None in views or any(spatial & set(v) for v in views):
+                continue
+            above = [lv for lv in range(1, split + 1) if tensor in mapping.levels[lv].keep]
+            if not above:
+                continue
+            packs = [_pack(mapping, tensor, loops, above[-1]) for loops in views]
+            if all(p is not None for p in packs):
+                for p in packs:
+                    out[p.key] = p
+        # a pack at or above the split is of a tile all the cores read (each its part): one buffer
+        out = {key: dataclasses.replace(p, shared=p.level <= split) for key, p in out.items()}
     # a read strided along the register tile's row loop is packed at the level above the registers,
     # so that the row is contiguous (syrk's A[j, k] under a tile over i, j)
     row = mapping.levels[-1].order[-1] if mapping.levels[-1].order else None
@@ -140,18 +164,19 @@ def _pack(mapping: Mapping, tensor: str, loops: tuple[str, ...], level: int) -> 
         return None  # a whole loop: the box would depend on the sizes
     bound = {x: tiles[0][x] for x in loops}
     raw = []
+    pending: dict[str, int] = {}  # a tile narrower than the one above: the next digit of its loop wraps
     for lv in range(level, n):
         here = mapping.tile(lv)
         inner = mapping.tile(lv + 1) if lv + 1 < n else {x: 1 for x in mapping.loops}
         for x in mapping.levels[lv].order:
             if x not in loops:
                 continue
-            modulus = None
             if lv > level and here[x] < bound[x]:
-                modulus = bound[x] = here[x]
+                pending[x] = bound[x] = here[x]
             count = -(-min(bound[x], here[x]) // inner[x])
             if count > 1:
-                raw.append((lv, x, count, inner[x], modulus))
+                # the modulus of a level whose own digit is 1 (one tile) belongs to the next digit
+                raw.append((lv, x, count, inner[x], pending.pop(x, None)))
     if all(b == 1 for b in bound.values()):
         return None
     dims = []
@@ -224,9 +249,20 @@ def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, i
     return None
 
 
-def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack]) -> list[tuple[Pack, bool]]:
-    """Print the copies of ``packs`` at the top of a loop body; returns what to close after it."""
+def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack], *, mode: str = "serial"
+               ) -> list[tuple[Pack, bool]]:
+    """Print the copies of ``packs`` at the top of a loop body; returns what to close after it.
+
+    A shared pack's buffer is allocated once for the function (:func:`shared_buffers`); inside a
+    parallel region (``mode`` "region": every thread walks this body) the threads split its copy
+    with ``omp for``, whose barrier orders the copy before the reads and after the previous
+    tile's (the loops reading it are ``omp for`` too, each ending in a barrier).
+    """
     opened = []
+    # the threads split every shared copy; only the last one ends in a barrier (``nowait`` on the
+    # others: the copies write different buffers and read only tensors no statement writes)
+    splits = [p for p in packs if p.shared and mode == "region"
+              and _first_user(body, p.loops, printer.model, set()) is not None]
     for pack in packs:
         inner: set[str] = set()
         hit = _first_user(body, pack.loops, printer.model, inner)
@@ -243,11 +279,14 @@ def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack]) -> list[t
             # x = sum of level coordinates times the next level's tile: the inner ones zeroed give the origin
             printer.emit(f"const long {origin_name(pack, x)} = {some};")
         heap = pack.size * {"f32": 4, "f64": 8}.get(decl.dtype, 8) > STACK_BYTES
-        if heap:
+        if pack.shared:
+            printer.shared_packs.setdefault(name, (ctype, pack.size))
+            heap = False  # freed at the end of the function
+        elif heap:
             printer.emit(f"{ctype} *restrict {name} = malloc(sizeof({ctype}) * {pack.size});")
         else:
             printer.emit(f"{ctype} {name}[{pack.size}] __attribute__((aligned(64)));")
-        _copy(printer, pack, name)
+        _copy(printer, pack, name, split=pack in splits, wait=bool(splits) and pack is splits[-1])
         printer.active_packs[pack.key] = pack
         opened.append((pack, heap))
     return opened
@@ -260,8 +299,18 @@ def close_packs(printer: Printer, opened: list[tuple[Pack, bool]]) -> None:
             printer.emit(f"free({buffer_name(pack)});")
 
 
-def _copy(printer: Printer, pack: Pack, name: str) -> None:
-    """Nested loops over the buffer's digits in its order; values outside the array become 0."""
+def shared_buffers(buffers: dict[str, tuple[str, int]]) -> tuple[list[str], list[str]]:
+    """The lines allocating the shared packs' buffers (64-byte aligned) at the top of the function,
+    and those freeing them at its end."""
+    alloc = [f"{ctype} *restrict {name} = aligned_alloc(64, (sizeof({ctype}) * {size} + 63) / 64 * 64);"
+             for name, (ctype, size) in buffers.items()]
+    return alloc, [f"free({name});" for name in buffers]
+
+
+def _copy(printer: Printer, pack: Pack, name: str, *, split: bool = False, wait: bool = True) -> None:
+    """Nested loops over the buffer's digits in its order; values outside the array become 0.
+    ``split``: the threads of the enclosing region share the outermost digit (``omp for``, with
+    its closing barrier unless not ``wait``)."""
     decl = printer.decls[pack.tensor]
     digit = {id(d): f"polymap_d{k}" for k, d in enumerate(pack.dims)}
     value = {}
@@ -283,6 +332,8 @@ def _copy(printer: Printer, pack: Pack, name: str) -> None:
                                       ("", f"{inside} ? {c_name(pack.tensor)}[{flat}] : 0"))):
         printer.emit(f"if ({cond}) {{" if k == 0 else "} else {")
         printer.depth = depth + 1
+        if split and pack.dims:
+            printer.emit("#pragma omp for schedule(static)" + ("" if wait else " nowait"))
         for d in pack.dims:
             printer.emit(f"for (long {digit[id(d)]} = 0; {digit[id(d)]} < {d.count}; {digit[id(d)]} += 1)")
             printer.depth += 1

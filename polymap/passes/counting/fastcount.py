@@ -41,6 +41,7 @@ from polymap.mapping.model import Mapping
 from polymap.poly import KernelModel, cached
 from polymap.passes.frontend.params import param_values
 from polymap.passes.counting import fastcount_forms as F
+from polymap.passes.counting import fastcount_halo as H
 from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, TensorShape, analyse_nest
 from polymap.machine.arch import Architecture
@@ -117,11 +118,30 @@ class Evaluator:
         if x is not None and any(x in sp for sp in self.s.spatial):
             raise NotSupported(f"the initialisation lacks spatial loop {self.nest.loops[x]}")
         for t in self.nest.tensors:
-            keepers = self.s.keepers(t.name)
-            for parent, child in zip(keepers, keepers[1:]):
-                for k in range(parent, child):
-                    if self.s.spatial[k] & t.strided_loops:
-                        raise NotSupported(f"multicast of {t.name} across a spatial loop in a two-loop subscript")
+            for parent in self.s.keepers(t.name)[:-1]:
+                self.halo_groups(t, parent)  # NotSupported where a span spreads a halo loop twice
+
+    def halo_groups(self, t: TensorShape, parent: int) -> dict[int, int]:
+        """Loops of ``t``'s two-loop subscripts spread over the children ``parent`` multicasts to
+        (spatial at a level between it and ``t``'s next inner keeper), each with that level."""
+        keepers = self.s.keepers(t.name)
+        child = next(c for c in keepers if c > parent)
+        out: dict[int, int] = {}
+        for k in range(parent, child):
+            for x in self.s.spatial[k] & t.strided_loops:
+                if x in out:
+                    raise NotSupported(f"multicast of {t.name} across {self.nest.loops[x]}, spatial at two levels")
+                out[x] = k
+        return out
+
+    @cached_property
+    def _grouped_spatial(self) -> set[tuple[int, int]]:
+        """``(level, loop)`` of every halo loop some multicast groups (its children must be whole)."""
+        out = set()
+        for t in self.nest.tensors:
+            for parent in self.s.keepers(t.name)[:-1]:
+                out |= {(k, x) for x, k in self.halo_groups(t, parent).items()}
+        return out
 
     @cached_property
     def _irrelevant_spatial(self) -> set[tuple[int, int]]:
@@ -148,7 +168,7 @@ class Evaluator:
                 want = F.ceil_div(T[:, k, x], T[:, k + 1, x])
                 for cnt, length in chains[x][k]:
                     ok &= (cnt == 0) | (F.ceil_div(length, T[:, k + 1, x]) == want)
-                    if (k, x) in self._irrelevant_spatial:
+                    if (k, x) in self._irrelevant_spatial or (k, x) in self._grouped_spatial:
                         ok &= (cnt == 0) | (length % T[:, k + 1, x] == 0)
         return ok
 
@@ -159,12 +179,13 @@ class Evaluator:
         ones = np.ones(T.shape[0], dtype=np.int64)
         chains = loop_chains(nest, T, n)  # chains[x][k]: the level-k intervals of loop x
         entries = [None] + [self._entries(l, T, chains) for l in range(1, n)]
+        multicast = self._multicast_entries(T, chains)
         counts, fps, fpb = [], [None], [None]
         for l in range(n):
             per = {}
             for t in nest.tensors:
                 if l == 0 or t.name in self.s.keep[l]:
-                    per[t.name] = self._tensor_counts(l, t, T, entries)
+                    per[t.name] = self._tensor_counts(l, t, T, entries, multicast)
             counts.append(per)
         for l in range(1, n):
             lengths = {x: T[:, l, x] for x in range(len(nest.loops))}
@@ -178,36 +199,56 @@ class Evaluator:
 
     def _entries(self, l: int, T: np.ndarray, chains: Sequence[Sequence[list[F.State]]]) -> dict[str, np.ndarray]:
         """Elements entering level ``l`` (fills before the write-first rule), per kept tensor."""
-        kept = [t for t in self.nest.tensors if t.name in self.s.keep[l]]
+        return self._enter(l, T, chains, [t for t in self.nest.tensors if t.name in self.s.keep[l]], {})
+
+    def _multicast_entries(self, T: np.ndarray, chains: Sequence[Sequence[list[F.State]]]) -> dict:
+        """``{(parent, X): entries}``: what ``X``'s next inner keeper's children take in at each step,
+        counted once for the group ``parent`` multicasts to, where the group spreads a halo loop."""
+        out = {}
+        for t in self.nest.tensors:
+            for parent in self.s.keepers(t.name)[:-1]:
+                groups = self.halo_groups(t, parent)
+                if groups:
+                    child = next(c for c in self.s.keepers(t.name) if c > parent)
+                    out[parent, t.name] = self._enter(child, T, chains, [t], groups)
+        return out
+
+    def _enter(self, l: int, T: np.ndarray, chains: Sequence[Sequence[list[F.State]]], kept: list[TensorShape],
+               groups: dict[int, int]) -> dict:
+        """Elements of ``kept`` entering level ``l``, summed over its instances, or over the multicast
+        groups when ``groups`` (halo loop -> the level it is spread at) is given."""
         if not kept:
             return {}
         m, x0 = len(self.nest.loops), self.nest.init_loop
-        first = first_states(self.nest, self.s.spatial, T, chains, l)
-        out = {t.name: _tensor_sum(t, first, m) for t in kept}
+        shifts = group_shifts(T, groups)
+        first = first_states(self.nest, self.s.spatial, T, chains, l, groups)
+        out = {t.name: _tensor_sum(t, first, m, shifts) for t in kept}
         # ``(X, "init")``: the elements entering at an initialisation's residencies (the first is one)
         out.update({(t.name, "init"): out[t.name] for t in kept if t.init_reads or t.init_writes})
         dims = self.s.dims(l)
         for j, (kj, y, spatial) in enumerate(dims):
             if spatial:
                 continue
-            pairs = {x: self._pairs(x, j, dims, kj, y, l, T, chains) for x in range(m)}
+            pairs = {x: self._pairs(x, j, dims, kj, y, l, T, chains, groups.get(x)) for x in range(m)}
             for t in kept:
-                size, both = _tensor_pair_sums(t, pairs, m)
+                size, both = _tensor_pair_sums(t, pairs, m, shifts)
                 out[t.name] = out[t.name] + size - both
                 if (t.name, "init") in out:
-                    size, both = _tensor_pair_sums(t, {**pairs, x0: F.into_init(pairs[x0])}, m)
+                    size, both = _tensor_pair_sums(t, {**pairs, x0: F.into_init(pairs[x0])}, m, shifts)
                     out[t.name, "init"] = out[t.name, "init"] + size - both
         return out
 
     def _pairs(self, x: int, j: int, dims: Sequence[tuple[int, int, bool]], kj: int, y: int, l: int, T: np.ndarray,
-               chains: Sequence[Sequence[list[F.State]]]) -> list[F.Pair]:
+               chains: Sequence[Sequence[list[F.State]]], group: int | None = None) -> list[F.Pair]:
         """Pair states of loop ``x`` for the transitions at time dimension ``j`` (loop ``y``)."""
         order = self.s.orders[kj]
         variant = "step" if x == y else ("before" if order.index(x) < order.index(y) else "after")
-        return pair_states(self.nest, self.s.spatial, T, chains, kj, l, x, variant)
+        return pair_states(self.nest, self.s.spatial, T, chains, kj, l, x, variant, group)
 
-    def _tensor_counts(self, l: int, t: TensorShape, T: np.ndarray, entries: Sequence[dict[str, np.ndarray] | None]
-                      ) -> dict[str, np.ndarray]:
+    def _tensor_counts(self, l: int, t: TensorShape, T: np.ndarray, entries: Sequence[dict[str, np.ndarray] | None],
+                       multicast: dict) -> dict[str, np.ndarray]:
+        """Counts of ``t`` at level ``l``; ``multicast`` holds the group entries of the spans that
+        spread a halo loop (:meth:`_multicast_entries`), keyed ``(parent, X)``."""
         keepers = self.s.keepers(t.name)
         inner = [c for c in keepers if c > l]
         out = {}
@@ -216,6 +257,11 @@ class Evaluator:
         if inner:
             c = inner[0]
             fills, writebacks = _fills_writebacks(t, entries[c])
+            if (l, t.name) in multicast:
+                # one read per element and step for the whole group (the children's images overlap)
+                fills, _ = _fills_writebacks(t, multicast[l, t.name])
+            elif self.halo_groups(t, l):
+                raise ValueError(f"the multicast entries of {t.name} at level {l} are missing")
             fan = 1
             for k in range(l, c):
                 for x in self.s.spatial[k]:
@@ -257,14 +303,34 @@ def loop_chains(nest: FastNest, T: np.ndarray, n: int) -> list[list[list]]:
     return chains
 
 
-def first_states(nest: FastNest, spatial: tuple[frozenset[int], ...], T: np.ndarray, chains: list, l: int) -> dict:
+def group_shifts(T: np.ndarray, groups: dict[int, int]) -> dict[int, H.Shift]:
+    """Per halo loop spread over a multicast group at level ``k``: ``(children, their length)``."""
+    return {x: (T[:, k, x] // T[:, k + 1, x], T[:, k + 1, x]) for x, k in groups.items()}
+
+
+def group_chain(chain: list, T: np.ndarray, x: int, k: int) -> list:
+    """``chain`` (the level intervals of loop ``x``) below level ``k`` followed in child 0 of each
+    level-``k`` interval only: the representative of the multicast group (its siblings are shifts)."""
+    out = list(chain[:k + 1])
+    states = F.split_first(chain[k], T[:, k + 1, x])
+    for j in range(k + 1, len(chain)):
+        if j > k + 1:
+            states = F.split_all(states, T[:, j, x])
+        out.append(states)
+    return out
+
+
+def first_states(nest: FastNest, spatial: tuple[frozenset[int], ...], T: np.ndarray, chains: list, l: int,
+                 groups: dict[int, int] | None = None) -> dict:
     """Per loop, the states of the first residency of level ``l`` (every instance's; with an
-    initialisation, its residency comes first)."""
+    initialisation, its residency comes first); a loop of ``groups`` is followed in the
+    representative child of its multicast group at its level."""
     first = {}
+    groups = groups or {}
     for x in range(len(nest.loops)):
         states = chains[x][0]
         for k in range(l):
-            split = F.split_all if x in spatial[k] else F.split_first
+            split = F.split_all if x in spatial[k] and groups.get(x) != k else F.split_first
             states = split(states, T[:, k + 1, x])
             if k == 0 and x == nest.init_loop:
                 states = [(np.ones(T.shape[0], dtype=np.int64), np.zeros(T.shape[0], dtype=np.int64))]
@@ -273,21 +339,26 @@ def first_states(nest: FastNest, spatial: tuple[frozenset[int], ...], T: np.ndar
 
 
 def pair_states(nest: FastNest, spatial: tuple[frozenset[int], ...], T: np.ndarray, chains: list, k: int, l: int,
-                x: int, variant: str) -> list:
+                x: int, variant: str, group: int | None = None) -> list:
     """Pair states of loop ``x`` at the steps of a time dimension of level ``k`` seen from level ``l``:
     ``x`` is the stepping loop (``"step"``), stands before it in level ``k``'s order (keeps its
-    interval) or after it (restarts)."""
+    interval) or after it (restarts). With ``group``, ``x`` is spatial there and followed in the
+    representative child of each multicast group (:func:`group_chain`)."""
     init = x == nest.init_loop and k == 0
+    chain = chains[x] if group is None else group_chain(chains[x], T, x, group)
     if variant == "step":
-        pairs, start = F.pair_step(chains[x][k], T[:, k + 1, x]), k + 1
+        pairs, start = F.pair_step(chain[k], T[:, k + 1, x]), k + 1
         if init:
             pairs = pairs + [F.init_pair(T[:, 0, x], T[:, 1, x])]
     else:
         start = k + (0 if variant == "after" else 1)
-        pairs = F.as_pairs(chains[x][start])
+        pairs = F.as_pairs(chain[start])
     for j in range(start, l):
         if init and j == 0:
             pairs = F.restart_at_init(pairs, T[:, 1, x])
+            continue
+        if j == group:
+            pairs = F.pair_first(pairs, T[:, j + 1, x])
             continue
         step = F.pair_spatial if x in spatial[j] else F.pair_temporal
         pairs = step(pairs, T[:, j + 1, x])
@@ -301,14 +372,22 @@ def _product(values: Sequence[np.ndarray]) -> np.ndarray | int:
     return out
 
 
-def _tensor_sum(t: TensorShape, states: dict, m: int) -> np.ndarray | int:
-    """``sum |D_X(r)|`` over the joint states (a product over subscripts and unused loops)."""
-    out = _product(F.group_state_sum(sub, states) for sub in t.subscripts)
+def _spread(sub: tuple, shifts: dict | None) -> bool:
+    return bool(shifts) and any(x in shifts for x, _ in sub)
+
+
+def _tensor_sum(t: TensorShape, states: dict, m: int, shifts: dict | None = None) -> np.ndarray | int:
+    """``sum |D_X(r)|`` over the joint states (a product over subscripts and unused loops); a
+    subscript with a loop of ``shifts`` counts the union over its multicast group."""
+    out = _product(H.union_state_sum(sub, states, shifts) if _spread(sub, shifts) else F.group_state_sum(sub, states)
+                   for sub in t.subscripts)
     return out * _product(F.total(states[x]) for x in range(m) if x not in t.loops)
 
 
-def _tensor_pair_sums(t: TensorShape, pairs: dict, m: int) -> tuple[np.ndarray | int, np.ndarray | int]:
-    sums = [F.group_pair_sums(sub, pairs) for sub in t.subscripts]
+def _tensor_pair_sums(t: TensorShape, pairs: dict, m: int, shifts: dict | None = None
+                      ) -> tuple[np.ndarray | int, np.ndarray | int]:
+    sums = [H.union_pair_sums(sub, pairs, shifts) if _spread(sub, shifts) else F.group_pair_sums(sub, pairs)
+            for sub in t.subscripts]
     rest = _product(F.total(pairs[x]) for x in range(m) if x not in t.loops)
     return _product(s for s, _ in sums) * rest, _product(b for _, b in sums) * rest
 

@@ -76,6 +76,12 @@ def pair_spatial(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
     return out
 
 
+def pair_first(pairs: list[Pair], t: np.ndarray) -> list[Pair]:
+    """A spatial loop seen by its multicast group: ``r`` and ``r'`` in child 0, the group's
+    representative (the other children are its shifts, :mod:`fastcount_halo`)."""
+    return [(cnt, np.minimum(t, li), np.minimum(t, lj), d) for cnt, li, lj, d in pairs]
+
+
 def pair_step(states: list[State], t: np.ndarray) -> list[Pair]:
     """The changing loop: ``r`` in child ``v``, ``r'`` in child ``v + 1`` (``v`` not the last)."""
     out = []

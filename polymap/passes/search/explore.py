@@ -23,7 +23,7 @@ from polymap.passes.counting.cost_model import (
     rank_terms,
 )
 from polymap.passes.counting.fastcount import BatchCounts, Structure
-from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order
+from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, entries_by_order, multicast_by_order
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.passes.search.mapspace import Group, SpatialPlan
 from polymap.machine.arch import Architecture
@@ -113,13 +113,14 @@ def item_counts(item: WorkItem, terms: OrderTerms, part: Part, rows: slice
     perms = [all_orders(p) for p in g.pattern]
     perms[0] = perms[0][part.first_lo:part.first_hi]
     entries = entries_by_order(terms, tuple(perms), rows)
+    multicast = multicast_by_order(terms, tuple(perms), rows)
     T = terms.T[rows]
     counts = []
     for l in range(n):
         per = {}
         for t in nest.tensors:
             if l == 0 or t.name in terms.keep[l]:
-                per[t.name] = terms.ev._tensor_counts(l, t, T, entries)
+                per[t.name] = terms.ev._tensor_counts(l, t, T, entries, multicast)
         counts.append(per)
     return counts, T
 

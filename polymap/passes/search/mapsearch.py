@@ -182,12 +182,39 @@ def _spatial_plans(model: KernelModel, nest: FastNest, arch: Architecture, optio
     return tuple(SpatialPlan(tuple(p)) for p in product(*per_level))
 
 
+def _countable(nest: FastNest, plans: tuple[SpatialPlan, ...], notes: list[str]) -> tuple[SpatialPlan, ...]:
+    """The plans the fast path counts: a halo loop spread at two levels of one multicast span (with
+    the plan's bindings) is not (the ISL path would be needed for each of its mappings)."""
+    out = []
+    m, dropped = len(nest.loops), 0
+    for plan in plans:
+        try:
+            Evaluator(nest, Structure(tuple(tuple(range(m)) for _ in plan.loops), plan.loops, plan.kept(nest)))
+        except NotSupported:
+            dropped += 1
+            continue
+        out.append(plan)
+    if dropped:
+        notes.append(f"{dropped} spatial plans not searched: a halo loop spatial at two levels of one multicast span")
+    return tuple(out)
+
+
 def legal_mask(model: KernelModel, space: Mapspace, group: Group, nest: FastNest, arch: Architecture, carrying: frozenset[int],
                cache: dict) -> np.ndarray:
     """Legality of every order combination of the group (shape: permutations per level), decided once
     per class: two instances in dependence differ only in carrying loops, so the mapped schedule orders
-    them by those loops' time dims alone (``docs/design.md``)."""
+    them by those loops' time dims alone (``docs/design.md``). So the whole mask depends only on the
+    pattern, the spatial carrying loops per level and the innermost carrying loops, and is reused
+    across the groups (tile configs, other spatial loops, keep plans) that share them."""
     plan = space.plans[group.plan]
+    whole = ("mask", group.pattern, tuple(s & carrying for s in plan.loops), group.inner)
+    if whole not in cache:
+        cache[whole] = _legal_mask(model, plan, group, nest, arch, carrying, cache)
+    return cache[whole]
+
+
+def _legal_mask(model: KernelModel, plan: SpatialPlan, group: Group, nest: FastNest, arch: Architecture,
+                carrying: frozenset[int], cache: dict) -> np.ndarray:
     perms = [all_orders(p) for p in group.pattern]
     ids, reps = [], []
     for k, level_perms in enumerate(perms):
@@ -204,7 +231,7 @@ def legal_mask(model: KernelModel, space: Mapspace, group: Group, nest: FastNest
         # the carrying dims in time order, levels flattened: the same sequence is the same order
         # of dependent instances (tile sizes only move the boundaries within one loop's dims)
         key = (sum((_level_key(perms[k][i], plan.loops[k], carrying) for k, i in enumerate(index)), ()),
-               tuple(sorted(x for s in plan.loops for x in s)), group.inner)
+               tuple(sorted(x for s in plan.loops for x in s if x in carrying)), group.inner)
         if key not in cache:
             orders = tuple(tuple(sorted(plan.loops[k])) + perms[k][i] for k, i in enumerate(index))
             full = tuple(o + tuple(x for x in range(len(nest.loops)) if x not in o) for o in orders)
@@ -231,12 +258,13 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         return _search_isl(model, nest, arch, params, options, f"outside the fast path ({exc})", start)
     notes: list[str] = []
     carrying = carrying_loops(model, nest, fast.loops)
-    spatial = _spatial_plans(model, fast, arch, options, carrying, notes)
+    spatial = _countable(fast, _spatial_plans(model, fast, arch, options, carrying, notes), notes)
     space = build_mapspace(fast, arch, spatial, symmetric=options.symmetric, fixed=carrying)
     phases = {"build": time.monotonic() - start}
     kept = max(options.top * 4, options.top + 8)
     run = _Run(model, fast, arch, options, executor or LocalExecutor(1), progress, carrying, kept, start)
     run.evaluate(space, 0)
+    skipped = False
     if options.bypass:
         others = keep_plans(fast, arch)[1:]
         limit = run.best[kept - 1].key[0] if len(run.best) >= kept else float("inf")
@@ -249,16 +277,24 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                 space.space += plan_space(fast, arch) * len(spatial)
             else:
                 survivors.append(plan_keep)
-        if survivors:
+        budget_left = options.max_evaluations is None or run.total < options.max_evaluations
+        if survivors and not budget_left:
+            # the budget ended in the first round: these plans are counted in the space, not built
+            space.space += plan_space(fast, arch) * len(spatial) * len(survivors)
+            skipped = True
+        elif survivors:
             t0 = time.monotonic()
-            more = build_mapspace(fast, arch, tuple(SpatialPlan(p.loops, keep) for keep in survivors for p in spatial),
-                                  symmetric=options.symmetric, fixed=carrying)
+            plans = tuple(SpatialPlan(p.loops, keep) for keep in survivors for p in spatial)
+            more = build_mapspace(fast, arch, _countable(fast, plans, notes), symmetric=options.symmetric,
+                                  fixed=carrying)
             phases["build"] += time.monotonic() - t0
             offset = len(space.groups)
             space = merged(space, more)
             run.evaluate(space, offset)
         notes.append(f"bypass: {len(others) + 1} keep plans, {len(others) - len(survivors)} removed whole by "
-                     f"their floor on the objective, {len(survivors) + 1} searched")
+                     f"their floor on the objective, "
+                     + (f"{len(survivors)} not reached within the budget" if skipped
+                        else f"{len(survivors) + 1} searched"))
     phases["legality"], phases["evaluate"] = run.legality_seconds, run.evaluate_seconds
     t0 = time.monotonic()
     run.results.sort(key=lambda r: r.index)
@@ -266,7 +302,7 @@ def search_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     phases["confirm"] = time.monotonic() - t0
     remaining = sum(g.size for g in space.groups) - space.pruned.get("illegal", 0)
     return SearchResult(model.kernel.name, nest, options.objective, found, space.space, dict(space.pruned),
-                        run.done, time.monotonic() - start, run.total >= remaining, "fast", notes,
+                        run.done, time.monotonic() - start, run.total >= remaining and not skipped, "fast", notes,
                         run.results if options.csv_rows else [], (fast, space, space.groups), phases)
 
 
@@ -294,14 +330,20 @@ class _Run:
     def evaluate(self, space: Mapspace, first: int) -> None:
         """Evaluate ``space.groups[first:]`` within what is left of the budget."""
         t0 = time.monotonic()
-        groups = space.groups[first:]
-        masks = [legal_mask(self.model, space, g, self.fast, self.arch, self.carrying, self.cache) for g in groups]
+        budget = self.options.max_evaluations
+        left = None if budget is None else max(budget - self.total, 0)
+        # legality of the groups the budget reaches (in index order), not of the whole space
+        masks, legal = [], 0
+        for g in space.groups[first:]:
+            if left is not None and legal >= left:
+                break
+            masks.append(legal_mask(self.model, space, g, self.fast, self.arch, self.carrying, self.cache))
+            legal += int(masks[-1].sum()) * len(g.tiles)
+        groups = space.groups[first:first + len(masks)]
         illegal = sum(int((~m).sum()) * len(g.tiles) for g, m in zip(groups, masks))
         space.pruned["illegal"] = space.pruned.get("illegal", 0) + illegal
         t1 = time.monotonic()
         self.legality_seconds += t1 - t0
-        budget = self.options.max_evaluations
-        left = None if budget is None else max(budget - self.total, 0)
         items = work_items(groups, masks, space.plans, self.fast, self.arch, objective=self.options.objective,
                            keep=self.kept, rows=self.options.csv_rows, chunk=self.options.chunk, budget=left,
                            first_group=first, first_item=len(self.results))

@@ -326,12 +326,11 @@ def _patterns(tiles: np.ndarray, plan: SpatialPlan, n: int, m: int, fixed: froze
     keys = (bits_all * weights).sum(axis=1)
     order = np.argsort(keys, kind="stable")
     bounds = np.flatnonzero(np.diff(keys[order])) + 1
+    width = (n - 1) * m
     for members in np.split(order, bounds):
-        rows = tiles[members]
-        first = members[0]
-        bits = moving[first]
-        pattern = tuple(tuple(int(x) for x in np.flatnonzero(bits[k])) for k in range(n - 1))
-        yield pattern, tuple(int(x) for x in np.flatnonzero(inner[first])), rows
+        key = int(keys[members[0]])  # the bits, decoded in Python: numpy per group costs more
+        pattern = tuple(tuple(x for x in range(m) if key >> (k * m + x) & 1) for k in range(n - 1))
+        yield pattern, tuple(x for x in range(m) if key >> (width + x) & 1), tiles[members]
 
 
 def merged(first: Mapspace, second: Mapspace) -> Mapspace:

@@ -5,13 +5,17 @@ loop ``k`` that does not index ``C`` (gemm, the PolyBench BLAS kernels,
 matrix-vector products), on an architecture with at least four levels
 (``host``: DRAM, LLC, L2 x cores, L1 x cores, RF)::
 
-    DRAM  whole nest, order i, j, k              (walks groups of one row block per core)
-    LLC   tile {i: cores x rows}, spatial i      (one row block per core: one parallel region)
-    L2    tile {i: rows, j: NC, k: KC}           (rows = M / cores, or when that is over MC, the
-                                                  same number of blocks of at most MC per core)
-    L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the rows x KC block of A stays in L2,
-                                                   the KC x NR panel of B in L1)
+    DRAM  whole nest, order i, j, k              (walks KC x NC panels of B: BLIS's jc, pc)
+    LLC   tile {i: cores x rows, j: NC, k: KC}, spatial i   (all rows of one panel, split by
+                                                  rows over the cores; B's panel is packed
+                                                  here once, shared by them)
+    L2    tile {i: rows, j: NC, k: KC}           (rows = a core's chunk, M / cores: BLIS's ic)
+    L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the rows x KC block of A stays in L2
+                                                   or streams from the last level, the KC x NR
+                                                   panel of B in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
+
+(with the rows not parallel, the MC-row blocks of ``Blocking`` and no shared panel).
 
 The C emitter (:mod:`polymap.codegen.c.regtile`) turns the RF box under the
 ``k`` loop into unrolled-and-jammed vector accumulators. ``j`` is the
@@ -220,22 +224,36 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     whole = tuple(None for _ in loops)
     outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
     top, group = (whole, outer_first, ()), whole
-    # a core's rows in blocks of about MC (the nearest whole number of them, so at most 1.5 MC: the
-    # L2 tile's block of A still fits L2, and is packed there); the DRAM level walks groups of one
-    # block per core, the LLC level spreads a group over the cores: every core gets as many blocks.
-    # Rounding up instead cut 516 rows (f32 1024, 2 cores, MC 252) into 3 blocks of 174, which ran
-    # slower than 2 of 258 (B's panel is packed once per block)
-    blocks = (chunk + b.mc // 2) // b.mc if par is not None and par == i else 1
-    if blocks >= 2:
-        rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
-        chunk = rows
-        top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
-        group = tile(rows * cores, None, None)
-    if par is not None and par == i:
-        # the L1 tile's rows are the L2 block's (a core's chunk, under MC or up to 1.5 MC): MC rows in
-        # L1 under a smaller chunk made the inner tile grow past its enclosing one
+    red: int | None = None  # the KC of the shared panel's levels (constant), else the tile's own
+    if par is not None and par == i and not _rectangular(kernel, nest):
+        # a triangle (syrk's j <= i): one chunk of rows per core would give the cores very unequal
+        # work, so a core's rows stay cut into blocks of about MC and the DRAM level walks groups of
+        # one block per core (every core gets as many blocks, of rows spread over the triangle);
+        # B's panels are then packed per block (the nearest whole number of blocks: rounding up cut
+        # f32 1024's 516 rows into 3 blocks of 174, slower than 2 of 258)
+        blocks = (chunk + b.mc // 2) // b.mc
+        if blocks >= 2:
+            rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
+            chunk = rows
+            top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
+            group = tile(rows * cores, None, None)
         rows = chunk
         l2 = tile(chunk, b.nc, b.kc)
+    elif par is not None and par == i:
+        # BLIS's loops: the DRAM level walks KC x NC panels of B (j, k); the LLC tile, all rows of
+        # one panel, is spread over the cores by rows; each core's chunk of rows is its L2 and L1
+        # tile (the L1 tile's rows are the L2 block's, else the inner tile would outgrow it). The
+        # panel's size is constant, even when it covers the whole loop, so that it is a fixed
+        # buffer: every core reads all of it, so codegen/c/packing.py packs it once, shared, above
+        # the split, and A's chunk where the mapping keeps it (L2 when it fits, else the LLC tile,
+        # each core copying its own rows). Before, a core's rows were cut into blocks of about MC
+        # walked by the DRAM level, and every block packed B's panels again (4 times per KC block
+        # at f32 1024 on 2 cores, 8 at f64): a strided copy of all of B each time (docs/design.md)
+        rows = chunk
+        cols = b.nc if b.nc < extents.get(j, 1) else -(-max(1, extents.get(j, 1)) // b.nr) * b.nr
+        red = min(b.kc, max(1, extents.get(k, 1)))
+        group = _with(_with(_with(group, loops, j, cols), loops, k, red), loops, i, chunk * cores)
+        l2 = _with(_with(tile(chunk, b.nc, b.kc), loops, j, cols), loops, k, red)
     elif par is not None and i is not None:  # a chunk of columns per core, all rows
         l2 = tile(None, min(b.nc, chunk), b.kc)
     else:
@@ -246,7 +264,8 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         n - 4: (group, (first,) + tuple(x for x in (i, j, k) if x not in (None, first)) + others,
                 (par,) if cores > 1 and par is not None else ()),
         n - 3: (l2, ij + (k,) + others, ()),
-        n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
+        n - 2: (_with(tile(rows, b.nr, b.kc), loops, k, red),
+                others + (j,) + ((i,) if i else ()) + (k,), ()),
         n - 1: (rf, others + (k,) + ij, ()),
     }
     levels = []
@@ -258,6 +277,27 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         levels[n - 4] = LevelMapping(levels[n - 4].level, levels[n - 4].tile, levels[n - 4].order, (), keep)
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out
+
+
+def _rectangular(kernel: ir.Kernel, nest: int) -> bool:
+    """Are the nest's loop bounds free of its loop variables, with no ``if`` (a box of instances)?"""
+    loops = set(nest_loops(kernel, nest))
+
+    def box(nodes: Sequence[ir.Node]) -> bool:
+        for node in nodes:
+            if isinstance(node, ir.If):
+                return False
+            if isinstance(node, ir.Loop):
+                if any(_vars(e) & loops for e in node.lower + node.upper) or not box(node.body):
+                    return False
+        return True
+
+    return box((kernel.nests()[nest],))
+
+
+def _with(t: tuple, loops: Sequence[str], loop: str, value: int | None) -> tuple:
+    """Tile ``t`` with ``loop``'s entry set to ``value`` (unchanged when None)."""
+    return t if value is None else tuple(value if x == loop else v for x, v in zip(loops, t))
 
 
 def parallel_loop(model: KernelModel, roles: Roles) -> str | None:
