@@ -15,7 +15,8 @@ Run: ``python benchmarks/bench_search.py`` (about ten minutes on 2 cores). It pr
 ``--plans`` instead: the evaluation rate per spatial plan (CPU time, one process, interleaved
 twice), no spatial loop / ``k`` / the halo loops ``p``, ``r``, ``p q``, ``k p`` of conv2d
 (examples) and of the ResNet layer, so the cost of multicast across a halo loop is side by side
-with the plans that have none (about two minutes).
+with the plans that have none (about two minutes); ``--resnet-keep-all``: only part 2 without the
+bypass round (every tensor kept at every level), to see the bypass round's share of part 2.
 """
 from __future__ import annotations
 
@@ -127,11 +128,11 @@ def plan_rates(budget: int) -> None:
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
 
 
-def resnet_layer(executor, label: str):
+def resnet_layer(executor, label: str, bypass: bool = True):
     k = load_program(ROOT / "examples" / "networks" / "resnet18.loop").kernel("layer3_1_conv1")
     m, params = build_model(k), param_values(k)
-    r = search_nest(m, 0, load_architecture("eyeriss"), params, options=SearchOptions(max_evaluations=None),
-                    executor=executor)
+    r = search_nest(m, 0, load_architecture("eyeriss"), params,
+                    options=SearchOptions(max_evaluations=None, bypass=bypass), executor=executor)
     print("  " + _line(f"layer3_1_conv1 ({label})", r))
     print("  pruned: " + ", ".join(f"{why} {n:.4g}" for why, n in r.pruned.items()))
     for note in r.notes:
@@ -160,8 +161,15 @@ def main() -> None:
     ap.add_argument("--resnet-on-dask", action="store_true", help="also search the ResNet layer on Dask")
     ap.add_argument("--dask-only", action="store_true", help="only parts 3 and 4")
     ap.add_argument("--plans", action="store_true", help="only the rate per spatial plan (halo loops)")
+    ap.add_argument("--resnet-keep-all", action="store_true",
+                    help="only the ResNet layer, every tensor kept at every level (no bypass round)")
     args = ap.parse_args()
     t = time.monotonic()
+    if args.resnet_keep_all:
+        print(f"ResNet-18 layer3_1_conv1 on eyeriss, exhaustive, every tensor kept, {args.workers} workers")
+        resnet_layer(LocalExecutor(args.workers), f"{args.workers} local workers, keep all", bypass=False)
+        print(f"total {time.monotonic() - t:.0f} s")
+        return
     if args.plans:
         print("evaluation rate per spatial plan at GLB, one process, CPU time (interleaved twice)")
         plan_rates(min(args.budget, 200_000))
