@@ -156,7 +156,8 @@ def _readme_tours() -> list[tuple[str, list[str]]]:
         lines = block.strip("\n").splitlines()
         if lines and lines[0].startswith("$ polymap "):
             shown = [x.rstrip() for x in lines[1:] if x.strip() and x.strip() != "..."]
-            tours.append((lines[0][len("$ polymap "):], shown))
+            if shown:  # a command shown without its output (the search's: minutes) has nothing to compare
+                tours.append((lines[0][len("$ polymap "):], shown))
     return tours
 
 

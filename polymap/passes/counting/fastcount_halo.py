@@ -31,6 +31,8 @@ dozen rows at most), spread over the ``n`` shifts by doubling.
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 
 Shift = tuple  # (n, t): n children of length t (arrays of shape (B,)); n = 1 when not spread
@@ -76,7 +78,7 @@ def _union_pair(a: int, lui: int, luj: int, du: int, lwi: int, lwj: int, dw: int
     return ua.bit_count(), ua.bit_count() - fresh.bit_count()
 
 
-def _by_rows(columns: list[np.ndarray], fn, width: int) -> np.ndarray:
+def _by_rows(columns: list[np.ndarray], fn: Callable[..., Any], width: int) -> np.ndarray:
     """``fn`` on each distinct row of the stacked ``columns``: ``(width, B)`` results."""
     stacked = np.stack([np.asarray(c, dtype=np.int64) for c in columns], axis=1)
     # one integer per row (mixed radix over each column's range): a 1-D unique is far cheaper
