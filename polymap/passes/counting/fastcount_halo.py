@@ -102,6 +102,16 @@ def _shift_of(x: int, coefficient: int, shifts: dict, ones: np.ndarray) -> tuple
     return n * ones, coefficient * t * ones
 
 
+def _joint(cnt: np.ndarray | int, terms: tuple, shifts: dict) -> tuple[np.ndarray, np.ndarray, tuple]:
+    """For a joint state of ``a*u + w`` counted ``cnt`` times: the broadcast shape (ones), the positions
+    where it occurs, and its spread ``(n_u, step_u, n_w, step_w)`` over the multicast group."""
+    (u, a), (w, _) = terms
+    ones = np.ones(np.shape(cnt), dtype=np.int64)
+    nu, pu = _shift_of(u, a, shifts, ones)
+    nw, pw = _shift_of(w, 1, shifts, ones)
+    return ones, np.flatnonzero(cnt * ones > 0), (nu, pu, nw, pw)
+
+
 def union_pair_sums(terms: tuple, pairs: dict, shifts: dict) -> tuple:
     """``(sum |UA|, sum |G|)`` over the joint pair states of one subscript ``a*u + w`` whose loops in
     ``shifts`` are spread over a multicast group (the others' pair states are per instance)."""
@@ -110,13 +120,10 @@ def union_pair_sums(terms: tuple, pairs: dict, shifts: dict) -> tuple:
     for cu, lui, luj, du in pairs[u]:
         for cw, lwi, lwj, dw in pairs[w]:
             cnt = cu * cw
-            ones = np.ones(np.shape(cnt), dtype=np.int64)
-            nu, pu = _shift_of(u, a, shifts, ones)
-            nw, pw = _shift_of(w, 1, shifts, ones)
-            live = np.flatnonzero(cnt * ones > 0)
+            ones, live, spread = _joint(cnt, terms, shifts)
             if not len(live):
                 continue
-            cols = [np.broadcast_to(v, ones.shape)[live] for v in (lui, luj, du, lwi, lwj, dw, nu, pu, nw, pw)]
+            cols = [np.broadcast_to(v, ones.shape)[live] for v in (lui, luj, du, lwi, lwj, dw, *spread)]
             values = np.zeros((2,) + ones.shape, dtype=np.int64)
             values[:, live] = _by_rows(cols, lambda *r: _union_pair(a, *r), 2)
             size = size + cnt * values[0]
@@ -131,13 +138,10 @@ def union_state_sum(terms: tuple, states: dict, shifts: dict) -> np.ndarray | in
     for cu, lu in states[u]:
         for cw, lw in states[w]:
             cnt = cu * cw
-            ones = np.ones(np.shape(cnt), dtype=np.int64)
-            nu, pu = _shift_of(u, a, shifts, ones)
-            nw, pw = _shift_of(w, 1, shifts, ones)
-            live = np.flatnonzero(cnt * ones > 0)
+            ones, live, spread = _joint(cnt, terms, shifts)
             if not len(live):
                 continue
-            cols = [np.broadcast_to(v, ones.shape)[live] for v in (lu, lw, nu, pu, nw, pw)]
+            cols = [np.broadcast_to(v, ones.shape)[live] for v in (lu, lw, *spread)]
             values = np.zeros(ones.shape, dtype=np.int64)
             values[live] = _by_rows(cols, lambda lu_, lw_, *r: _union_pair(a, 0, lu_, 0, 0, lw_, 0, *r)[0], 1)[0]
             out = out + cnt * values
