@@ -212,7 +212,9 @@ class _Counter:
                  symbolic: bool) -> None:
         self.model, self.mapping, self.res = model, mapping, res
         self.params, self.symbolic = params, symbolic
-        self.card = _card if symbolic or not enumerable(model, mapping, params) else _card_by_points
+        #: small enough to count by walking points (footprints too: they are numbers even when symbolic)
+        self.enumerable = enumerable(model, mapping, params)
+        self.card = _card if symbolic or not self.enumerable else _card_by_points
         self.instances = [_card(tmap.domain()) for tmap in res.time_maps]  # per statement
         self._prev: dict = {}
         self._entering: dict = {}
@@ -335,12 +337,11 @@ def assemble_counts(model: KernelModel, mapping: Mapping, arch: Architecture | N
                     counter: _Counter, values: dict, *, symbolic: bool = False) -> Counts:
     """Every level's counts from ``counter`` (one per counting convention), in the shape of :class:`Counts`."""
     names = tuple(t.tensor for t in res.events)
-    by_points = enumerable(model, mapping, values)
     levels = []
     for l, lm in enumerate(mapping.levels):
         kept = names if l == 0 else tuple(x for x in names if x in lm.keep)
         tensors = tuple(counter.tensor_counts(l, x) for x in kept)
-        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values, by_points=by_points)
+        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values, by_points=counter.enumerable)
         name = arch.levels[l].name if arch is not None else lm.level
         levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
     inst = None

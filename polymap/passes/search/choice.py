@@ -237,14 +237,18 @@ def rank(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[s
     strides) the fewer strided references of its innermost walk
     (:func:`polymap.passes.search.interchange.mapping_strided_weight`), then the objective's tie-breaker."""
     value, tie = candidate.key(objective)
-    strided = candidate.strided if candidate.strided is not None else with_strided(model, nest, candidate, params).strided
-    return (value, float(strided or 0), tie)
+    strided = candidate.strided if candidate.strided is not None else _strided(model, nest, candidate, params)
+    return (value, float(strided), tie)
+
+
+def _strided(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[str, int]) -> int:
+    """The strided references of the candidate's innermost walk (0 for one that was not counted)."""
+    return int(mapping_strided_weight(model, nest, candidate.mapping, params)) if candidate.report is not None else 0
 
 
 def with_strided(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[str, int]) -> Candidate:
-    """``candidate`` with its :attr:`Candidate.strided` weight (0 for one that was not counted)."""
-    weight = mapping_strided_weight(model, nest, candidate.mapping, params) if candidate.report is not None else 0
-    return dataclasses.replace(candidate, strided=int(weight))
+    """``candidate`` with its :attr:`Candidate.strided` weight."""
+    return dataclasses.replace(candidate, strided=_strided(model, nest, candidate, params))
 
 
 def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
