@@ -73,7 +73,8 @@ def test_json_is_a_list_of_mapping_and_cost(files, capsys):
 
 def test_objective_cycles_ranks_by_cycles(files, capsys):
     g, _, _ = files
-    doc = run_json(capsys, str(g), "--arch", "toy", "--top", "4", "--objective", "cycles", "--workers", "1")
+    doc = run_json(capsys, str(g), "--arch", "toy", "--top", "4", "--objective", "cycles", "--workers", "1",
+                   "--evaluations", "3000")
     cycles = [e["cost"]["cycles"] for e in doc]
     assert cycles == sorted(cycles)
     assert doc[0]["objective"] == cycles[0]
