@@ -21,12 +21,12 @@ every candidate goes through compile's exact check like the others.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
-from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.mapping.schedule import ScheduleEntry, coords_map, expression_isl
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.footprint import ENUMERATION_LIMIT
@@ -256,16 +256,167 @@ def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: Mapp
         return []
     split = distributed(model, sched)
     out = []
+    walks: dict[bool, list[PointWalk]] = {}
     for shape in DEEP_TILE_SHAPES if len(sched.band_loops) >= 4 else TILE_SHAPES:
         m = _tiled(model, nest, sched, names, shape)
         words = "x".join(str(lv) for lv in m.levels[max(1, len(names) - 3)].tile if lv is not None)
         source = f"isl schedule {words}" + (" wavefront" if any(lv.wavefront for lv in m.levels) else "")
+        used = sched
         if split is not None:
             apart = _tiled(model, nest, split, names, shape)
             if check_mapping(model, apart).legal:  # for every size: the choice does not depend on them
-                m, source = apart, source + " distributed"
+                m, source, used = apart, source + " distributed", split
+        key = used is split
+        if key not in walks:
+            walks[key] = point_walks(model, used)
+        for walk in walks[key][1:]:  # the first is the schedule's own order
+            walked = _walked(m, walk)
+            if check_mapping(model, walked).legal:  # for every size, like the distribution above
+                m, source = walked, source + f" | points {walk.words}"
+                break
         out.append((source, m))
     return out
+
+
+@dataclass(frozen=True)
+class PointWalk:
+    """How the innermost tiled level walks the points of one tile: its loop order, and a
+    wavefront ``(a, b)`` (diagonals ``a + b``, then ``b``) or none. ``innermost``: the last loop of
+    the order that moves (constants after it only order statements); ``carried``: it carries a
+    conflict (an iteration waits for an earlier one, no SIMD); ``unit``: every access is invariant
+    or unit-stride along it."""
+
+    order: tuple[str, ...]
+    wavefront: tuple[str, ...]
+    innermost: str
+    carried: bool
+    unit: bool
+
+    @property
+    def words(self) -> str:
+        if self.wavefront:
+            a, b = self.wavefront
+            return f"by diagonals {a} + {b}"
+        return "in order " + " ".join(self.order)
+
+
+def point_walks(model: KernelModel, sched: IslSchedule) -> list[PointWalk]:
+    """The schedule's own point order first, then, when its innermost loop carries a *chain* (a
+    value written in one iteration and read in a later one, other than an update's accumulator),
+    the walks of a tile's points whose innermost loop carries no conflict, unit-stride ones first.
+
+    Inside a tile of a permutable band every dependence has non-negative distances along every
+    band loop, so the points may be walked in another order of the band loops, or by diagonals
+    of its last two ``(a, b)``: a dependence along ``b`` alone then has ``a + b`` growing and is
+    carried by the diagonal, so the loop over ``b`` carries none (seidel-2d: ``A[i][j-1]``,
+    written one iteration earlier, made each point wait for the last; walked by diagonals its
+    points overlap, 3.2x less CPU, ``docs/design.md``). A permutation is tried with the
+    statement-ordering constants where they stand and after every loop (fused again: lu's
+    ``l_div`` must follow ``l_acc`` of the same row within one ``k``). Nothing here is trusted:
+    each walk is checked exactly before it is used (:func:`isl_mappings`).
+    """
+    moving = [x for x in sched.loops if x not in sched.constant]
+    band = sched.band_loops
+    conflicts = _coordinate_pairs(model, sched, chains=False)
+
+    def walk(order: tuple[str, ...], wave: tuple[str, ...]) -> PointWalk:
+        inner = [x for x in order if x not in sched.constant][-1]
+        return PointWalk(order, wave, inner, _carried(conflicts, sched, order, wave, inner),
+                         _unit_stride(model, sched, inner, wave))
+
+    own = walk(sched.loops, ())
+    if len(band) < 2 or not own.carried or \
+            not _carried(_coordinate_pairs(model, sched, chains=True), sched, sched.loops, (), own.innermost):
+        return [own]  # nothing to wait for, or only conflicts that do not serialise (an accumulator)
+    others = []
+    for x in reversed(band[:-1]):  # another band loop innermost, the rest in their order
+        again = [y for y in moving if y != x] + [x]
+        feed = iter(again)
+        others.append(walk(tuple(y if y in sched.constant else next(feed) for y in sched.loops), ()))
+        if sched.constant:
+            others.append(walk(tuple(again) + sched.constant, ()))
+    if band[-1] == moving[-1]:
+        others.append(walk(sched.loops, (band[-2], band[-1])))
+    free = [w for w in others if not w.carried]
+    return [own] + sorted(free, key=lambda w: not w.unit)
+
+
+def _walked(mapping: Mapping, walk: PointWalk) -> Mapping:
+    """``mapping`` with ``walk`` at the level that walks single points (the one above the last)."""
+    levels = list(mapping.levels)
+    k = len(levels) - 2
+    levels[k] = replace(levels[k], order=walk.order, wavefront=walk.wavefront)
+    return replace(mapping, levels=tuple(levels))
+
+
+def _coordinate_pairs(model: KernelModel, sched: IslSchedule, *, chains: bool) -> isl.UnionMap:
+    """Pairs of the nest's instances as pairs of points in the schedule's loops, source first in the
+    original order: every conflicting pair, or (``chains``) only a write and a later read of its
+    value that is not the accumulator of an update (``A[i][j] -= ...`` reads ``A[i][j]`` in a
+    register): the reads a point must wait for, the chains that serialise a loop."""
+    entries = {e.statement: e for e in sched.entries}
+    stmts = [model.statement(name) for name in entries]
+    coords = {s.name: coords_map(model, s, dict(zip(entries[s.name].loops, entries[s.name].isl)), sched.loops)
+              for s in stmts}
+    out = isl.UnionMap.empty(model.context.get_space())
+    if not chains:
+        for src, dst, rel in conflict_pairs(model, stmts):
+            out = out.union(isl.UnionMap.from_map(rel.apply_domain(coords[src]).apply_range(coords[dst])))
+        return out
+    for s in stmts:
+        for t in stmts:
+            for w in (a for a in s.accesses if a.kind != "read"):
+                for r in (a for a in t.accesses if a.kind == "read"):
+                    if w.tensor != r.tensor or (s is t and r.relation.is_equal(w.relation)):
+                        continue
+                    rel = w.relation.apply_range(r.relation.reverse()).intersect(s.schedule.lex_lt_map(t.schedule))
+                    if not rel.is_empty():
+                        out = out.union(isl.UnionMap.from_map(rel.apply_domain(coords[s.name]).apply_range(coords[t.name])))
+    return out
+
+
+def _keys(loops: tuple[str, ...], order: tuple[str, ...], wave: tuple[str, ...], var: str) -> list[str]:
+    """The walk's loop values, outer first, over ISL variables ``var0, var1, ...`` (one per loop)."""
+    name = {x: f"{var}{k}" for k, x in enumerate(loops)}
+    return [f"{name[x]} + {name[wave[1]]}" if wave and x == wave[0] else name[x] for x in order]
+
+
+def _carried(conflicts: isl.UnionMap, sched: IslSchedule, order: tuple[str, ...], wave: tuple[str, ...],
+             inner: str) -> bool:
+    """Do two conflicting instances agree on every loop of the walk before ``inner`` and differ in
+    it? Then it carries the conflict (tiles aside: equal elsewhere, they can only be told apart by
+    it). Constants after it do not matter: they order statements within one of its iterations."""
+    a, b = _keys(sched.loops, order, wave, "a"), _keys(sched.loops, order, wave, "b")
+    k = order.index(inner)
+    cond = [f"{x} = {y}" for x, y in zip(a[:k], b[:k])] + [f"{a[k]} < {b[k]}"]
+    n = len(sched.loops)
+    probe = isl.UnionMap(f"{{ [{', '.join(f'a{j}' for j in range(n))}] -> [{', '.join(f'b{j}' for j in range(n))}] : "
+                         f"{' and '.join(cond)} }}")
+    return not conflicts.intersect(probe.align_params(conflicts.get_space())).is_empty()
+
+
+def _unit_stride(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]) -> bool:
+    """Is every access invariant or unit-stride (last subscript +0 or +1, the others fixed) from one
+    iteration of the walk's innermost loop ``inner`` to the next?"""
+    n = len(sched.loops)
+    a = [f"a{j}" for j in range(n)]
+    b = [f"{a[j]} + 1" if x == inner else f"{a[j]} - 1" if wave and x == wave[0] else a[j]
+         for j, x in enumerate(sched.loops)]
+    step = isl.Map(f"{{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+    for e in sched.entries:
+        st = model.statement(e.statement)
+        cm = coords_map(model, st, dict(zip(e.loops, e.isl)), sched.loops)
+        moved = cm.apply_range(step.align_params(cm.get_space())).apply_range(cm.reverse())
+        for acc in st.accesses:
+            deltas = acc.relation.reverse().apply_range(moved).apply_range(acc.relation).deltas()
+            rank = deltas.dim(isl.dim_type.set)
+            if rank == 0:
+                continue
+            zero, name = ["0"] * rank, deltas.get_tuple_name()
+            allowed = isl.Set(f"{{ {name}[{', '.join(zero)}]; {name}[{', '.join(zero[:-1] + ['1'])}] }}")
+            if not deltas.is_subset(allowed.align_params(deltas.get_space())):
+                return False
+    return True
 
 
 def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...],
@@ -316,10 +467,16 @@ def describe(mapping: Mapping, model: KernelModel) -> list[str]:
                 first = " then ".join(e.statement for e in sorted(mapping.schedule, key=lambda e: int(e.exprs[k])))
                 lines.append(f"{x} only orders them: within one iteration of the loops before it, {first} each "
                              f"run their own loop over {', '.join(mapping.loops[k + 1:])} (distributed)")
-    waves = [(lv.level, lv.wavefront) for lv in mapping.levels if lv.wavefront]
-    for level, (a, b) in waves:
-        lines.append(f"at {level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
-                     f"the tiles of one diagonal do not depend on each other")
+    for k, lv in enumerate(mapping.levels):
+        if not lv.wavefront:
+            continue
+        a, b = lv.wavefront
+        if k == len(mapping.levels) - 2:  # it walks single points
+            lines.append(f"at {lv.level} the points of each tile are walked by diagonals {a} + {b}, then {b} "
+                         f"(a dependence along {b} alone is then carried by the diagonal, not by the loop over {b})")
+        else:
+            lines.append(f"at {lv.level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
+                         f"the tiles of one diagonal do not depend on each other")
     lines.append("legal: every read still gets its value from the same write and every element keeps "
                  "its last write (checked exactly with the dependences, not taken from the scheduler)")
     return lines
