@@ -1,12 +1,12 @@
 """How isl's candidates walk the points of a tile (``isl_schedule.point_walks``), against brute force.
 
 The rule's three facts about a walk are recomputed here by enumerating instances, without ISL:
-whether the innermost loop of the schedule's own order carries a *chain* (a value written in
-one iteration, read in a later one through a reference other than an update's accumulator),
-whether a walk's innermost loop carries any conflict (two conflicting instances agree on every
-loop before it and differ in it), and whether every access moves by 0 or +1 in its last
-subscript (the others fixed) from one iteration of it to the next. The walks it picks are legal
-(``check`` equals brute-force legality, in ``test_schedule_kernels.py``'s cases too).
+whether its innermost loop carries a *recurrence* (a statement reads, other than through an
+update's accumulator, what an earlier iteration of it wrote), whether it carries any conflict
+(two conflicting instances agree on every loop before it and differ in it), and whether every
+access moves by 0 or +1 in its last subscript (the others fixed) from one iteration of it to the
+next. The walks it picks are legal (``check`` equals brute-force legality, here and in
+``test_schedule_kernels.py``'s cases).
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ from polymap import ir
 from polymap.machine.presets import load_architecture
 from polymap.passes.frontend.rename import distinct_loop_names
 from polymap.passes.legality.legality import check_mapping
-from polymap.passes.search.isl_schedule import (PointWalk, distributed, isl_mappings, isl_schedule,
-                                                 point_walks)
+from polymap.passes.search.isl_schedule import (PointWalk, describe, distributed, isl_mappings,
+                                                 isl_schedule, point_walks)
 from polymap.poly import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,11 +65,13 @@ def _brute(name: str):
 
 def _conflicts(inst, chains: bool):
     """Pairs (p, q), p earlier in the original order, that touch one element, one writing it; with
-    ``chains`` only a write of p read by q other than through q's accumulator (its target)."""
+    ``chains`` only p's write read by q of the same statement, other than through its accumulator."""
     out = []
     for p, q in itertools.combinations(range(len(inst)), 2):
         (cp, _, rp, wp), (cq, _, rq, wq) = inst[p], inst[q]
         if chains:
+            if cp.name != cq.name:
+                continue
             acc = [r == cq.stmt.target for r in ir.reads_of(cq.stmt)]
             if any(el == wp and not a for el, a in zip(rq, acc)):
                 out.append((p, q))
@@ -111,27 +113,40 @@ def test_walk_facts_equal_brute_force(name):
     walks = point_walks(model, sched)
     own = walks[0]
     assert own.order == sched.loops and not own.wavefront
-    every = _conflicts(inst, chains=False)
-    chained = _carried(own, coords, _conflicts(inst, chains=True))
-    assert own.carried == _carried(own, coords, every)
-    assert (len(walks) > 1) <= chained  # other walks are offered only against a chain
+    every, chains = _conflicts(inst, chains=False), _conflicts(inst, chains=True)
     for w in walks:
+        assert w.chain == _carried(w, coords, chains), w
         assert w.carried == _carried(w, coords, every), w
         assert w.unit == _unit(w, inst, coords), w
+    if not own.chain and own.unit:
+        assert len(walks) == 1  # nothing to improve
     for w in walks[1:]:
-        assert not w.carried
-    assert [w.unit for w in walks[1:]] == sorted((w.unit for w in walks[1:]), reverse=True)
+        assert (w.chain, not w.unit) < (own.chain, not own.unit), w  # better on recurrence or stride
+    assert [w.rank for w in walks[1:]] == sorted(w.rank for w in walks[1:])
 
 
-def test_seidel_and_lu_as_the_rule_says():
-    """seidel-2d's ``A[i][j-1]`` is a chain along ``2t + i + j``: its points are walked by the
-    diagonals of the last two band loops (the only walk whose innermost loop carries nothing:
-    every other band loop innermost meets a neighbour's dependence). lu's innermost ``k`` carries
-    only its accumulator: no chain, its own order stays (measured: i innermost cost 19 % more CPU)."""
+def test_seidel_lu_and_jacobi_as_the_rule_says():
+    """seidel-2d's ``A[i][j-1]`` is a recurrence along ``2t + i + j``: its points are walked by
+    the diagonals of the last two band loops (every other band loop innermost meets a neighbour's
+    dependence, and strided). lu's own walk has ``k`` innermost, a reduction (its accumulator is no
+    recurrence) reading ``A[k][j]`` with stride N: the first legal unit-stride walk has ``j``
+    innermost, ``i`` then ``k`` outside it, the statements after (``s0 s3 s1 s2``: ``l_div(i, k)``
+    still runs before the ``l_acc(i, j, k)`` that read ``A[i][k]``). jacobi-2d's distributed
+    sweeps are unit-stride and carry nothing: their walk stays."""
+    host = load_architecture("host")
     _, model, sched = _setup("seidel-2d")
     walks = point_walks(model, sched)
-    assert walks[0].carried and [w.wavefront for w in walks[1:]] == [("s1", "s2")]
-    _, model, sched = _setup("lu")
+    assert walks[0].chain and [w.wavefront for w in walks[1:]] == [("s1", "s2")]
+    k, model, _ = _setup("lu")
+    for source, m in isl_mappings(model, 0, host, {}):
+        assert source.endswith("points in order s0 s3 s1 s2"), source
+        assert m.levels[-2].order == ("s0", "s3", "s1", "s2")
+        assert check_mapping(model, m).legal
+        small = dataclasses.replace(m, levels=tuple(
+            dataclasses.replace(lv, tile=tuple(t if t is None else min(t, 3) for t in lv.tile)) for lv in m.levels))
+        assert brute_legal(k, small, {"N": 8})[0] and check_mapping(model, small, params={"N": 8}).legal
+        assert any("points of each tile are walked in the order s0, s3, s1, s2" in line for line in describe(m, model))
+    _, model, sched = _setup("jacobi-2d")
     assert len(point_walks(model, sched)) == 1
 
 

@@ -60,6 +60,7 @@ ISL_CASES = {  # sizes the 8 x 64 and 16 x 32 tiles do not divide, a few tiles a
     "seidel-2d": {"TSTEPS": 9, "N": 21},
     "heat-3d": {"TSTEPS": 5, "N": 9},
     "fdtd-2d": {"TMAX": 9, "NX": 13, "NY": 17},
+    "lu": {"N": 71},  # its points walked j innermost (point_walks), 8 x 64 x 64 tiles, partial ones too
 }
 
 
@@ -140,4 +141,11 @@ def test_seidel_points_are_walked_by_diagonals_and_vectorised():
         lines = emit_c(k, model, m).splitlines()
         loops = [n for n, line in enumerate(lines) if line.strip().startswith("for (long s2 ")]
         assert loops and all(lines[n - 1].strip() == "#pragma omp simd" for n in loops)
+        # the tiles of one diagonal are dealt round-robin (the edges' partial tiles spread out)
+        diagonal = [n for n, line in enumerate(lines) if line.strip().startswith("for (long s1_LLC ")]
+        assert diagonal and all(lines[n - 1].strip() == "#pragma omp for schedule(static, 1)" for n in diagonal)
         assert verify(k, {"TSTEPS": 7, "N": 19}, targets=("c",), mapping=m, model=model).passed
+    # single points on a diagonal, if ever shared out, go in chunks (one point per turn would share lines)
+    k, m, params, _ = _case("seidel-2d points by diagonals")
+    code = emit_c(k, build_model(k), m)
+    assert "#pragma omp for" in code and "static, 1" not in code

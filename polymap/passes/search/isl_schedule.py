@@ -50,8 +50,11 @@ MAX_SHARED_DEPTH = 4
 #: Tile extents tried for the band's loops: (first loop, the loops between, the innermost loop).
 TILE_SHAPES = ((8, 64, 64), (16, 32, 32))
 #: ... for bands of four loops or more (heat-3d's 8 x 64 x 64 x 64 tiles hold 8 MiB, 16 times L2;
-#: a long innermost extent keeps the vector loop long).
-DEEP_TILE_SHAPES = ((4, 16, 128), (8, 16, 64))
+#: a long innermost extent keeps the vector loop long). Two time steps first: heat-3d's skewed
+#: space at LARGE has few tiles per diagonal, and the busiest of 2 threads (instances per tile
+#: counted exactly, dealt round-robin) bounds 2 threads to 1.96x with 2 x 16 tiles, 1.76x with
+#: 4 x 16, 1.64x with 8 x 16 (one-thread CPU time of the three within noise at load 14).
+DEEP_TILE_SHAPES = ((2, 16, 128), (4, 16, 128))
 
 
 @dataclass(frozen=True)
@@ -282,15 +285,22 @@ def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: Mapp
 class PointWalk:
     """How the innermost tiled level walks the points of one tile: its loop order, and a
     wavefront ``(a, b)`` (diagonals ``a + b``, then ``b``) or none. ``innermost``: the last loop of
-    the order that moves (constants after it only order statements); ``carried``: it carries a
-    conflict (an iteration waits for an earlier one, no SIMD); ``unit``: every access is invariant
-    or unit-stride along it."""
+    the order that moves (constants after it only order statements); ``chain``: it carries a
+    recurrence (a statement reads what an earlier iteration of it wrote, other than through an
+    update's accumulator: each iteration waits for the last); ``unit``: every access is invariant
+    or unit-stride along it; ``carried``: it carries any conflict at all (conservative)."""
 
     order: tuple[str, ...]
     wavefront: tuple[str, ...]
     innermost: str
-    carried: bool
+    chain: bool
     unit: bool
+    carried: bool
+
+    @property
+    def rank(self) -> tuple[bool, bool, bool]:
+        """Smaller is better: no recurrence, then unit stride, then nothing carried."""
+        return (self.chain, not self.unit, self.carried)
 
     @property
     def words(self) -> str:
@@ -301,33 +311,35 @@ class PointWalk:
 
 
 def point_walks(model: KernelModel, sched: IslSchedule) -> list[PointWalk]:
-    """The schedule's own point order first, then, when its innermost loop carries a *chain* (a
-    value written in one iteration and read in a later one, other than an update's accumulator),
-    the walks of a tile's points whose innermost loop carries no conflict, unit-stride ones first.
+    """The schedule's own point order first, then, when its innermost loop carries a recurrence or
+    is not unit-stride, the walks of a tile's points that do better on those two, best first.
 
     Inside a tile of a permutable band every dependence has non-negative distances along every
     band loop, so the points may be walked in another order of the band loops, or by diagonals
     of its last two ``(a, b)``: a dependence along ``b`` alone then has ``a + b`` growing and is
-    carried by the diagonal, so the loop over ``b`` carries none (seidel-2d: ``A[i][j-1]``,
-    written one iteration earlier, made each point wait for the last; walked by diagonals its
-    points overlap, 3.2x less CPU, ``docs/design.md``). A permutation is tried with the
-    statement-ordering constants where they stand and after every loop (fused again: lu's
-    ``l_div`` must follow ``l_acc`` of the same row within one ``k``). Nothing here is trusted:
-    each walk is checked exactly before it is used (:func:`isl_mappings`).
+    carried by the diagonal, so the loop over ``b`` carries none. seidel-2d's ``A[i][j-1]``,
+    written one iteration earlier, made each point wait for the last (8 additions and a
+    division); walked by diagonals its points overlap: 3.2x less CPU. lu's own walk has ``k``
+    innermost (``A[k][j]`` strided); ``k`` outermost in the tile and ``j`` innermost
+    (right-looking) is unit-stride: 2x less CPU. A permutation is tried with the
+    statement-ordering constants where they stand and after every loop (lu's ``l_div`` must
+    precede the ``l_acc`` that read it within one ``k``). Nothing here is trusted: each walk is
+    checked exactly before it is used (:func:`isl_mappings`), and the first legal one replaces the
+    own walk.
     """
     moving = [x for x in sched.loops if x not in sched.constant]
     band = sched.band_loops
     conflicts = _coordinate_pairs(model, sched, chains=False)
+    chains = _coordinate_pairs(model, sched, chains=True)
 
     def walk(order: tuple[str, ...], wave: tuple[str, ...]) -> PointWalk:
         inner = [x for x in order if x not in sched.constant][-1]
-        return PointWalk(order, wave, inner, _carried(conflicts, sched, order, wave, inner),
-                         _unit_stride(model, sched, inner, wave))
+        return PointWalk(order, wave, inner, _carried(chains, sched, order, wave, inner),
+                         _unit_stride(model, sched, inner, wave), _carried(conflicts, sched, order, wave, inner))
 
     own = walk(sched.loops, ())
-    if len(band) < 2 or not own.carried or \
-            not _carried(_coordinate_pairs(model, sched, chains=True), sched, sched.loops, (), own.innermost):
-        return [own]  # nothing to wait for, or only conflicts that do not serialise (an accumulator)
+    if len(band) < 2 or (not own.chain and own.unit):
+        return [own]
     others = []
     for x in reversed(band[:-1]):  # another band loop innermost, the rest in their order
         again = [y for y in moving if y != x] + [x]
@@ -335,10 +347,16 @@ def point_walks(model: KernelModel, sched: IslSchedule) -> list[PointWalk]:
         others.append(walk(tuple(y if y in sched.constant else next(feed) for y in sched.loops), ()))
         if sched.constant:
             others.append(walk(tuple(again) + sched.constant, ()))
+        if sched.constant or len(band) > 2:  # the innermost loop outermost in the tile (right-looking lu)
+            first = [band[-1]] + [y for y in moving if y not in (band[-1], x)] + [x]
+            others.append(walk(tuple(first) + sched.constant, ()))
     if band[-1] == moving[-1]:
         others.append(walk(sched.loops, (band[-2], band[-1])))
-    free = [w for w in others if not w.carried]
-    return [own] + sorted(free, key=lambda w: not w.unit)
+    better = [w for w in others if w.rank[:2] < own.rank[:2]]
+    seen: set = set()
+    unique = [w for w in sorted(better, key=lambda w: w.rank)
+              if (w.order, w.wavefront) not in seen and not seen.add((w.order, w.wavefront))]
+    return [own] + unique
 
 
 def _walked(mapping: Mapping, walk: PointWalk) -> Mapping:
@@ -352,8 +370,8 @@ def _walked(mapping: Mapping, walk: PointWalk) -> Mapping:
 def _coordinate_pairs(model: KernelModel, sched: IslSchedule, *, chains: bool) -> isl.UnionMap:
     """Pairs of the nest's instances as pairs of points in the schedule's loops, source first in the
     original order: every conflicting pair, or (``chains``) only a write and a later read of its
-    value that is not the accumulator of an update (``A[i][j] -= ...`` reads ``A[i][j]`` in a
-    register): the reads a point must wait for, the chains that serialise a loop."""
+    value by the same statement, other than through the accumulator of an update (``A[i][j] -=
+    ...`` keeps ``A[i][j]`` in a register): the recurrences that serialise a loop."""
     entries = {e.statement: e for e in sched.entries}
     stmts = [model.statement(name) for name in entries]
     coords = {s.name: coords_map(model, s, dict(zip(entries[s.name].loops, entries[s.name].isl)), sched.loops)
@@ -364,10 +382,10 @@ def _coordinate_pairs(model: KernelModel, sched: IslSchedule, *, chains: bool) -
             out = out.union(isl.UnionMap.from_map(rel.apply_domain(coords[src]).apply_range(coords[dst])))
         return out
     for s in stmts:
-        for t in stmts:
+        for t in (s,):
             for w in (a for a in s.accesses if a.kind != "read"):
                 for r in (a for a in t.accesses if a.kind == "read"):
-                    if w.tensor != r.tensor or (s is t and r.relation.is_equal(w.relation)):
+                    if w.tensor != r.tensor or r.relation.is_equal(w.relation):
                         continue
                     rel = w.relation.apply_range(r.relation.reverse()).intersect(s.schedule.lex_lt_map(t.schedule))
                     if not rel.is_empty():
@@ -468,6 +486,9 @@ def describe(mapping: Mapping, model: KernelModel) -> list[str]:
                 lines.append(f"{x} only orders them: within one iteration of the loops before it, {first} each "
                              f"run their own loop over {', '.join(mapping.loops[k + 1:])} (distributed)")
     for k, lv in enumerate(mapping.levels):
+        if k == len(mapping.levels) - 2 and not lv.wavefront and lv.order != mapping.loops:
+            lines.append(f"at {lv.level} the points of each tile are walked in the order {', '.join(lv.order)} "
+                         f"(inside a tile of a permutable band any order of its loops keeps every dependence)")
         if not lv.wavefront:
             continue
         a, b = lv.wavefront

@@ -21,7 +21,7 @@ fits every level (:mod:`~polymap.passes.counting.fit`). The fast path
 its class; the winners are then checked once more (legality of their own
 tiles) and reported with the fast path's exact counts (``recount=True``
 recounts them with the ISL path,
-:func:`polymap.passes.counting.counting.count_mapping`, seconds to minutes at real
+:func:`polymap.passes.counting.counting.isl_count_mapping`, seconds to minutes at real
 sizes). Otherwise a small candidate set is ranked with the ISL path alone.
 
 Time: legality is a yes/no answer (:func:`is_legal`, no witnesses), cached
@@ -39,7 +39,7 @@ import numpy as np
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate, rank_key
-from polymap.passes.counting.counting import Counts, count_mapping
+from polymap.passes.counting.counting import Counts, isl_count_mapping
 from polymap.passes.counting.fit import exceeds, fanout_problems
 from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
@@ -64,7 +64,7 @@ def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: Ma
     if not recount:
         counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
     if counts is None:
-        counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
+        counts, by = isl_count_mapping(model, mapping, arch, params=dict(params)), "isl"
     if not _fits(counts, arch):
         return None
     return evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
