@@ -127,3 +127,37 @@ def test_time_budget_still_returns_a_legal_mapping():
     for m, rep in found:
         assert check_mapping(model, m, params=params).legal
         assert rep.counts == isl_count_mapping(model, m, ARCH, params=params)
+
+
+MM_INIT = """
+kernel mm(M = 6, N = 7, K = 5) {
+  in A[M, K]
+  in B[K, N]
+  out C[M, N]
+  for i in 0..M {
+    for j in 0..N { init: C[i, j] = 0 }
+    for k in 0..K, j2 in 0..N { acc: C[i, j2] += A[i, k] * B[k, j2] }
+  }
+}"""
+
+
+def test_outside_the_fast_class_only_the_orders_ranked_are_checked(monkeypatch):
+    """Outside the fast path's class the search ranks the first few legal orders' candidates only: it asks
+    the legality of no further order, and finds what it found when every order was checked."""
+    from polymap.passes.search import search as search_module, space as space_module
+
+    kernel = parse(MM_INIT, "<test>").kernels[0]
+    model, params = build_model(kernel), {"M": 6, "N": 7, "K": 5}
+    assert not search_module._fast_class(model, 0, params)
+    every = space_module.SearchSpace.build(model, 0, ARCH, params)
+    assert len(every.orders) > space_module.FEW_ORDERS  # else the test shows nothing
+    asked = []
+    legal = space_module.is_legal
+    monkeypatch.setattr(space_module, "is_legal", lambda m, mp: asked.append(mp) or legal(m, mp))
+    found = search_mappings(model, 0, ARCH, params, top=3, budget=50, seconds=None)
+    n_orders = len(list(space_module._orders(every.loops)))
+    assert len(asked) < n_orders
+    monkeypatch.setattr(search_module, "_fast_class", lambda *a: True)  # every order checked, as before
+    again = search_mappings(build_model(kernel), 0, ARCH, params, top=3, budget=50, seconds=None)
+    assert found and [m for m, _ in found] == [m for m, _ in again]
+    assert [r for _, r in found] == [r for _, r in again]

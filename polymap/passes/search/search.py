@@ -42,8 +42,8 @@ from polymap.passes.counting.cost_model import CostReport, Objective, mapping_ex
 from polymap.passes.counting.counting import Counts, isl_count_mapping
 from polymap.passes.counting.fit import exceeds, fanout_problems
 from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
-from polymap.passes.counting.fastcount_nest import NotSupported
-from polymap.passes.search.space import SearchSpace, candidate_tiles
+from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
+from polymap.passes.search.space import FEW_ORDERS, SearchSpace, candidate_tiles
 from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
@@ -85,7 +85,10 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
     """
     params = dict(params)
     deadline = None if seconds is None else time.monotonic() + seconds
-    space = SearchSpace.build(model, nest, arch, params, deadline=deadline)
+    # outside the fast path's class only the first few legal orders are ranked: the legality of the
+    # others (seconds each at real sizes) is not asked
+    enough = None if _fast_class(model, nest, params) else FEW_ORDERS
+    space = SearchSpace.build(model, nest, arch, params, deadline=deadline, enough=enough)
     if space is None:
         return []
     try:
@@ -104,6 +107,15 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
             out.append((m, rep))
     out.sort(key=lambda mr: objective.key(mr[1]))
     return out[:top]
+
+
+def _fast_class(model: KernelModel, nest: int, params: MappingT[str, int]) -> bool:
+    """Is the nest in the fast path's class (:func:`polymap.passes.counting.fastcount_nest.analyse_nest`)?"""
+    try:
+        analyse_nest(model, nest, params)
+    except NotSupported:
+        return False
+    return True
 
 
 def _rank_fast(model: KernelModel, space: SearchSpace, budget: int, objective: Objective) -> Iterator[Mapping]:
