@@ -52,6 +52,7 @@ from polymap.passes.counting.variance import variance
 from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.fidelity import ranks
+from polymap.passes.search.remember import exact_form
 from polymap.passes.search.tune import distinct, usable_candidates, widen
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -230,6 +231,7 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                            "min_s": min(smp) if smp else None, "cpu_s": t, "samples": smp,
                            "execution": c.report.execution.to_json(),
                            "mapping": None if c.mapping is None else c.mapping.to_dict(),
+                           "mapping_exact": None if c.mapping is None else exact_form(c.mapping),
                            "features": features(choice.kernel, c, host, values)}
                           for c, m, smp, t in zip(pool, measured, samples, cpu)]}
         out.append(row)
@@ -287,11 +289,16 @@ def main(argv: list[str] | None = None) -> int:
             args.json.with_suffix(".calibrated.yaml").write_text(
                 yaml.safe_dump(calibrated.to_dict(), sort_keys=False))
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
-                   "spearman": [cal.spearman_before, cal.spearman_after]}
+                   "spearman": [cal.spearman_before, cal.spearman_after], "ridge": cal.ridge,
+                   "spearman_within_kernels": [cal.ranking_before, cal.ranking_after],
+                   "held_out": list(cal.held_out), "held_out_without_derating": list(cal.held_out_without)}
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
               + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
               + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
-                f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels")
+                f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels, "
+                f"within a kernel {_f(cal.ranking_before)} -> {_f(cal.ranking_after)}; held out (ridge {cal.ridge}): "
+                f"error {_f(cal.held_out[0])}, within {_f(cal.held_out[1])} (no derating {_f(cal.held_out_without[0])}, "
+                f"{_f(cal.held_out_without[1])})")
     rows = []
     timer = ProcessTimer()
     for name in args.kernels:
