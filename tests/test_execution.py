@@ -308,3 +308,38 @@ kernel copy(N = 64, M = 64) {
     ext = loop_extents(k, 0, param_values(k, {}))
     ex = execution(model, original_mapping(k, 0, HOST), HOST, ext)
     assert (ex.chains, ex.latency) == (None, 1.0)
+
+
+def test_accumulators_in_registers_are_the_register_tiles_of_the_c():
+    """The model keeps accumulators in registers exactly where the C has a register tile's vector
+    accumulators (or one accumulator, invariant along the innermost loop); elsewhere a link loads
+    and stores its element and waits STORE_FORWARD cycles more."""
+    from polymap.passes.counting.execution import STORE_FORWARD, _statements, _walk, chains
+
+    model = build_model(GEMM_ACC)
+    values = param_values(GEMM_ACC, {"M": 64, "N": 64, "K": 64})
+    ext = loop_extents(GEMM_ACC, 0, values)
+    names = [lv.name for lv in HOST.levels]
+
+    def mapping(l1_order, l1, rf_order, rf):
+        return mapping_from_dict({"kernel": "gemm", "levels": [
+            {"level": names[0], "order": ["i", "j", "k"]}, {"level": names[1], "order": ["i", "j", "k"]},
+            {"level": names[2], "order": ["i", "j", "k"]},
+            {"level": names[3], "tile": l1, "order": list(l1_order)},
+            {"level": names[4], "tile": rf, "order": list(rf_order)}]}, kernel=GEMM_ACC, arch=HOST)
+
+    cases = {  # name: mapping, expected (elements, in registers)
+        "register tile 4 x 16": (mapping("ijk", {"i": 8, "j": 32, "k": 64}, "kij", {"i": 4, "j": 16, "k": 1}), (64, True)),
+        "k innermost": (mapping("ijk", {"i": 8, "j": 32, "k": 64}, "ijk", {"i": 1, "j": 1, "k": 64}), (1, True)),
+        "j innermost at L1": (mapping("ikj", {"i": 8, "j": 16, "k": 64}, "ijk", {"i": 1, "j": 1, "k": 1}), (16, False)),
+    }
+    for name, (mp, expected) in cases.items():
+        eff = effective_tiles(mp, ext)
+        found = chains(_statements(model, mp), _walk(mp, eff), len(mp.levels) - 1)
+        assert found == expected, name
+        code = emit_c(GEMM_ACC, model, (mp,), params=values, threads=2)
+        assert ("-byte vectors:" in code) == (expected[1] and expected[0] > 1), name
+        ex = execution(model, mp, HOST, ext)
+        wait = LATENCY + (0 if expected[1] else STORE_FORWARD)
+        vectors = -(-expected[0] // ex.lanes)
+        assert ex.latency == max(1.0, HOST.compute.ops_per_cycle * wait / vectors), name

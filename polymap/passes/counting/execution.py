@@ -27,10 +27,13 @@ the mapping, by the same rules it applies:
   innermost reduction loop walk (innermost first, while the target depends on
   them: gemm's register tile 6 x 16 = 96 elements, 12 vectors; ``k`` innermost:
   1), in vectors of the lanes; a unit issues ``min(ops per cycle, vector
-  chains / LATENCY)`` per cycle, i.e. the compute term is multiplied by
-  ``max(1, ops x LATENCY / vector chains)``. gemm with ``k`` innermost: 8x;
-  conv2d's original order (``s``, a reduction, innermost): 8x; a register tile:
-  1.
+  chains / latency)`` per cycle, i.e. the compute term is multiplied by
+  ``max(1, ops x latency / vector chains)``. The latency is :data:`LATENCY`
+  when the accumulators live in registers (one element, or a register tile's
+  box) and :data:`STORE_FORWARD` more when every link loads and stores its
+  element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
+  reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
+  memory, one lane): 2.25x; a register tile: 1.
 * **waste**: the busiest unit's work over an even share, exact from tiles and
   extents. Partial vectors: the vector loop's tiles (edges included) in whole
   vectors, the remainder of each tile one iteration per issue (the scalar
@@ -64,6 +67,9 @@ MIN_WORK = 32768
 #: latency of a floating-point add or FMA on current x86 cores, 3-4; a chain through memory, an
 #: accumulator the code loads and stores, waits longer for store-to-load forwarding, not modelled).
 LATENCY = 4
+#: Cycles more a link waits when its accumulator lives in memory (loaded and stored every link:
+#: store-to-load forwarding, 5-7 cycles on current x86 cores; assumed, not measured).
+STORE_FORWARD = 5
 
 
 @dataclass(frozen=True)
@@ -143,34 +149,48 @@ def target_loops(stmt: ir.Assign, loops: Iterable[str]) -> frozenset[str]:
     return frozenset(x for x in loops if any(loop_coefficient(e, x) != 0 for e in stmt.target.indices))
 
 
-def chain_elements(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]]) -> int | None:
+def chain_elements(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]],
+                   last: int = -1) -> int | None:
     """Accumulator elements in flight (fewest over the accumulating statements): the product of the
     trips of the loops inside the innermost reduction loop (``walk``'s order), innermost first, while
     the target depends on them; None when no statement accumulates along a loop that walks."""
-    best = None
+    found = chains(stmts, walk, last)
+    return None if found is None else found[0]
+
+
+def chains(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]],
+           last: int) -> tuple[int, bool] | None:
+    """``(elements in flight, in registers)`` of :func:`chain_elements`. In registers: one element
+    (the compiler keeps an accumulator invariant along the innermost loop in a register), or every
+    loop inside the reduction loop at the innermost level ``last`` (a register tile's box,
+    :mod:`polymap.codegen.c.regtile`); otherwise each link loads and stores its element."""
+    best: tuple[int, bool] | None = None
     for ctx in stmts:
         if not accumulates(ctx.stmt):
             continue
         own = {lp.var for lp in ctx.loops}
         deps = target_loops(ctx.stmt, own)
-        n = 1
-        for _, x, trips in reversed(walk):
+        n, box = 1, True
+        for k, x, trips in reversed(walk):
             if x not in own:
                 continue
             if x not in deps:  # the reduction loop: each of its iterations is one link of every chain
-                best = n if best is None else min(best, n)
+                here = (n, n == 1 or box)
+                best = here if best is None or here < best else best
                 break
             n *= trips
+            box = box and k == last
     return best
 
 
-def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float) -> float:
-    """``max(1, ops x LATENCY / vector chains)``: the compute term's stretch when too few chains
-    are in flight to issue ``ops_per_cycle`` per cycle (None elements: no chain, 1)."""
+def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_registers: bool = True) -> float:
+    """``max(1, ops x latency / vector chains)``: the compute term's stretch when too few chains
+    are in flight to issue ``ops_per_cycle`` per cycle (None elements: no chain, 1); the latency is
+    :data:`LATENCY`, plus :data:`STORE_FORWARD` for accumulators in memory."""
     if elements is None:
         return 1.0
     vectors = ceil(elements / max(lanes, 1))
-    return max(1.0, ops_per_cycle * LATENCY / vectors)
+    return max(1.0, ops_per_cycle * (LATENCY + (0 if in_registers else STORE_FORWARD)) / vectors)
 
 
 def issue_slots(size: int, lanes: int) -> int:
@@ -309,11 +329,13 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         else:
             why.append(f"{x} innermost, not vectorised: one lane")
     lanes = max(1, min(lanes, arch.compute.instances // threads))
-    chains = chain_elements(stmts, walk)
-    latency = latency_factor(chains, lanes, arch.compute.ops_per_cycle)
+    found = chains(stmts, walk, last)
+    elements, registers = found if found is not None else (None, True)
+    latency = latency_factor(elements, lanes, arch.compute.ops_per_cycle, registers)
     if latency > 1:
-        why.append(f"{chains} accumulator element(s) in flight: x{latency:g} for latency")
-    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, chains)
+        where = "registers" if registers else "memory"
+        why.append(f"{elements} accumulator element(s) in flight ({where}): x{latency:g} for latency")
+    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -389,13 +411,14 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         lanes = np.where(here, width, lanes)
         vwaste = np.where(here, slots / extents[x], vwaste)
     lanes = np.maximum(1, np.minimum(lanes, arch.compute.instances // threads))
-    elements = np.full(B, np.inf)
+    elements, registers = np.full(B, np.inf), np.ones(B, dtype=bool)
     for ctx in stmts:
         if not accumulates(ctx.stmt):
             continue
         own = {lp.var for lp in ctx.loops}
         deps = target_loops(ctx.stmt, own)
-        n, stopped, found = np.ones(B), np.zeros(B, dtype=bool), np.zeros(B, dtype=bool)
+        n, box = np.ones(B), np.ones(B, dtype=bool)
+        stopped, found = np.zeros(B, dtype=bool), np.zeros(B, dtype=bool)
         for k, j in reversed(positions):
             x = loops[j]
             if x not in own:
@@ -403,10 +426,16 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             live = ~stopped & (trips[:, k, j] > 1)
             if x in deps:
                 n = np.where(live, n * trips[:, k, j], n)
+                box = np.where(live, box & (k == last), box)
             else:
                 found |= live
                 stopped |= live
-        elements = np.where(found, np.minimum(elements, n), elements)
+        mine = (n == 1) | box
+        # the fewest elements win, and at equal elements registers (False < True in the tuple order)
+        better = found & ((n < elements) | ((n == elements) & ~mine & registers))
+        registers = np.where(better, mine, registers)
+        elements = np.where(better, n, elements)
     vectors = np.ceil(elements / lanes)
-    latency = np.where(np.isfinite(elements), np.maximum(1.0, arch.compute.ops_per_cycle * LATENCY / vectors), 1.0)
+    wait = LATENCY + np.where(registers, 0, STORE_FORWARD)
+    latency = np.where(np.isfinite(elements), np.maximum(1.0, arch.compute.ops_per_cycle * wait / vectors), 1.0)
     return threads * lanes, twaste * vwaste * latency
