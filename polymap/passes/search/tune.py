@@ -177,11 +177,13 @@ def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[st
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
-        if len(distinct(choice.model, usable_candidates(nc), params)) < options.k:
+        pool = distinct(choice.model, usable_candidates(nc), params)
+        if len(pool) < options.k:
             nc = widen(choice.model, nc, arch, params, k=options.k, seconds=options.widen_seconds,
                        progress=progress)
             nests[pos] = nc
-        pool = distinct(choice.model, usable_candidates(nc), params)[:options.k]
+            pool = distinct(choice.model, usable_candidates(nc), params)
+        pool = pool[:options.k]
         if len(pool) < 2:  # nothing to decide between
             continue
         fixed = tuple(n.chosen.mapping for n in nests if n.chosen.mapping is not None and n.nest != nc.nest)
