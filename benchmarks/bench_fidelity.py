@@ -14,8 +14,11 @@ hangs is dropped with the reason); the survivors are then timed
 *interleaved* in one child: ``--rounds`` rounds, each running every
 candidate once (forward, then backward, so that a drift of the machine's
 load falls on all of them alike), and each candidate's median over the
-rounds is its time (also kept: the fastest round, and the CPU time of the
-calling thread, which a loaded machine inflates less). Per nest it prints
+rounds is its time (also kept: the fastest round, what the machine can do
+when the other users leave it alone, and the CPU time of the calling thread,
+which waiting for the processor does not inflate; with OpenMP's threads
+that is the calling thread's own share, so it flatters threaded code: read
+the CPU rho on a loaded machine only, and the wall-clock rho on a quiet one). Per nest it prints
 Spearman's rho between the model's ranking (cycles, then energy; candidates
 the model cannot tell apart share their mean rank) and the measured times, the bias (median measured / predicted;
 > 1: the model is optimistic) and the regret of the model's pick (its
