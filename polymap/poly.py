@@ -333,6 +333,23 @@ def count(obj: IslObject) -> "isl.PwQPolynomial | isl.UnionPwQPolynomial":
     return obj.card()
 
 
+def points(obj: IslObject) -> list[tuple[int, ...]]:
+    """The points of a parameter-free set (the pairs of a map, flattened: domain then range), as tuples.
+
+    The walk behind every "by points" count: the same numbers as :func:`count` at sizes small
+    enough to enumerate, without barvinok.
+    """
+    s = obj.wrap() if isinstance(obj, (isl.Map, isl.UnionMap)) else obj
+    out: list[tuple[int, ...]] = []
+
+    def add(p: isl.Point) -> None:
+        space = p.get_space()
+        out.append(tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python()
+                         for k in range(space.dim(isl.dim_type.set))))
+    s.foreach_point(add)
+    return out
+
+
 def to_int(qp: isl.PwQPolynomial | isl.UnionPwQPolynomial, values: Mapping[str, int] | None = None) -> int:
     """Evaluate a (union) piecewise quasi-polynomial count at parameter ``values``.
 

@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping.files import load_mapping, mapping_from_dict
-from polymap.mapping.model import Mapping
+from polymap.mapping.files import mapping_from_dict
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import Structure, evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.poly import build_model
+from fastcount_cases import arch_of, assert_fast_equals_isl, built, fast_of
 from simulator import counts_as_dict, simulate
 
 KERNELS = {
@@ -75,12 +74,6 @@ def kernel_model(name: str):
     return _PARSED[name]
 
 
-def arch_of(n: int, fanout: int = 4):
-    levels = [{"name": "L0"}] + [{"name": f"L{k}", "instances": fanout ** (k - 1)} for k in range(1, n)]
-    return architecture_from_dict({"levels": levels, "compute": {"instances": fanout ** (n - 1)}},
-                                  source_name="<test>")
-
-
 @st.composite
 def cases(draw):
     name = draw(st.sampled_from(sorted(KERNELS)))
@@ -101,39 +94,21 @@ def cases(draw):
 
 
 def build(name: str, n: int, levels):
-    kernel, model = kernel_model(name)
-    arch = arch_of(n)
-    try:
-        mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
-    except Exception:  # an invalid draw (fan-out): not a case
-        return None
-    return kernel, model, arch, mapping
+    return built(*kernel_model(name), n, levels)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_isl(case):
-    built = build(*case)
-    if built is None:
-        return
-    kernel, model, arch, mapping = built
-    params = {p.name: p.default for p in kernel.params}
-    fast = fast_counts(model, mapping, arch, params=params)
-    if fast is None:  # refused: the ISL path is used; nothing to compare
-        return
-    assert fast == count_mapping(model, mapping, arch, params=params)
+    assert_fast_equals_isl(build(*case))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_simulation(case):
-    built = build(*case)
-    if built is None:
-        return
-    kernel, model, arch, mapping = built
-    params = {p.name: p.default for p in kernel.params}
-    fast = fast_counts(model, mapping, arch, params=params)
-    if fast is not None:
+    got = fast_of(build(*case))
+    if got is not None:
+        kernel, mapping, params, fast = got
         assert counts_as_dict(fast) == simulate(kernel, mapping, params)
 
 
@@ -206,11 +181,11 @@ def test_initialisations_are_counted_exactly(name, least):
             if rng.random() < 0.3:
                 lv["spatial"] = [str(rng.choice(loops))]
             levels.append(lv)
-        built = build(name, n, levels)
-        if built is None:
+        drawn = build(name, n, levels)
+        if drawn is None:
             continue
         tried += 1
-        kernel, model, arch, mapping = built
+        kernel, model, arch, mapping = drawn
         fast = fast_counts(model, mapping, arch, params=params)
         if fast is None:
             continue

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, count, isl_name, to_int
+from polymap.poly import KernelModel, count, isl_name, points, to_int
 from polymap.passes.counting.footprint import DTYPE_BYTES, enumerable, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
 from polymap.passes.schedule.tiling import TimeDim
@@ -144,16 +144,6 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     return step.lexmin().range()
 
 
-def _points(obj: isl.Set | isl.UnionSet) -> list[tuple[int, ...]]:
-    """The points of a parameter-free set (or the pairs of a map, flattened), as tuples."""
-    s = obj.wrap() if isinstance(obj, isl.Map) else obj
-    n = s.dim(isl.dim_type.set)
-    out: list[tuple[int, ...]] = []
-    s.foreach_point(lambda p: out.append(tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python()
-                                               for k in range(n))))
-    return out
-
-
 def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
     """Stays of ``tensor``'s elements that end dirty, walked point by point (parameters fixed).
 
@@ -164,13 +154,13 @@ def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
     t = lr.tensor(tensor)
     depth = lr.depth
     order: dict[tuple, dict[tuple, int]] = {}
-    for r in sorted(_points(lr.points)):
+    for r in sorted(points(lr.points)):
         inst = tuple(r[j] for j in lr.spatial)
         seq = order.setdefault(inst, {})
         seq[r] = len(seq)
-    written = {(p[:depth], p[depth:]) for p in _points(t.written)}
+    written = {(p[:depth], p[depth:]) for p in points(t.written)}
     stays: dict[tuple, list[tuple[int, bool]]] = {}
-    for p in _points(t.held):
+    for p in points(t.held):
         r, e = p[:depth], p[depth:]
         inst = tuple(r[j] for j in lr.spatial)
         stays.setdefault((inst, e), []).append((order[inst][r], (r, e) in written))
