@@ -189,7 +189,7 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
     out = []
     for nc in choice.nests:
         nc = widen(choice.model, nc, host, values, k=top, seconds=widen_s)
-        pool = distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values)[:top]
+        pool = distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values, limit=top)
         if len(pool) < 2:
             out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                         "note": "fewer than two counted candidates"})

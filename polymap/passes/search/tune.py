@@ -157,13 +157,16 @@ def code_key(model: KernelModel, candidate: Candidate, params: MappingT[str, int
 
 
 def distinct(model: KernelModel, candidates: Sequence[Candidate], params: MappingT[str, int], *,
-             seen: set[str] | None = None) -> list[Candidate]:
+             seen: set[str] | None = None, limit: int | None = None) -> list[Candidate]:
     """``candidates`` in their order without those that print the same code as an earlier one (or as
     one in ``seen``, which is extended): mappings that differ only where the code does not (an order
-    at a level whose loops walk one tile) are one candidate, measured once."""
+    at a level whose loops walk one tile) are one candidate, measured once. At most ``limit``
+    (printing a candidate costs about a second: the rest are not printed)."""
     seen = set() if seen is None else seen
-    out = []
+    out: list[Candidate] = []
     for c in candidates:
+        if limit is not None and len(out) >= limit:
+            break
         key = code_key(model, c, params)
         if key not in seen:
             seen.add(key)
@@ -177,13 +180,12 @@ def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[st
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
-        pool = distinct(choice.model, usable_candidates(nc), params)
+        pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
         if len(pool) < options.k:
             nc = widen(choice.model, nc, arch, params, k=options.k, seconds=options.widen_seconds,
                        progress=progress)
             nests[pos] = nc
-            pool = distinct(choice.model, usable_candidates(nc), params)
-        pool = pool[:options.k]
+            pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
         if len(pool) < 2:  # nothing to decide between
             continue
         fixed = tuple(n.chosen.mapping for n in nests if n.chosen.mapping is not None and n.nest != nc.nest)
@@ -207,7 +209,7 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
     extents = loop_extents(model.kernel, nc.nest, dict(params), model=model)
     seen = {repr(c.mapping.to_dict()) for c in nc.candidates if c.mapping is not None}
     codes: set[str] = set()
-    have = len(distinct(model, usable_candidates(nc), params, seen=codes))
+    have = len(distinct(model, usable_candidates(nc), params, seen=codes))  # all: a neighbour may repeat any
     found: list[Candidate] = []
     for parent in [c for c in usable_candidates(nc) if c.mapping is not None]:
         for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
