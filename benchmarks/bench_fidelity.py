@@ -154,7 +154,7 @@ def features(kernel, c, arch, values) -> dict:
         out[key] = max(out.get(key, 1.0), b.factor)
     out["derating"] = v.derating
     ex = r.execution
-    out.update({"lanes": ex.lanes, "threads": ex.threads, "waste": ex.waste})
+    out.update({"lanes": ex.lanes, "threads": ex.threads, "waste": ex.waste, "latency": ex.latency})
     return out
 
 
