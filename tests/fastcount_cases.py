@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from polymap.errors import PolymapError
 from polymap.machine.arch import architecture_from_dict
 from polymap.mapping.files import mapping_from_dict
-from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.counting import isl_count_mapping
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.fastcount_orders import all_orders
 from polymap.passes.search.mapspace import chains
@@ -55,7 +55,7 @@ def assert_fast_equals_isl(case) -> None:
     if got is not None:
         kernel, mapping, params, fast = got
         _, model, arch, _ = case
-        assert fast == count_mapping(model, mapping, arch, params=params)
+        assert fast == isl_count_mapping(model, mapping, arch, params=params)
 
 
 def keep_and_tiles(draw, nest, n: int) -> tuple[tuple[frozenset, ...], np.ndarray]:

@@ -22,8 +22,8 @@ from polymap import ir
 from polymap.machine.presets import load_architecture
 from polymap.passes.frontend.rename import distinct_loop_names
 from polymap.passes.legality.legality import check_mapping
-from polymap.passes.search.isl_schedule import (PointWalk, distributed, isl_mappings, isl_schedule,
-                                                 point_walks)
+from polymap.passes.search.isl_schedule import (PointWalk, describe, distributed, isl_mappings,
+                                                 isl_schedule, point_walks)
 from polymap.poly import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +145,7 @@ def test_seidel_lu_and_jacobi_as_the_rule_says():
         small = dataclasses.replace(m, levels=tuple(
             dataclasses.replace(lv, tile=tuple(t if t is None else min(t, 3) for t in lv.tile)) for lv in m.levels))
         assert brute_legal(k, small, {"N": 8})[0] and check_mapping(model, small, params={"N": 8}).legal
+        assert any("points of each tile are walked in the order s0, s3, s1, s2" in line for line in describe(m, model))
     _, model, sched = _setup("jacobi-2d")
     assert len(point_walks(model, sched)) == 1
 

@@ -145,3 +145,7 @@ def test_seidel_points_are_walked_by_diagonals_and_vectorised():
         diagonal = [n for n, line in enumerate(lines) if line.strip().startswith("for (long s1_LLC ")]
         assert diagonal and all(lines[n - 1].strip() == "#pragma omp for schedule(static, 1)" for n in diagonal)
         assert verify(k, {"TSTEPS": 7, "N": 19}, targets=("c",), mapping=m, model=model).passed
+    # single points on a diagonal, if ever shared out, go in chunks (one point per turn would share lines)
+    k, m, params, _ = _case("seidel-2d points by diagonals")
+    code = emit_c(k, build_model(k), m)
+    assert "#pragma omp for" in code and "static, 1" not in code

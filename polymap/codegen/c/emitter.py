@@ -273,7 +273,7 @@ class _Printer:
         exactly per diagonal). Round-robin also keeps tile column ``b`` on one thread from one
         diagonal to the next, where its data already is."""
         m = self.mappings_by_rank.get(info.rank)
-        if m is None or not 0 <= info.level < len(m.levels):
+        if m is None or not 0 <= info.level < len(m.levels) - 2:  # not single points: those go in chunks
             return False
         wave = m.levels[info.level].wavefront
         return bool(wave) and info.loop == wave[1]

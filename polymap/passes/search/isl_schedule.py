@@ -486,6 +486,9 @@ def describe(mapping: Mapping, model: KernelModel) -> list[str]:
                 lines.append(f"{x} only orders them: within one iteration of the loops before it, {first} each "
                              f"run their own loop over {', '.join(mapping.loops[k + 1:])} (distributed)")
     for k, lv in enumerate(mapping.levels):
+        if k == len(mapping.levels) - 2 and not lv.wavefront and lv.order != mapping.loops:
+            lines.append(f"at {lv.level} the points of each tile are walked in the order {', '.join(lv.order)} "
+                         f"(inside a tile of a permutable band any order of its loops keeps every dependence)")
         if not lv.wavefront:
             continue
         a, b = lv.wavefront
