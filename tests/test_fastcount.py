@@ -5,14 +5,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
-from polymap.mapping.files import load_mapping, mapping_from_dict
-from polymap.mapping.model import Mapping
-from polymap.passes.counting.counting import count_mapping
+from polymap.mapping.files import mapping_from_dict
+from polymap.passes.counting.counting import isl_count_mapping
 from polymap.passes.counting.fastcount import Structure, evaluator_for, fast_counts, tiles_of
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.poly import build_model
+from fastcount_cases import arch_of, assert_fast_equals_isl, built, fast_of
 from simulator import counts_as_dict, simulate
 
 KERNELS = {
@@ -75,12 +74,6 @@ def kernel_model(name: str):
     return _PARSED[name]
 
 
-def arch_of(n: int, fanout: int = 4):
-    levels = [{"name": "L0"}] + [{"name": f"L{k}", "instances": fanout ** (k - 1)} for k in range(1, n)]
-    return architecture_from_dict({"levels": levels, "compute": {"instances": fanout ** (n - 1)}},
-                                  source_name="<test>")
-
-
 @st.composite
 def cases(draw):
     name = draw(st.sampled_from(sorted(KERNELS)))
@@ -101,39 +94,21 @@ def cases(draw):
 
 
 def build(name: str, n: int, levels):
-    kernel, model = kernel_model(name)
-    arch = arch_of(n)
-    try:
-        mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
-    except Exception:  # an invalid draw (fan-out): not a case
-        return None
-    return kernel, model, arch, mapping
+    return built(*kernel_model(name), n, levels)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_isl(case):
-    built = build(*case)
-    if built is None:
-        return
-    kernel, model, arch, mapping = built
-    params = {p.name: p.default for p in kernel.params}
-    fast = fast_counts(model, mapping, arch, params=params)
-    if fast is None:  # refused: the ISL path is used; nothing to compare
-        return
-    assert fast == count_mapping(model, mapping, arch, params=params)
+    assert_fast_equals_isl(build(*case))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_simulation(case):
-    built = build(*case)
-    if built is None:
-        return
-    kernel, model, arch, mapping = built
-    params = {p.name: p.default for p in kernel.params}
-    fast = fast_counts(model, mapping, arch, params=params)
-    if fast is not None:
+    got = fast_of(build(*case))
+    if got is not None:
+        kernel, mapping, params, fast = got
         assert counts_as_dict(fast) == simulate(kernel, mapping, params)
 
 
@@ -157,7 +132,7 @@ def test_batch_matches_one_by_one():
     names = tuple(lv.name for lv in arch.levels)
     for b, m in enumerate(mappings):
         assert batch.exact[b]
-        assert batch.as_counts(b, ev.nest, names) == count_mapping(model, m, arch, params=params)
+        assert batch.as_counts(b, ev.nest, names) == isl_count_mapping(model, m, arch, params=params)
 
 
 @pytest.mark.parametrize("src", [
@@ -166,10 +141,12 @@ def test_batch_matches_one_by_one():
     "for k in 0..K { O[k] = bias[k]; for c in 0..C, r in 0..R { O[k] += W[k, c, r] } } }",
     # a statement after the loop it lacks
     "kernel p(N = 3) { in A[N, N]; inout C[N]; for i in 0..N { for k in 0..N { C[i] += A[i, k] }; C[i] *= 2 } }",
-    # the initialisation reads a tensor the body does not access
-    "kernel q(N = 3) { in A[N, N]; in b[N]; out C[N]; for i in 0..N { C[i] = b[i]; for k in 0..N { C[i] += A[i, k] } } }",
-    # a tensor the initialisation does not touch lacks the loop it lacks (held in its residency)
-    "kernel r(N = 3) { in A[N, N]; in d[N]; out C[N]; for i in 0..N { C[i] = 0; for k in 0..N { C[i] += A[i, k] * d[i] } } }",
+    # a tensor the initialisation does not touch has the loop it lacks only as the u of a*u + w
+    # (its image over the initialisation's empty interval is not empty)
+    "kernel r(N = 3) { in A[3 * N]; out C[N]; for i in 0..N { C[i] = 0; for k in 0..N { C[i] += A[2 * k + i] } } }",
+    # the initialisation writes a tensor the body only reads
+    "kernel w(N = 3) { in A[N, N]; out C[N]; inout D[N]; for i in 0..N { C[i] = 0; "
+    "for k in 0..N { D[i] += A[i, k] * C[i] } } }",
     # triangular bounds
     "kernel t(N = 4) { in L[N, N]; inout y[N]; for i in 0..N, j in 0..i + 1 { y[i] += L[i, j] } }",
     # two subscripts of one tensor use i
@@ -182,6 +159,53 @@ def test_refuses_outside_the_class(src):
     model = build_model(kernel)
     with pytest.raises(NotSupported):
         analyse_nest(model, 0, {p.name: p.default for p in kernel.params})
+
+
+ONE_STATEMENT_ONLY = {
+    # the initialisation reads a tensor the body does not access (held by its residencies only)
+    "copy_init": "kernel q(N = 3, K = 4) { in A[N, K]; in b[N]; out C[N]; "
+                 "for i in 0..N { C[i] = b[i]; for k in 0..K { C[i] += A[i, k] } } }",
+    # a tensor the initialisation does not touch lacks the loop it lacks (held by the body's only)
+    "body_only": "kernel r(N = 3, K = 4) { in A[N, K]; in d[N]; out C[N]; "
+                 "for i in 0..N { C[i] = 0; for k in 0..K { C[i] += A[i, k] * d[i] } } }",
+    # PolyBench's 2mm, both nests' shapes: scalars read by one statement each
+    "scalars": "kernel s(N = 4, M = 3, K = 5) { in alpha : f64; in beta : f64; in A[N, K]; in B[K, M]; "
+               "inout D[N, M]; for i in 0..N, j in 0..M { D[i, j] *= beta; "
+               "for k in 0..K { D[i, j] += alpha * A[i, k] * B[k, j] } } }",
+}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_STATEMENT_ONLY))
+def test_tensors_of_one_statement_are_counted_exactly(name):
+    """Tensors without the initialisation's loop that one statement alone accesses are held by that
+    statement's residencies only: the fast path equals the ISL path on random mappings, and the
+    simulator on some (they were outside the class before)."""
+    kernel = parse(ONE_STATEMENT_ONLY[name], "<test>").kernels[0]
+    model = build_model(kernel)
+    params = {p.name: p.default for p in kernel.params}
+    analyse_nest(model, 0, params)  # in the class
+    loops = ("i", "j", "k") if name == "scalars" else ("i", "k")
+    tensors = [d.name for d in kernel.decls]
+    rng = np.random.default_rng(11)
+    taken = 0
+    for _ in range(12):
+        n = int(rng.integers(2, 4))
+        levels, outer = [], {x: 5 for x in loops}
+        for l in range(n):
+            lv = {"level": f"L{l}", "order": [str(x) for x in rng.permutation(loops)]}
+            if l > 0:
+                lv["tile"] = {x: int(rng.integers(1, outer[x] + 1)) for x in loops if rng.random() < 0.7}
+                outer.update(lv["tile"])
+                lv["keep"] = [t for t in tensors if rng.random() < 0.8]
+            levels.append(lv)
+        arch = arch_of(n)
+        mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
+        fast = fast_counts(model, mapping, arch, params=params)
+        assert fast is not None
+        taken += 1
+        assert fast == isl_count_mapping(model, mapping, arch, params=params)
+        if taken <= 3:
+            assert counts_as_dict(fast) == simulate(kernel, mapping, params)
 
 
 @pytest.mark.parametrize("name,least", [("gemm_init", 24), ("conv_init", 16)])
@@ -206,16 +230,16 @@ def test_initialisations_are_counted_exactly(name, least):
             if rng.random() < 0.3:
                 lv["spatial"] = [str(rng.choice(loops))]
             levels.append(lv)
-        built = build(name, n, levels)
-        if built is None:
+        drawn = build(name, n, levels)
+        if drawn is None:
             continue
         tried += 1
-        kernel, model, arch, mapping = built
+        kernel, model, arch, mapping = drawn
         fast = fast_counts(model, mapping, arch, params=params)
         if fast is None:
             continue
         taken += 1
-        assert fast == count_mapping(model, mapping, arch, params=params)
+        assert fast == isl_count_mapping(model, mapping, arch, params=params)
         if taken <= 4:
             assert counts_as_dict(fast) == simulate(kernel, mapping, params)
     assert taken >= least  # (the halo's multicast and idle edge instances refuse more of conv's)

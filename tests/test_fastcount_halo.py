@@ -3,24 +3,21 @@
 equal to one at a time, and the search's pruning keeps the best with these spatial loops."""
 from __future__ import annotations
 
-from itertools import product
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from polymap.driver import parse
-from polymap.machine.arch import architecture_from_dict
 from polymap.mapping.files import mapping_from_dict
 from polymap.passes.counting import fastcount_halo as H
 from polymap.passes.counting.cost_model import Objective
-from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.counting import isl_count_mapping
 from polymap.passes.counting.fastcount import Evaluator, Structure, evaluator_for, fast_counts, loop_chains
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
-from polymap.passes.counting.fastcount_orders import OrderTerms, all_orders, multicast_by_order
+from polymap.passes.counting.fastcount_orders import OrderTerms, multicast_by_order
 from polymap.passes.search.mapsearch import SearchOptions, search_nest
-from polymap.passes.search.mapspace import chains
 from polymap.poly import build_model
+from fastcount_cases import arch_of, assert_fast_equals_isl, built, by_combo, keep_and_tiles, sampled_orders
 from simulator import counts_as_dict, simulate
 
 _MODELS: dict = {}
@@ -56,12 +53,7 @@ def transposed(a: int, P: int, R: int) -> tuple[str, tuple[str, ...]]:
 
 
 HALO = {"h": ("p", "r"), "g": ("p", "q", "r", "s"), "t": ("p", "r")}
-
-
-def arch_of(n: int, fanout: int = 16):
-    levels = [{"name": "L0"}] + [{"name": f"L{k}", "instances": fanout ** (k - 1)} for k in range(1, n)]
-    return architecture_from_dict({"levels": levels, "compute": {"instances": fanout ** (n - 1)}},
-                                  source_name="<test>")
+FANOUT = 16  # enough instances for two spatial halo loops at one level
 
 
 @st.composite
@@ -106,27 +98,13 @@ def cases(draw):
 
 
 def build(src: str, n: int, levels):
-    kernel, model = model_of(src)
-    arch = arch_of(n)
-    try:
-        mapping = mapping_from_dict({"levels": levels}, kernel=kernel, arch=arch)
-    except Exception:  # an invalid draw (fan-out, a loop spatial twice): not a case
-        return None
-    return kernel, model, arch, mapping
+    return built(*model_of(src), n, levels, fanout=FANOUT)
 
 
 @settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_fast_equals_isl_on_haloed_nests(case):
-    built = build(*case)
-    if built is None:
-        return
-    kernel, model, arch, mapping = built
-    params = {p.name: p.default for p in kernel.params}
-    fast = fast_counts(model, mapping, arch, params=params)
-    if fast is None:  # refused (an idle or partial child): the ISL path is used; nothing to compare
-        return
-    assert fast == count_mapping(model, mapping, arch, params=params)
+    assert_fast_equals_isl(build(*case))
 
 
 def _halo_mappings(seed: int, count: int):
@@ -156,10 +134,10 @@ def _halo_mappings(seed: int, count: int):
             if l < n - 1:
                 lv["spatial"] = [str(x) for x in rng.choice(HALO[kernel.name], size=1)]
             levels.append(lv)
-        built = build(src, n, levels)
-        if built is None:
+        drawn = build(src, n, levels)
+        if drawn is None:
             continue
-        kernel, model, arch, mapping = built
+        kernel, model, arch, mapping = drawn
         params = {p.name: p.default for p in kernel.params}
         try:
             ev = evaluator_for(model, mapping, params)
@@ -179,7 +157,7 @@ def test_halo_multicast_is_taken_and_exact():
         if fast is None:
             continue
         taken += 1
-        assert fast == count_mapping(model, mapping, arch, params=params)
+        assert fast == isl_count_mapping(model, mapping, arch, params=params)
         if i < 6:
             assert counts_as_dict(fast) == simulate(kernel, mapping, params)
     assert taken >= 20  # only an edge child (whole children are required) is refused
@@ -190,12 +168,12 @@ def test_multicast_changes_the_reads():
     fewer than the children's fills (the halos overlap), and exactly what the ISL path counts."""
     src, _ = conv1d(1, 1, 4, 3, False)
     kernel, model = model_of(src)
-    arch = arch_of(2)
+    arch = arch_of(2, FANOUT)
     mapping = mapping_from_dict({"levels": [
         {"level": "L0", "order": ["k", "p", "r"], "spatial": ["p"]},
         {"level": "L1", "tile": {"p": 1}, "order": ["k", "p", "r"]}]}, kernel=kernel, arch=arch)
     fast = fast_counts(model, mapping, arch)
-    assert fast is not None and fast == count_mapping(model, mapping, arch)
+    assert fast is not None and fast == isl_count_mapping(model, mapping, arch)
     fills = fast.level("L1").tensor("I").fills
     reads = fast.level("L0").tensor("I").reads
     # four children each take their window of 3 (12 fills); the union is I[0..6): 6 reads
@@ -229,44 +207,33 @@ def order_cases(draw):
         nest = analyse_nest(model, 0, {p.name: p.default for p in kernel.params})
     except NotSupported:  # an initialisation over a loop of extent 1 (its subscript folds to 0)
         assume(False)
-    m, n = len(nest.loops), draw(st.integers(2, 3))
+    n = draw(st.integers(2, 3))
     halo = [nest.loops.index(x) for x in HALO[kernel.name]]
     spatial = tuple(frozenset(draw(st.sets(st.sampled_from(halo), min_size=1, max_size=2))) if k < n - 1
                     else frozenset() for k in range(n))
-    keep = tuple(frozenset(t.name for t in nest.tensors if k == 0 or draw(st.integers(0, 3)))
-                 for k in range(n))
-    per_loop = [chains(e, n - 1) for e in nest.extents]
-    rows = [[list(nest.extents)] + [[int(per_loop[x][draw(st.integers(0, len(per_loop[x]) - 1))][k])
-                                     for x in range(m)] for k in range(n - 1)]
-            for _ in range(draw(st.integers(1, 4)))]
-    return nest, spatial, keep, np.array(rows, dtype=np.int64)
+    keep, tiles = keep_and_tiles(draw, nest, n)
+    return nest, spatial, keep, tiles
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(order_cases())
 def test_multicast_of_every_order_equals_one_at_a_time(case):
     nest, spatial, keep, tiles = case
-    n, m = len(spatial), len(nest.loops)
-    moving = tuple(tuple(x for x in range(m) if x not in spatial[k]) for k in range(n - 1))
+    n = len(spatial)
     try:
         terms = OrderTerms(nest, spatial, keep, tiles)
     except NotSupported:
         return
-    perms = tuple(all_orders(p) for p in moving)
+    perms, picked = sampled_orders(nest, spatial, 8)
     multicast = multicast_by_order(terms, perms)
-    combos = list(product(*[range(len(p)) for p in perms]))
-    rng = np.random.default_rng(len(combos))
-    for c in rng.choice(len(combos), size=min(8, len(combos)), replace=False):
-        combo = combos[c]
-        orders = tuple(tuple(sorted(spatial[k])) + perms[k][i] for k, i in enumerate(combo)) + (tuple(range(m)),)
+    for combo, orders in picked:
         ev = Evaluator(nest, Structure(orders, spatial, keep))
         T = ev.resolve(tiles)
         want = ev._multicast_entries(T, loop_chains(nest, T, n))
         assert set(want) == set(multicast)
         for span, per in want.items():
             for x, v in per.items():
-                full = np.broadcast_to(multicast[span][x], tuple(len(p) for p in perms) + (len(tiles),))
-                assert (full[combo] == v).all()
+                assert (by_combo(multicast[span][x], perms, len(tiles), combo) == v).all()
 
 
 # --------------------------------------------------------------------------- the search

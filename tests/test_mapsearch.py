@@ -11,7 +11,7 @@ import pytest
 from polymap.driver import parse
 from polymap.machine.arch import architecture_from_dict
 from polymap.passes.counting.cost_model import Objective
-from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.counting import isl_count_mapping
 from polymap.passes.counting.fastcount import Evaluator, Structure
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.passes.search.executors import LocalExecutor
@@ -239,7 +239,7 @@ def test_winners_are_confirmed_by_the_isl_path():
     found = search_nest(model, 0, ARCH, params, options=SearchOptions(top=3, max_evaluations=None))
     for f in found.found:
         assert f.confirmed and is_legal(model, f.mapping)
-        assert f.cost.counts == count_mapping(model, f.mapping, ARCH, params=params)
+        assert f.cost.counts == isl_count_mapping(model, f.mapping, ARCH, params=params)
 
 
 def test_space_accounting_adds_up():

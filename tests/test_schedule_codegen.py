@@ -60,6 +60,7 @@ ISL_CASES = {  # sizes the 8 x 64 and 16 x 32 tiles do not divide, a few tiles a
     "seidel-2d": {"TSTEPS": 9, "N": 21},
     "heat-3d": {"TSTEPS": 5, "N": 9},
     "fdtd-2d": {"TMAX": 9, "NX": 13, "NY": 17},
+    "lu": {"N": 71},  # its points walked j innermost (point_walks), 8 x 64 x 64 tiles, partial ones too
 }
 
 
@@ -97,17 +98,54 @@ def test_fused_jacobi_is_distributed_and_vectorised():
         assert not body.startswith("if") and body.endswith(("/* to_b */", "/* to_a */"))
 
 
+def _own_walk(m):
+    """``m`` with the points of a tile walked in the schedule's own order (no wavefront at the
+    level above the last, where :func:`point_walks` puts the diagonals)."""
+    import dataclasses
+
+    levels = list(m.levels)
+    levels[-2] = dataclasses.replace(levels[-2], order=m.loops, wavefront=())
+    return dataclasses.replace(m, levels=tuple(levels))
+
+
+def _innermost_loops(model, m):
+    ks = kernel_schedule(model, [m])
+    root = build_ast(model, ks.union, separate=ks.separate)
+    analysis = LoopAnalysis(ks)
+    inner = [analysis.info(n) for n in walk(root) if n.get_type() == isl.ast_node_type.for_]
+    return analysis, [i for i in inner if i.innermost and i.rank >= 0]
+
+
 def test_lockstep_refuses_a_carried_dependence_inside_one_statement():
-    """seidel-2d's innermost point loop reads what the previous iteration of the same statement
-    wrote: lock-step would read the old value, so it gets no ``omp simd``; jacobi-2d's distributed
-    loops carry nothing and get it."""
+    """seidel-2d's innermost point loop, in the schedule's own order, reads what the previous
+    iteration of the same statement wrote: lock-step would read the old value, so it gets no
+    ``omp simd``; jacobi-2d's distributed loops carry nothing and get it."""
 
     for name, want in (("seidel-2d", False), ("jacobi-2d", True)):
         k, model, found = _isl_candidates(name)
-        ks = kernel_schedule(model, [found[0][1]])
-        root = build_ast(model, ks.union, separate=ks.separate)
-        analysis = LoopAnalysis(ks)
-        inner = [analysis.info(n) for n in walk(root) if n.get_type() == isl.ast_node_type.for_]
-        inner = [i for i in inner if i.innermost and i.rank >= 0]
+        analysis, inner = _innermost_loops(model, _own_walk(found[0][1]))
         assert inner
         assert all((i.parallel or analysis.lockstep(i.rank, i.dim)) == want for i in inner), name
+
+
+def test_seidel_points_are_walked_by_diagonals_and_vectorised():
+    """isl's seidel-2d candidates walk each tile's points by diagonals of the last two band loops:
+    their innermost loop then carries no conflict (ISL's own parallelism test on the AST, not the
+    rule that chose the walk), gets ``omp simd``, and the C still equals the reference."""
+    k, model, found = _isl_candidates("seidel-2d")
+    for source, m in found:
+        assert source.endswith("points by diagonals s1 + s2"), source
+        assert m.levels[-2].wavefront == ("s1", "s2")
+        analysis, inner = _innermost_loops(model, m)
+        assert inner and all(i.parallel for i in inner)
+        lines = emit_c(k, model, m).splitlines()
+        loops = [n for n, line in enumerate(lines) if line.strip().startswith("for (long s2 ")]
+        assert loops and all(lines[n - 1].strip() == "#pragma omp simd" for n in loops)
+        # the tiles of one diagonal are dealt round-robin (the edges' partial tiles spread out)
+        diagonal = [n for n, line in enumerate(lines) if line.strip().startswith("for (long s1_LLC ")]
+        assert diagonal and all(lines[n - 1].strip() == "#pragma omp for schedule(static, 1)" for n in diagonal)
+        assert verify(k, {"TSTEPS": 7, "N": 19}, targets=("c",), mapping=m, model=model).passed
+    # single points on a diagonal, if ever shared out, go in chunks (one point per turn would share lines)
+    k, m, params, _ = _case("seidel-2d points by diagonals")
+    code = emit_c(k, build_model(k), m)
+    assert "#pragma omp for" in code and "static, 1" not in code

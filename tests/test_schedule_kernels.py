@@ -82,6 +82,9 @@ CASES = {
                            _drop(J2, "to_a", "v", "j + 1"), levels("tuv", {"t": 2, "u": 3, "v": 4}), False),
     "seidel-2d": ("examples/polybench/seidel-2d.loop", {"TSTEPS": 2, "N": 6}, [0], SEIDEL,
                   levels("tuv", {"t": 2, "u": 2, "v": 3}, wavefront="tu"), True),
+    # the points of a tile walked by diagonals u + v (isl_schedule.point_walks): legal for any tiles
+    "seidel-2d points by diagonals": ("examples/polybench/seidel-2d.loop", {"TSTEPS": 3, "N": 7}, [0], SEIDEL,
+                                      levels("tuv", {"t": 2, "u": 3, "v": 4}, wavefront="uv"), True),
     "seidel-2d half skew": ("examples/polybench/seidel-2d.loop", {"TSTEPS": 2, "N": 6}, [0],
                             _drop(SEIDEL, "relax", "v", "t + j"), levels("tuv", {"t": 2, "u": 2, "v": 3}), False),
     "heat-3d": ("examples/polybench/heat-3d.loop", {"TSTEPS": 2, "N": 4}, [0], HEAT,

@@ -7,7 +7,7 @@ from polymap.machine.arch import architecture_from_dict
 from polymap.driver import parse
 from polymap.mapping.model import LevelMapping, Mapping
 from polymap.passes.counting.cost_model import Objective, active_compute_units, evaluate
-from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.counting import isl_count_mapping
 from polymap.passes.counting.fit import capacity_problems
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.search import best_mapping, explain, search_mappings
@@ -41,7 +41,7 @@ def test_results_are_legal_fitting_and_sorted():
     for m, rep in found:
         assert check_mapping(model, m, params=params).legal
         assert capacity_problems(model, m, ARCH, params) == ()
-        assert rep.counts == count_mapping(model, m, ARCH, params=params)
+        assert rep.counts == isl_count_mapping(model, m, ARCH, params=params)
 
 
 def test_best_is_no_worse_than_brute_force_over_square_tiles():
@@ -56,7 +56,7 @@ def test_best_is_no_worse_than_brute_force_over_square_tiles():
         m = Mapping("gemm", 0, ("i", "j", "k"), levels)
         if capacity_problems(model, m, ARCH, params):
             continue
-        energy = evaluate(count_mapping(model, m, ARCH, params=params), ARCH,
+        energy = evaluate(isl_count_mapping(model, m, ARCH, params=params), ARCH,
                           active_units=active_compute_units(m, ARCH, ext)).energy_pj
         assert best.energy_pj <= energy
     assert extents
@@ -68,7 +68,7 @@ def test_energy_formula_by_hand():
     levels = (LevelMapping("DRAM", (None,) * 3, ("i", "j", "k"), (), ("A", "B", "C")),
               LevelMapping("BUF", (1, 1, 8), ("i", "j", "k"), (), ("A", "B", "C")))
     m = Mapping("gemm", 0, ("i", "j", "k"), levels)
-    counts = count_mapping(model, m, ARCH, params=params)
+    counts = isl_count_mapping(model, m, ARCH, params=params)
     report = evaluate(counts, ARCH, active_units=active_compute_units(m, ARCH, {"i": 8, "j": 8, "k": 8}))
     energy, cycles = report.energy_pj, report.cycles
     # residencies walk (i, j) with k whole: A[i, :] stays across j (64 fills), B[:, j]
@@ -126,4 +126,38 @@ def test_time_budget_still_returns_a_legal_mapping():
     assert found and all(m.levels[0].order == ("i", "j", "k") for m, _ in found)
     for m, rep in found:
         assert check_mapping(model, m, params=params).legal
-        assert rep.counts == count_mapping(model, m, ARCH, params=params)
+        assert rep.counts == isl_count_mapping(model, m, ARCH, params=params)
+
+
+MM_INIT = """
+kernel mm(M = 6, N = 7, K = 5) {
+  in A[M, K]
+  in B[K, N]
+  out C[M, N]
+  for i in 0..M {
+    for j in 0..N { init: C[i, j] = 0 }
+    for k in 0..K, j2 in 0..N { acc: C[i, j2] += A[i, k] * B[k, j2] }
+  }
+}"""
+
+
+def test_outside_the_fast_class_only_the_orders_ranked_are_checked(monkeypatch):
+    """Outside the fast path's class the search ranks the first few legal orders' candidates only: it asks
+    the legality of no further order, and finds what it found when every order was checked."""
+    from polymap.passes.search import search as search_module, space as space_module
+
+    kernel = parse(MM_INIT, "<test>").kernels[0]
+    model, params = build_model(kernel), {"M": 6, "N": 7, "K": 5}
+    assert not search_module._fast_class(model, 0, params)
+    every = space_module.SearchSpace.build(model, 0, ARCH, params)
+    assert len(every.orders) > space_module.FEW_ORDERS  # else the test shows nothing
+    asked = []
+    legal = space_module.is_legal
+    monkeypatch.setattr(space_module, "is_legal", lambda m, mp: asked.append(mp) or legal(m, mp))
+    found = search_mappings(model, 0, ARCH, params, top=3, budget=50, seconds=None)
+    n_orders = len(list(space_module._orders(every.loops)))
+    assert len(asked) < n_orders
+    monkeypatch.setattr(search_module, "_fast_class", lambda *a: True)  # every order checked, as before
+    again = search_mappings(build_model(kernel), 0, ARCH, params, top=3, budget=50, seconds=None)
+    assert found and [m for m, _ in found] == [m for m, _ in again]
+    assert [r for _, r in found] == [r for _, r in again]

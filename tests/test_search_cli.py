@@ -73,7 +73,8 @@ def test_json_is_a_list_of_mapping_and_cost(files, capsys):
 
 def test_objective_cycles_ranks_by_cycles(files, capsys):
     g, _, _ = files
-    doc = run_json(capsys, str(g), "--arch", "toy", "--top", "4", "--objective", "cycles", "--workers", "1")
+    doc = run_json(capsys, str(g), "--arch", "toy", "--top", "4", "--objective", "cycles", "--workers", "1",
+                   "--evaluations", "3000")
     cycles = [e["cost"]["cycles"] for e in doc]
     assert cycles == sorted(cycles)
     assert doc[0]["objective"] == cycles[0]
@@ -98,9 +99,10 @@ def test_csv_has_every_evaluated_mapping(files, capsys):
 
 def test_network_is_searched_layer_by_layer_and_summed(files, capsys):
     _, n, _ = files
-    doc = run_json(capsys, str(n), "--arch", "toy", "--top", "1", "--workers", "1")
+    small = ("--evaluations", "3000")
+    doc = run_json(capsys, str(n), "--arch", "toy", "--top", "1", "--workers", "1", *small)
     assert [e["kernel"] for e in doc] == ["gemm", "conv"]
-    assert main(["search", str(n), "--arch", "toy", "--top", "1", "--workers", "1"]) == 0
+    assert main(["search", str(n), "--arch", "toy", "--top", "1", "--workers", "1", *small]) == 0
     text = capsys.readouterr().out
     total = sum(e["cost"]["energy_pj"] for e in doc)
     assert f"total over 2 layers: energy {total:,.0f} pJ" in text
@@ -123,10 +125,12 @@ def test_two_local_workers_give_the_same_answer(files, capsys):
 def test_dask_cluster_gives_the_local_answer(files, capsys):
     distributed = pytest.importorskip("dask.distributed")
     _, n, _ = files
-    local = run_json(capsys, str(n), "--arch", "toy", "--top", "3", "--workers", "1")
+    small = ("--evaluations", "3000")  # a budgeted search is as deterministic as an exhaustive one
+    local = run_json(capsys, str(n), "--arch", "toy", "--top", "3", "--workers", "1", *small)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
-        remote = run_json(capsys, str(n), "--arch", "toy", "--top", "3", "--scheduler", cluster.scheduler_address)
+        remote = run_json(capsys, str(n), "--arch", "toy", "--top", "3", "--scheduler", cluster.scheduler_address,
+                          *small)
     assert [e["mapping"] for e in remote] == [e["mapping"] for e in local]
     assert [e["cost"] for e in remote] == [e["cost"] for e in local]
 

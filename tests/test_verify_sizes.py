@@ -12,7 +12,7 @@ import polymap.codegen.c.emitter as c_emitter
 from polymap.cli import main
 from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import emit_c
-from polymap.codegen.verify_sizes import loop_params, verification_sizes
+from polymap.codegen.verify_sizes import edge_values, loop_params, plan_sizes, verification_sizes
 from polymap.driver import load_program
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.poly import build_model
@@ -42,6 +42,22 @@ def test_sizes_cut_every_tile_of_every_parameter():
         seen = {v[p] for v in vecs}
         assert {t - 1, t, t + 1, 2 * t + 1, 1} <= seen, (p, seen)
     assert all(v["M"] <= 500 for v in vecs) and len(vecs) < 60
+
+
+def test_every_edge_value_is_reached_in_few_vectors_within_the_instance_limit():
+    """Edge values of different parameters share vectors; a large tile's edges are reached with the other
+    parameters shrunk instead of being dropped for the instance limit."""
+    k = kernel_of("gemm")
+    m = tiled(k, {"i": 8, "j": 5, "k": 300})
+    params = {"M": 500, "N": 500, "K": 700}
+    plan = plan_sizes(k, build_model(k), (m,), params, max_instances=20_000)
+    assert not plan.unreached
+    seen = {p: {v[p] for v in plan.vectors} for p in params}
+    assert {1, 2, 3, 7, 8, 9, 17, 5} <= seen["M"] and {4, 5, 6, 11, 3} <= seen["N"]
+    assert {299, 300, 301, 601, 151} <= seen["K"]  # each alone over 20,000 instances at the base M = N = 19
+    assert all(v["M"] * v["N"] * v["K"] + v["M"] * v["N"] <= 20_000 for v in plan.vectors)  # gemm: acc + init
+    values = edge_values(k, (m,), params)
+    assert len(plan.vectors) <= max(len(vs) for vs in values.values()) + 1 < sum(len(vs) for vs in values.values())
 
 
 def test_sizes_stay_in_the_context_and_below_the_compiled_sizes():

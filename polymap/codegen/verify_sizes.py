@@ -3,19 +3,22 @@
 The C and NumPy code is parametric in the kernel's sizes: the sizes it was
 compiled for only decide things *inside* the text (which loops get threads,
 the NumPy target's blocks), so running that same text at other sizes checks
-the same code. :func:`verification_sizes` picks sizes that exercise every
+the same code. :func:`plan_sizes` picks sizes that exercise every
 edge of the chosen tiles: for each parameter, values around every tile size
 of the loops it bounds (``t - 1, t, t + 1``: a partial, an exact and a full
 plus partial tile; ``2t + 1``: two full tiles and a partial one; ``t/2 + 1``),
-and ``1, 2, 3``, each varied alone from a small base (every parameter just
-over twice the largest tile under 64, so that every small tile is cut), and
-the base itself::
+and ``1, 2, 3`` (:func:`edge_values`), and a small base (every parameter just
+over twice the largest tile under 64, so that every small tile is cut)::
 
     gemm at M=N=K=1000, tiles i: 256/32/4, j: 512/64/8, k: 128/16/1
-      base M=N=K=131; then M in {1, 2, 3, 3, 4, 5, 17, 31, 32, 33, 65, ...}, N=K=131; ...
+      base M=N=K=131; M in {1, 2, 3, 4, 5, 17, 31, 32, 33, 65, ...}, N and K likewise
 
-A vector outside the kernel's context (``where M >= N``) or with more than
-``max_instances`` statement instances is skipped. :func:`verify_written`
+The parameters bound different loops, so one vector can hold an edge value
+of every parameter at once: the values are packed greedily into the fewest
+vectors that stay in the kernel's context (``where M >= N``) and within
+``max_instances`` statement instances (a value too large for that with the
+others at the base gets a vector of its own, the others shrunk). Every edge
+value is reached, or listed as unreached in the report. :func:`verify_written`
 builds each source once, runs it at every vector against the reference on
 random inputs, and reports which sizes were checked; ``full=True`` adds the
 sizes compiled for.
@@ -40,7 +43,7 @@ from polymap.codegen.verify import (
 )
 from polymap.errors import VerificationFailure
 from polymap.mapping.model import Mapping
-from polymap.poly import KernelModel, count, fix_params, param_set, to_int
+from polymap.poly import KernelModel, count, param_set, to_int
 from polymap.reference import execute
 from polymap.tensors import allocate, numpy_dtype, random_inputs
 
@@ -53,6 +56,8 @@ class SizedVerification:
     compiled_for: tuple[tuple[str, int], ...]
     results: tuple[VerifyResult, ...]
     full: bool
+    unreached: tuple[tuple[str, int], ...] = ()
+    """Edge values no vector could reach (:attr:`SizePlan.unreached`), said in the report."""
 
     @property
     def passed(self) -> bool:
@@ -65,11 +70,16 @@ class SizedVerification:
     def to_dict(self) -> dict:
         return {"passed": self.passed, "full_size": self.full, "compiled_for": dict(self.compiled_for),
                 "sizes_checked": [dict(r.params) for r in self.results],
+                "edge_values_not_reached": [{"parameter": p, "value": v} for p, v in self.unreached],
                 "results": [r.to_dict() for r in self.results]}
 
     def what(self) -> str:
         n = len(self.results)
         text = f"{n} size vector{'s' if n != 1 else ''} exercising every tile edge"
+        if self.unreached:
+            missed = ", ".join(f"{p}={v}" for p, v in self.unreached)
+            text = (f"{n} size vector{'s' if n != 1 else ''} exercising the tile edges but {missed} "
+                    f"(outside the kernel's context or over the instance limit)")
         return text + (" and the full sizes" if self.full else " (not the full sizes: --verify-full)")
 
 
@@ -95,41 +105,112 @@ def _tiles(mappings: Sequence[Mapping]) -> dict[str, set[int]]:
     return tiles
 
 
-def verification_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping],
-                       params: MappingT[str, int], *, max_instances: int = 2_000_000) -> list[dict[str, int]]:
-    """The size vectors of the module docstring, in the kernel's context, within ``max_instances``."""
+def edge_values(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[str, int]) -> dict[str, list[int]]:
+    """Per parameter, the values that exercise every edge of the tiles of the loops it bounds (the module
+    docstring), within ``1..params[p]``, ascending."""
     by_loop = loop_params(kernel)
     per_param: dict[str, set[int]] = {p: set() for p in kernel.param_names}
     for x, ts in _tiles(mappings).items():
         for p in by_loop.get(x, ()):
             per_param[p] |= ts
-    small = [t for ts in per_param.values() for t in ts if t <= 64]
-    base_size = 2 * max(small, default=3) + 3
-    base = {p: min(int(params[p]), base_size) for p in kernel.param_names}
-    vectors = [base]
+    out = {}
     for p in kernel.param_names:
         values = {1, 2, 3}
         for t in per_param[p]:
             values |= {t - 1, t, t + 1, 2 * t + 1, t // 2 + 1}
-        for v in sorted(values):
-            if 1 <= v <= int(params[p]) and v != base[p]:
-                vectors.append({**base, p: v})
-    out, seen = [], set()
-    for vec in vectors:
-        key = tuple(sorted(vec.items()))
-        if key in seen or not _in_context(model, vec) or _instances(model, vec) > max_instances:
-            continue
-        seen.add(key)
-        out.append(vec)
+        out[p] = sorted(v for v in values if 1 <= v <= int(params[p]))
     return out
+
+
+def base_sizes(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[str, int]) -> dict[str, int]:
+    """Every parameter just over twice the largest tile under 64 of any loop (so every small tile is cut
+    with full and partial tiles), at most its compiled-for value."""
+    by_loop = loop_params(kernel)
+    small = [t for x, ts in _tiles(mappings).items() if by_loop.get(x) for t in ts if t <= 64]
+    size = 2 * max(small, default=3) + 3
+    return {p: min(int(params[p]), size) for p in kernel.param_names}
+
+
+@dataclass(frozen=True)
+class SizePlan:
+    """The size vectors to run, and the edge values no vector could reach (outside the kernel's context,
+    or over the instance limit even with every other parameter shrunk)."""
+
+    vectors: tuple[dict[str, int], ...]
+    unreached: tuple[tuple[str, int], ...] = ()
+
+
+def plan_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping], params: MappingT[str, int], *,
+               max_instances: int = 2_000_000) -> SizePlan:
+    """The fewest size vectors (greedy) in which every parameter takes each of its :func:`edge_values`.
+
+    The base (:func:`base_sizes`) comes first. Edge values are placed largest
+    first, each into the existing vector with the fewest instances where its
+    parameter is still at the base value and the result stays in the context
+    and within ``max_instances``; otherwise it opens a vector of its own from
+    the base, the other parameters halved (largest first) until it fits. The
+    parameters' edges are independent loops' edges, so one vector checks an
+    edge of each parameter at once; every vector keeps the other parameters
+    at the base or at an edge value of their own.
+    """
+    counts = [count(s.domain) for s in model.statements]
+
+    def instances(vec: MappingT[str, int]) -> int:
+        return sum(to_int(c, vec) for c in counts)
+
+    def fits(vec: MappingT[str, int]) -> bool:
+        return _in_context(model, vec) and instances(vec) <= max_instances
+
+    base = base_sizes(kernel, mappings, params)
+    if not fits(base):
+        base = _shrunk(base, (), fits)
+    vectors: list[dict[str, int]] = [] if base is None else [base]
+    edged: list[set[str]] = [set(kernel.param_names)] if base is not None else []
+    sizes: list[int] = [] if base is None else [instances(base)]
+    wanted = sorted(((v, p) for p, vs in edge_values(kernel, mappings, params).items() for v in vs
+                     if base is None or v != base[p]), key=lambda vp: (-vp[0], kernel.param_names.index(vp[1])))
+    unreached = []
+    for v, p in wanted:
+        spots = sorted((n for n in range(len(vectors)) if p not in edged[n]), key=lambda n: (sizes[n], n))
+        for n in spots:
+            vec = {**vectors[n], p: v}
+            if fits(vec):
+                vectors[n], sizes[n] = vec, instances(vec)
+                edged[n].add(p)
+                break
+        else:
+            start = {**(base or {q: min(3, int(params[q])) for q in kernel.param_names}), p: v}
+            vec = start if fits(start) else _shrunk(start, (p,), fits)
+            if vec is None:
+                unreached.append((p, v))
+                continue
+            vectors.append(vec)
+            edged.append({p})
+            sizes.append(instances(vec))
+    return SizePlan(tuple(vectors), tuple(unreached))
+
+
+def _shrunk(vec: MappingT[str, int], fixed: Sequence[str], fits: Callable[[MappingT[str, int]], bool]
+            ) -> dict[str, int] | None:
+    """``vec`` with its largest parameter outside ``fixed`` halved until ``fits``; None if it never does."""
+    out = dict(vec)
+    while not fits(out):
+        free = [q for q in out if q not in fixed and out[q] > 1]
+        if not free:
+            return None
+        big = max(free, key=lambda q: out[q])
+        out[big] = max(1, out[big] // 2)
+    return out
+
+
+def verification_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping],
+                       params: MappingT[str, int], *, max_instances: int = 2_000_000) -> list[dict[str, int]]:
+    """The size vectors of :func:`plan_sizes`."""
+    return list(plan_sizes(kernel, model, mappings, params, max_instances=max_instances).vectors)
 
 
 def _in_context(model: KernelModel, vec: MappingT[str, int]) -> bool:
     return not model.context.intersect(param_set(model, vec)).is_empty()
-
-
-def _instances(model: KernelModel, vec: MappingT[str, int]) -> int:
-    return sum(to_int(count(fix_params(s.domain, model, vec)), vec) for s in model.statements)
 
 
 Runner = Callable[[dict, MappingT[str, int]], None]
@@ -173,7 +254,8 @@ def verify_written(kernel: ir.Kernel, params: MappingT[str, int], sources: Mappi
     with ``full``); raise :class:`VerificationFailure` at the first size where a target disagrees."""
     budget = budget if budget is not None else Budget()
     runners = {t: runner(kernel, t, s) for t, s in sources.items()}
-    vectors = verification_sizes(kernel, model, mappings, params)
+    plan = plan_sizes(kernel, model, mappings, params)
+    vectors = list(plan.vectors)
     if full:
         vectors.append({p: int(params[p]) for p in kernel.param_names})
     results = []
@@ -189,6 +271,6 @@ def verify_written(kernel: ir.Kernel, params: MappingT[str, int], sources: Mappi
                 f"{c.tensor}: largest difference {c.max_abs:.6g} at {list(c.index)} (relative {c.max_rel:.3g}, "
                 f"tolerance {c.tolerance:.3g})\n" + result.summary(),
                 {"kernel": kernel.name, "verification": SizedVerification(
-                    kernel.name, tuple(params.items()), tuple(results), full).to_dict()})
+                    kernel.name, tuple(params.items()), tuple(results), full, plan.unreached).to_dict()})
     return SizedVerification(kernel.name, tuple((p, int(params[p])) for p in kernel.param_names),
-                             tuple(results), full)
+                             tuple(results), full, plan.unreached)

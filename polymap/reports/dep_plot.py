@@ -28,7 +28,7 @@ from polymap.errors import InputError
 from polymap.islcheck import isl
 from polymap.passes.dependences.dependences import Dependence
 from polymap.passes.dependences.loop_classes import carrying_loops
-from polymap.poly import KernelModel, count, fix_params, to_int
+from polymap.poly import KernelModel, count, fix_params, points, to_int
 
 STYLE = {"RAW": ("tab:red", "solid", 0.0), "WAR": ("tab:blue", "dashed", 0.3), "WAW": ("tab:green", "dotted", -0.3)}
 _MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -86,14 +86,6 @@ class SlicePicture:
     @property
     def truncated(self) -> bool:
         return self.pairs > len(self.arrows)
-
-
-def _points(s: isl.Set) -> list[tuple[int, ...]]:
-    out: list[tuple[int, ...]] = []
-    n = s.dim(isl.dim_type.set)
-    s.foreach_point(lambda p: out.append(tuple(int(p.get_coordinate_val(isl.dim_type.set, k).to_python())
-                                                for k in range(n))))
-    return out
 
 
 def _fix(dom: isl.Set, loops: tuple[str, ...], values: Mapping[str, int]) -> isl.Set:
@@ -193,7 +185,7 @@ def slice_picture(model: KernelModel, deps: list[Dependence], *, loops: tuple[st
         ls = model.statement(name).loops
         return (p[ls.index(x)] + offset[name], p[ls.index(y)] + offset[name])
 
-    points = {name: [pos(name, p) for p in _points(planes[name])] for name in order}
+    dots = {name: [pos(name, p) for p in points(planes[name])] for name in order}
     arrows: list[Arrow] = []
     pairs = 0
     for d in deps:
@@ -206,7 +198,7 @@ def slice_picture(model: KernelModel, deps: list[Dependence], *, loops: tuple[st
         pairs += n
         hot = bool({x, y} & set(carrying_loops(model, d)))
         n_src = len(model.statement(d.source).loops)
-        for p in _points(rel.wrap()):
+        for p in points(rel.wrap()):
             if len(arrows) >= limit:
                 break
             arrows.append(Arrow(d.kind, d.tensor, d.source, d.sink, pos(d.source, p[:n_src]),
@@ -216,7 +208,7 @@ def slice_picture(model: KernelModel, deps: list[Dependence], *, loops: tuple[st
     elif pairs > len(arrows):
         notes.append(f"drew {len(arrows):,} of {pairs:,} dependence arrows (the limit is {limit:,})")
     return SlicePicture(model.kernel.name, stmt, (x, y), {n: values[n] for n in its if n not in (x, y)},
-                        ranges, win, points, tuple(arrows), pairs, limit, tuple(notes), offset)
+                        ranges, win, dots, tuple(arrows), pairs, limit, tuple(notes), offset)
 
 
 def figure_format(out: str) -> str:

@@ -23,14 +23,16 @@ Counting ``|A| - |A & B|`` instead of ``|A - B|`` keeps barvinok away from
 the many disjuncts a difference splits into; the difference itself is only
 built for multicast (spatial children). Footprints are numbers even for
 ``symbolic``. This module's :func:`count_mapping`
-is the stable entry point later passes (closed forms, mapping search) build on.
+is the stable entry point later passes (closed forms, mapping search) build on; it
+takes the fast exact path (:mod:`polymap.passes.counting.fastcount`) where that applies
+and :func:`isl_count_mapping`, the relations above, otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, count, isl_name, to_int
+from polymap.poly import KernelModel, count, isl_name, points, to_int
+from polymap.passes.counting.counts import COUNT_NAMES, Counts, LevelCounts, TensorCounts
+from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES, enumerable, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
 from polymap.passes.schedule.tiling import TimeDim
@@ -42,61 +44,6 @@ from polymap.poly import IslObject
 
 #: A count in the parameters, as barvinok gives it.
 Quasi = Union[isl.PwQPolynomial, isl.UnionPwQPolynomial]
-
-COUNT_NAMES = ("fills", "writebacks", "reads", "updates")
-
-
-@dataclass(frozen=True)
-class TensorCounts:
-    """What one level does with one tensor. ``fills``/``writebacks`` are None at the backing store."""
-
-    tensor: str
-    fills: int | None
-    writebacks: int | None
-    reads: int
-    updates: int
-    formulas: tuple[tuple[str, str], ...] = ()  # ("fills", ISL text) when symbolic
-
-    def formula(self, name: str) -> str | None:
-        return dict(self.formulas).get(name)
-
-
-@dataclass(frozen=True)
-class LevelCounts:
-    """Counts of one architecture level, summed over its instances."""
-
-    name: str
-    index: int
-    tensors: tuple[TensorCounts, ...]
-    footprint: int | None = None  # elements, max over residencies of one instance (None: backing store)
-    footprint_bytes: int | None = None  # the same with each tensor's dtype size
-
-    def tensor(self, name: str) -> TensorCounts:
-        return next(t for t in self.tensors if t.tensor == name)
-
-    @property
-    def reads(self) -> int:
-        return sum(t.reads for t in self.tensors)
-
-    @property
-    def updates(self) -> int:
-        return sum(t.updates for t in self.tensors)
-
-
-@dataclass(frozen=True)
-class Counts:
-    """The exact counts of ``mapping.md`` for one mapping at given parameter values."""
-
-    kernel: str
-    params: tuple[tuple[str, int], ...]
-    instances: int
-    levels: tuple[LevelCounts, ...]
-    instances_formula: str | None = None
-    mapping: object = field(default=None, compare=False, repr=False)
-
-    def level(self, name: str) -> LevelCounts:
-        return next(lv for lv in self.levels if lv.name == name)
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -144,16 +91,6 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     return step.lexmin().range()
 
 
-def _points(obj: isl.Set | isl.UnionSet) -> list[tuple[int, ...]]:
-    """The points of a parameter-free set (or the pairs of a map, flattened), as tuples."""
-    s = obj.wrap() if isinstance(obj, isl.Map) else obj
-    n = s.dim(isl.dim_type.set)
-    out: list[tuple[int, ...]] = []
-    s.foreach_point(lambda p: out.append(tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python()
-                                               for k in range(n))))
-    return out
-
-
 def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
     """Stays of ``tensor``'s elements that end dirty, walked point by point (parameters fixed).
 
@@ -164,13 +101,13 @@ def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
     t = lr.tensor(tensor)
     depth = lr.depth
     order: dict[tuple, dict[tuple, int]] = {}
-    for r in sorted(_points(lr.points)):
+    for r in sorted(points(lr.points)):
         inst = tuple(r[j] for j in lr.spatial)
         seq = order.setdefault(inst, {})
         seq[r] = len(seq)
-    written = {(p[:depth], p[depth:]) for p in _points(t.written)}
+    written = {(p[:depth], p[depth:]) for p in points(t.written)}
     stays: dict[tuple, list[tuple[int, bool]]] = {}
-    for p in _points(t.held):
+    for p in points(t.held):
         r, e = p[:depth], p[depth:]
         inst = tuple(r[j] for j in lr.spatial)
         stays.setdefault((inst, e), []).append((order[inst][r], (r, e) in written))
@@ -320,13 +257,32 @@ def _default_params(model: KernelModel, params: MappingT[str, int]) -> dict[str,
 
 def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
                   symbolic: bool = False) -> Counts:
-    """The exact counts of ``mapping`` on ``arch`` (``mapping.md``).
+    """The exact counts of ``mapping`` on ``arch`` (``mapping.md``): the one entry ``cost``, ``compile``
+    and ``NAME.json`` count with.
 
     ``params`` gives the parameter values (None: the kernel's defaults); with
     ``symbolic`` each count also carries its formula (a piecewise
     quasi-polynomial in the parameters, for the given tiles). ``arch`` names
     the levels (``mapping.levels[k]`` is ``arch.levels[k]``).
+
+    Numbers only (not ``symbolic``) of a nest and mapping in the fast path's
+    class (:mod:`polymap.passes.counting.fastcount_nest`, checked per mapping) come
+    from :func:`~polymap.passes.counting.fastcount.fast_counts`: the same
+    :class:`Counts`, equal to the ISL path's (``tests/test_count_paths.py``), in
+    milliseconds instead of ISL's seconds. Everything else is counted by
+    :func:`isl_count_mapping`.
     """
+    if not symbolic:
+        fast = fast_counts(model, mapping, arch, params=params)
+        if fast is not None:
+            return fast
+    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic)
+
+
+def isl_count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
+                      symbolic: bool = False) -> Counts:
+    """:func:`count_mapping` by the ISL path alone (residency relations, barvinok or point walks), for any
+    mapping: what the fast path is checked against, and what recounts a search's winners."""
     values = _default_params(model, params)
     res = residencies(model, mapping, params=None if symbolic else values)
     return assemble_counts(model, mapping, arch, res, _Counter(model, mapping, res, values, symbolic),

@@ -42,7 +42,7 @@ from polymap.poly import KernelModel, cached
 from polymap.passes.frontend.params import param_values
 from polymap.passes.counting import fastcount_forms as F
 from polymap.passes.counting import fastcount_halo as H
-from polymap.passes.counting.counting import Counts, LevelCounts, TensorCounts
+from polymap.passes.counting.counts import Counts, LevelCounts, TensorCounts
 from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, TensorShape, analyse_nest
 from polymap.machine.arch import Architecture
 from typing import Sequence
@@ -188,11 +188,9 @@ class Evaluator:
                     per[t.name] = self._tensor_counts(l, t, T, entries, multicast)
             counts.append(per)
         for l in range(1, n):
-            lengths = {x: T[:, l, x] for x in range(len(nest.loops))}
-            sizes = [(t, _product(F.image_size(sub, lengths) for sub in t.subscripts) * ones)
-                     for t in nest.tensors if t.name in self.s.keep[l]]
-            fps.append(sum((sz for _, sz in sizes), 0 * ones))
-            fpb.append(sum((sz * t.dtype_bytes for t, sz in sizes), 0 * ones))
+            fp, fb = level_footprints(nest, T, l, [t for t in nest.tensors if t.name in self.s.keep[l]])
+            fps.append(fp)
+            fpb.append(fb)
         return BatchCounts(nest.instances, counts, fps, fpb, self._exact(T, chains))
 
     # ----------------------------------------------------------------- per level
@@ -222,7 +220,7 @@ class Evaluator:
         m, x0 = len(self.nest.loops), self.nest.init_loop
         shifts = group_shifts(T, groups)
         first = first_states(self.nest, self.s.spatial, T, chains, l, groups)
-        out = {t.name: _tensor_sum(t, first, m, shifts) for t in kept}
+        out = {t.name: _tensor_sum(t, first, m, shifts, (x0, self.nest.only(t))) for t in kept}
         # ``(X, "init")``: the elements entering at an initialisation's residencies (the first is one)
         out.update({(t.name, "init"): out[t.name] for t in kept if t.init_reads or t.init_writes})
         dims = self.s.dims(l)
@@ -231,10 +229,11 @@ class Evaluator:
                 continue
             pairs = {x: self._pairs(x, j, dims, kj, y, l, T, chains, groups.get(x)) for x in range(m)}
             for t in kept:
-                size, both = _tensor_pair_sums(t, pairs, m, shifts)
+                only = (x0, self.nest.only(t))
+                size, both = _tensor_pair_sums(t, pairs, m, shifts, only)
                 out[t.name] = out[t.name] + size - both
                 if (t.name, "init") in out:
-                    size, both = _tensor_pair_sums(t, {**pairs, x0: F.into_init(pairs[x0])}, m, shifts)
+                    size, both = _tensor_pair_sums(t, {**pairs, x0: F.into_init(pairs[x0])}, m, shifts, only)
                     out[t.name, "init"] = out[t.name, "init"] + size - both
         return out
 
@@ -284,6 +283,33 @@ def _fills_writebacks(t: TensorShape, entries: dict) -> tuple[np.ndarray, np.nda
     at_init = entries.get((t.name, "init"), 0 * e)
     fills = (e - at_init) * (t.reads > 0) + at_init * (t.init_reads > 0)
     return fills, e * (t.writes > 0 or t.init_writes > 0)
+
+
+def level_footprints(nest: FastNest, T: np.ndarray, l: int, kept: Sequence[TensorShape]
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """``(elements, bytes)`` held at once by one instance of level ``l``: at its first residency, where
+    every tile is whole (:func:`tile_footprints` of level ``l``'s tiles)."""
+    return tile_footprints(nest, {x: T[:, l, x] for x in range(len(nest.loops))}, kept)
+
+
+def tile_footprints(nest: FastNest, lengths: MappingT[int, np.ndarray], kept: Sequence[TensorShape]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """``(elements, bytes)`` of the tensors ``kept`` over one tile with the given per-loop ``lengths``:
+    a residency's; with an initialisation, the larger of a body residency's and the
+    initialisation's (each holds only the tensors its statement accesses, :meth:`FastNest.only`),
+    elements and bytes each maximised on their own as the ISL path does. The one rule the counts
+    and the search's fit filter use."""
+    shape = np.shape(next(iter(lengths.values()))) if lengths else ()
+    zero = np.zeros(shape, dtype=np.int64)
+    sizes = [(t, _product(F.image_size(sub, lengths) for sub in t.subscripts) + zero) for t in kept]
+    body = [(t, sz) for t, sz in sizes if nest.only(t) != "init"]
+    elems, nbytes = sum((sz for _, sz in body), zero), sum((sz * t.dtype_bytes for t, sz in body), zero)
+    if nest.init_loop is None:
+        return elems, nbytes
+    # the initialisation's residency: the tensors it accesses (none has its loop in a subscript)
+    init = [(t, sz) for t, sz in sizes if t.init_reads or t.init_writes]
+    return (np.maximum(elems, sum((sz for _, sz in init), zero)),
+            np.maximum(nbytes, sum((sz * t.dtype_bytes for t, sz in init), zero)))
 
 
 def loop_chains(nest: FastNest, T: np.ndarray, n: int) -> list[list[list]]:
@@ -376,20 +402,24 @@ def _spread(sub: tuple, shifts: dict | None) -> bool:
     return bool(shifts) and any(x in shifts for x, _ in sub)
 
 
-def _tensor_sum(t: TensorShape, states: dict, m: int, shifts: dict | None = None) -> np.ndarray | int:
+def _tensor_sum(t: TensorShape, states: dict, m: int, shifts: dict | None = None,
+                only: tuple[int | None, str | None] = (None, None)) -> np.ndarray | int:
     """``sum |D_X(r)|`` over the joint states (a product over subscripts and unused loops); a
-    subscript with a loop of ``shifts`` counts the union over its multicast group."""
+    subscript with a loop of ``shifts`` counts the union over its multicast group. ``only`` =
+    ``(initialisation's loop, FastNest.only(t))``: that loop counts the residencies holding ``t``."""
     out = _product(H.union_state_sum(sub, states, shifts) if _spread(sub, shifts) else F.group_state_sum(sub, states)
                    for sub in t.subscripts)
-    return out * _product(F.total(states[x]) for x in range(m) if x not in t.loops)
+    return out * _product(F.total_holding(states[x], only[1] if x == only[0] else None)
+                          for x in range(m) if x not in t.loops)
 
 
-def _tensor_pair_sums(t: TensorShape, pairs: dict, m: int, shifts: dict | None = None
-                      ) -> tuple[np.ndarray | int, np.ndarray | int]:
+def _tensor_pair_sums(t: TensorShape, pairs: dict, m: int, shifts: dict | None = None,
+                      only: tuple[int | None, str | None] = (None, None)) -> tuple[np.ndarray | int, np.ndarray | int]:
     sums = [H.union_pair_sums(sub, pairs, shifts) if _spread(sub, shifts) else F.group_pair_sums(sub, pairs)
             for sub in t.subscripts]
-    rest = _product(F.total(pairs[x]) for x in range(m) if x not in t.loops)
-    return _product(s for s, _ in sums) * rest, _product(b for _, b in sums) * rest
+    rest = [F.pair_totals_holding(pairs[x], only[1] if x == only[0] else None) for x in range(m) if x not in t.loops]
+    return (_product(s for s, _ in sums) * _product(s for s, _ in rest),
+            _product(b for _, b in sums) * _product(b for _, b in rest))
 
 
 # --------------------------------------------------------------------------- entry points
@@ -417,10 +447,14 @@ def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, par
     """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's class."""
     if params is None:
         params = param_values(model.kernel)
+    if mapping.schedule or len(mapping.mapped_nests) > 1:
+        return None  # a statement schedule or fused nests: not one nest's loops
     try:
         ev = evaluator_for(model, mapping, params)
     except NotSupported:
         return None
+    if tuple(mapping.loops) != ev.nest.loops:
+        return None  # the tiles are read by the nest's loop positions
     batch = ev.evaluate(tiles_of([mapping], ev.nest))
     if not batch.exact[0]:
         return None

@@ -120,6 +120,31 @@ def total(states: list[State]) -> np.ndarray:
     return sum(s[0] for s in states)
 
 
+def _holds(length: np.ndarray, only: str) -> np.ndarray:
+    """Whether a residency with this interval of an initialisation's loop holds a tensor that only the
+    body (``"body"``: a real interval, length > 0) or only the initialisation (``"init"``: its own
+    interval, length 0) accesses; the other length-0 states count 0 either way."""
+    return length > 0 if only == "body" else length == 0
+
+
+def total_holding(states: list[State], only: str | None) -> np.ndarray:
+    """:func:`total` of the intervals whose residencies hold the tensor (``only``: see :func:`_holds`)."""
+    if only is None:
+        return total(states)
+    return sum(c * _holds(length, only) for c, length in states)
+
+
+def pair_totals_holding(pairs: list[Pair], only: str | None) -> tuple:
+    """``(pairs whose r' holds the tensor, pairs whose r and r' both hold it)``: the factors of
+    ``sum |D(r')|`` and ``sum |D(r) & D(r')|`` of a loop in no subscript of the tensor."""
+    if only is None:
+        n = total(pairs)
+        return n, n
+    size = sum(c * _holds(lj, only) for c, li, lj, d in pairs)
+    both = sum(c * (_holds(li, only) & _holds(lj, only)) for c, li, lj, d in pairs)
+    return size, both
+
+
 # --------------------------------------------------------------------------- images of subscripts
 
 

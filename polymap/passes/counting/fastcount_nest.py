@@ -8,10 +8,13 @@ the given parameter values, and raises :class:`NotSupported` otherwise:
 - one statement, the *body*, which has every loop of the nest, and at most
   one *initialisation* that lacks exactly one loop ``x`` and stands before
   it in the text (``mapping.md``'s phase rule: it runs before every
-  iteration of ``x``, a residency of its own at each level); every tensor it
-  accesses the body accesses too with the same subscripts (and both write it
-  or neither does), and every other tensor has ``x`` alone in a subscript or
-  as the ``w`` of ``a*u + w`` (so an initialisation residency holds none of it);
+  iteration of ``x``, a residency of its own at each level); a tensor both
+  statements access has the same subscripts in both (and both write it or
+  neither does); a tensor with ``x`` in a subscript has it alone there or as
+  the ``w`` of ``a*u + w`` (so an initialisation residency holds none of it);
+  a tensor without ``x`` that one statement alone accesses (2mm's scalars
+  ``alpha`` in the body, ``beta`` in ``D[i, j] *= beta``) is held by that
+  statement's residencies only (:meth:`FastNest.only`);
 - box domains ``0 <= x < E_x`` (no triangular bounds, no conditions), the
   initialisation's over the same extents;
 - per tensor, every reference has the same subscripts, each subscript is
@@ -20,8 +23,9 @@ the given parameter values, and raises :class:`NotSupported` otherwise:
   tensor (so a tensor's footprint is a product over its subscripts).
 
 ``gemm`` with ``C[i, j] += A[i, k] * B[k, j]`` alone is in the class, and
-so is the ``init``/``acc`` gemm (``init`` lacks ``k`` only); a convolution's
-bias initialisation (it lacks ``c``, ``r`` and ``s``) is not.
+so is the ``init``/``acc`` gemm (``init`` lacks ``k`` only) and both nests of
+PolyBench's 2mm; a convolution's bias initialisation (it lacks ``c``, ``r``
+and ``s``) is not.
 """
 from __future__ import annotations
 
@@ -99,6 +103,17 @@ class FastNest:
 
     def write_events(self, t: TensorShape) -> int:
         return t.writes * self.body_instances + t.init_writes * self.init_instances
+
+    def only(self, t: TensorShape) -> str | None:
+        """``"body"`` or ``"init"`` for a tensor without the initialisation's loop that one statement
+        alone accesses (only that statement's residencies hold it), else None (held wherever its
+        subscripts' images are: a tensor both access, or one with the loop in a subscript)."""
+        if self.init_loop is None or self.init_loop in t.loops:
+            return None
+        body, init = bool(t.reads or t.writes), bool(t.init_reads or t.init_writes)
+        if body and init:
+            return None
+        return "body" if body else "init"
 
 
 def _box_extents(domain: isl.Set, loops: tuple[str, ...]) -> tuple[int, ...]:
@@ -200,16 +215,14 @@ def _check_init(nest: FastNest) -> None:
     """The conditions on the initialisation's tensors (module doc)."""
     x = nest.init_loop
     for t in nest.tensors:
-        if t.init_reads or t.init_writes:
-            if not (t.reads or t.writes):
-                raise NotSupported(f"{t.name} is accessed by the initialisation only")
+        if (t.init_reads or t.init_writes) and (t.reads or t.writes):
             if bool(t.writes) != bool(t.init_writes):
                 raise NotSupported(f"{t.name} is written by one statement and only read by the other")
-        elif not any(sub[-1][0] == x and sub[-1][1] == 1 for sub in t.subscripts if sub):
+        elif x in t.loops and not any(sub[-1][0] == x and sub[-1][1] == 1 for sub in t.subscripts if sub):
             # x alone, or as the w of a*u + w: an image over x of length 0 (the initialisation's
-            # residency) is then empty; as the u of a*u + w it would not be
-            raise NotSupported(f"{t.name} does not have {nest.loops[x]} alone in a subscript "
-                               f"or as the w of a*u + w")
+            # residency) is then empty; as the u of a*u + w it would not be. Without x in a
+            # subscript, FastNest.only says which statement's residencies hold it.
+            raise NotSupported(f"{t.name} has {nest.loops[x]} as the u of a*u + w only")
 
 
 def analyse_nest(model: KernelModel, nest: int, params: MappingT[str, int]) -> FastNest:

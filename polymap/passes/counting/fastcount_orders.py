@@ -77,7 +77,8 @@ class OrderTerms:
         shifts = group_shifts(self.T, groups)
         ones = np.ones(self.T.shape[0], dtype=np.int64)
         kept = self.kept(l, span)
-        out = {t.name: (_tensor_sum(t, states, self.m, shifts) * ones)[rows] for t in kept}
+        x0 = self.nest.init_loop
+        out = {t.name: (_tensor_sum(t, states, self.m, shifts, (x0, self.nest.only(t))) * ones)[rows] for t in kept}
         out.update({(t.name, "init"): out[t.name] for t in kept if t.init_reads or t.init_writes})
         return out
 
@@ -100,10 +101,11 @@ class OrderTerms:
             for sub in t.subscripts:
                 s, b = self._sub_sums(k, l, sub, tuple(v[x] for x, _ in sub), groups)
                 size, both = size * s, both * b
-            rest = 1
+            rest_size = rest_both = 1
             for x in self.unused[t.name]:
-                rest = rest * self._total(k, l, x, v[x])
-            out[key] = (size - both) * rest
+                s, b = self._totals(k, l, x, v[x], self.nest.only(t) if x == self.nest.init_loop else None)
+                rest_size, rest_both = rest_size * s, rest_both * b
+            out[key] = size * rest_size - both * rest_both
         return out
 
     def _pair_states(self, k: int, l: int, x: int, variant: str, group: int | None = None) -> list[F.Pair]:
@@ -115,10 +117,11 @@ class OrderTerms:
                 self.cache[key] = pair_states(self.nest, self.spatial, self.T, self.chains, k, l, x, variant, group)
         return self.cache[key]
 
-    def _total(self, k: int, l: int, x: int, variant: str) -> np.ndarray:
-        key = ("total", k, l, x, variant)
+    def _totals(self, k: int, l: int, x: int, variant: str, only: str | None) -> tuple:
+        """The pair factors of a loop in no subscript of a tensor (:func:`F.pair_totals_holding`)."""
+        key = ("totals", k, l, x, variant, only)
         if key not in self.cache:
-            self.cache[key] = F.total(self._pair_states(k, l, x, variant))
+            self.cache[key] = F.pair_totals_holding(self._pair_states(k, l, x, variant), only)
         return self.cache[key]
 
     def _sub_sums(self, k: int, l: int, sub: tuple, variants: tuple[str, ...], groups: dict[int, int]

@@ -6,9 +6,10 @@ Two rules of ``mapping.md``, each written once:
   not exceed the instances of the next inner level (or of the compute units)
   per instance of this level;
 - **capacity**: the footprint of a level (the most elements held at once by
-  one instance, :func:`polymap.passes.counting.footprint.level_footprint`)
-  must not exceed its capacity, in elements, or in bytes when the capacity
-  has a unit.
+  one instance, :func:`polymap.passes.counting.footprint.level_footprint`, or
+  the same numbers from the fast path where it applies,
+  :func:`polymap.passes.counting.fastcount.fast_counts`) must not exceed its
+  capacity, in elements, or in bytes when the capacity has a unit.
 
 Before, five callers rebuilt these checks with three wordings and legality
 parsed a level name back out of a message. Now every caller gets
@@ -31,6 +32,7 @@ import numpy as np
 
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
+from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import enumerable, level_footprint
 from polymap.passes.counting.residency import residencies
 from polymap.poly import KernelModel
@@ -112,13 +114,18 @@ def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                       params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Levels whose footprint exceeds their capacity (in elements, or bytes with dtype sizes)."""
     values = dict(params)
-    res = residencies(model, mapping, params=values)
-    by_points = enumerable(model, mapping, values)
+    fast = fast_counts(model, mapping, arch, params=values)  # its footprints are the ISL path's, in ms
+    res = by_points = None
     out = []
     for k, lv in enumerate(arch.levels):
         if k == 0 or not lv.bounded:
             continue
-        elems, nbytes = level_footprint(model, res.levels[k], values, by_points=by_points)
+        if fast is not None:
+            elems, nbytes = fast.levels[k].footprint, fast.levels[k].footprint_bytes
+        else:
+            if res is None:
+                res, by_points = residencies(model, mapping, params=values), enumerable(model, mapping, values)
+            elems, nbytes = level_footprint(model, res.levels[k], values, by_points=by_points)
         if exceeds(lv, elems, nbytes):
             in_bytes = lv.capacity_elements is None
             out.append(FitProblem("capacity", lv.name, k,

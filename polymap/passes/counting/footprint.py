@@ -25,7 +25,7 @@ from typing import Mapping as MappingT
 from polymap.islcheck import isl
 from polymap.mapping.model import Mapping
 from polymap.mapping.schedule import mapped_nests, mapping_statements
-from polymap.poly import KernelModel, count, fix_params, param_set, to_int
+from polymap.poly import KernelModel, count, fix_params, param_set, points, to_int
 from polymap.passes.counting.residency import LevelResidency, without_params
 
 #: Statement instances up to which a schedule mapping's counts enumerate points (a few seconds of
@@ -97,9 +97,7 @@ def _footprint_by_points(model: KernelModel, lr: LevelResidency, params: Mapping
         held = without_params(fix_params(t.held, model, params)) if t.held.dim(isl.dim_type.param) else t.held
         size = DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)
         depth = held.dim(isl.dim_type.in_)
-        per: Counter = Counter()
-        held.wrap().foreach_point(lambda pt: per.update((tuple(
-            pt.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(depth)),)))
+        per = Counter(p[:depth] for p in points(held))
         for r, n in per.items():
             elems[r] += n
             nbytes[r] += n * size

@@ -202,15 +202,25 @@ def is_legal_schedule(model: KernelModel, mapped: MappedSchedule) -> bool:
 # --------------------------------------------------------------------------- spatial loops
 
 
-def _carried_at(mapped: MappedSchedule, dep: Dependence, d: int) -> isl.Map:
-    """The pairs of ``dep`` that agree on mapped dims ``< d`` and differ at ``d``."""
+def _step_at(mapped: MappedSchedule, d: int, like: isl.Map) -> isl.Map:
+    """``[t] -> [u]``: times that agree on mapped dims ``< d`` and differ at ``d``."""
     n = len(mapped.dims)
     t = ", ".join(f"t{k}" for k in range(n))
     u = ", ".join(f"u{k}" for k in range(n))
     cond = " and ".join([f"t{k} = u{k}" for k in range(d)] + [f"t{d} != u{d}"])
+    return isl.Map(f"{{ [{t}] -> [{u}] : {cond} }}").align_params(like.get_space())
+
+
+def _carried_at(mapped: MappedSchedule, dep: Dependence, d: int) -> isl.Map:
+    """The pairs of ``dep`` that agree on mapped dims ``< d`` and differ at ``d``."""
     ma, mb = mapped.map_of(dep.source), mapped.map_of(dep.sink)
-    step = isl.Map(f"{{ [{t}] -> [{u}] : {cond} }}").align_params(ma.get_space())
-    return dep.relation.intersect(ma.apply_range(step).apply_range(mb.reverse()))
+    return dep.relation.intersect(ma.apply_range(_step_at(mapped, d, ma)).apply_range(mb.reverse()))
+
+
+def _time_pairs(mapped: MappedSchedule, dep: Dependence) -> isl.Map:
+    """``dep``'s pairs as ``(source time, sink time)``: built once per dependence, so that whether a
+    spatial dim carries it is one intersection with :func:`_step_at` (not a composition per dim)."""
+    return dep.relation.apply_domain(mapped.map_of(dep.source)).apply_range(mapped.map_of(dep.sink))
 
 
 def spatial_findings(model: KernelModel, mapped: MappedSchedule, *, params: MappingT[str, int] | None = None
@@ -219,15 +229,16 @@ def spatial_findings(model: KernelModel, mapped: MappedSchedule, *, params: Mapp
     if not any(dim.spatial for dim in mapped.dims):
         return [], []
     deps = memory_based(model, mapped.statements)
+    times = [_time_pairs(mapped, dep) for dep in deps]
     violations, notes, seen = [], [], set()
     for d, dim in enumerate(mapped.dims):
         if not dim.spatial:
             continue
         level = mapped.mapping.levels[dim.level].level
-        for dep in deps:
-            carried = _carried_at(mapped, dep, d)
-            if carried.is_empty():
-                continue
+        step = _step_at(mapped, d, times[0]) if times else None
+        for dep, pairs in zip(deps, times):
+            if pairs.intersect(step.align_params(pairs.get_space())).is_empty():
+                continue  # not carried at d
             if dep.reduction:
                 note = (f"spatial loop {dim.loop} at level {level} splits the reduction of {dep.source} "
                         f"on {dep.tensor}: the generated code combines the partial results")
@@ -238,6 +249,7 @@ def spatial_findings(model: KernelModel, mapped: MappedSchedule, *, params: Mapp
             if key in seen:
                 continue
             seen.add(key)
+            carried = _carried_at(mapped, dep, d)  # the instance pairs, for the witness
             violations.append(_spatial_violation(model, dep, carried, dim.loop, level, params))
     return violations, notes
 

@@ -139,17 +139,19 @@ def _smallest_params(model: KernelModel, ps: isl.Set) -> tuple[int, ...] | None:
 
 
 def _param_values(model: KernelModel, given: Mapping[str, int] | None, maps: Sequence[isl.Set]
-                  ) -> dict[str, int] | None:
-    """The given values if some relation holds there, else the smallest values where one does."""
+                  ) -> tuple[dict[str, int], list[isl.Set]] | None:
+    """The given values if some relation holds there, else the smallest values where one does; with
+    the relations at those values (fixed once: at real sizes each fixing costs ISL tens of ms)."""
     if given and all(p in given for p in model.params):
         values = {p: int(given[p]) for p in model.params}
-        if any(not fix_params(m, model, values).is_empty() for m in maps):
-            return values
+        fixed = [fix_params(m, model, values) for m in maps]
+        if any(not f.is_empty() for f in fixed):
+            return values, fixed
     found = [v for v in (_smallest_params(model, m.params()) for m in maps) if v is not None]
     if not found:
         return None
-    best = min(found, key=lambda v: (sum(v), v))
-    return dict(zip(model.params, best))
+    values = dict(zip(model.params, min(found, key=lambda v: (sum(v), v))))
+    return values, [fix_params(m, model, values) for m in maps]
 
 
 def choose(model: KernelModel, maps: Sequence[isl.Map], given: Mapping[str, int] | None, *,
@@ -160,12 +162,12 @@ def choose(model: KernelModel, maps: Sequence[isl.Map], given: Mapping[str, int]
     minimised. None only when every map is empty for every parameter value.
     """
     flats = [(leaves(m.wrap().get_space(), tagged=tagged), m.wrap().flatten()) for m in maps if not m.is_empty()]
-    values = _param_values(model, given, [f for _, f in flats])
-    if values is None:
+    found = _param_values(model, given, [f for _, f in flats])
+    if found is None:
         return None
+    values, fixed_flats = found
     best = None
-    for lv, flat in flats:
-        fixed = fix_params(flat, model, values)
+    for (lv, _), fixed in zip(flats, fixed_flats):
         if fixed.is_empty():
             continue
         names = [model.statement(s).loops for s, _ in lv]

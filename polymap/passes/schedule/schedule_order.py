@@ -99,9 +99,18 @@ def _decisive_dims(a: isl.Map, b: isl.Map) -> tuple[isl.Map, isl.Map]:
         keep.append(d)
         if ca is not None and cb is not None:
             break
-    for d in reversed([d for d in range(n) if d not in keep]):
-        a = a.project_out(isl.dim_type.out, d, 1)
-        b = b.project_out(isl.dim_type.out, d, 1)
+    # project out each run of consecutive dropped dims in one call, last run first (each call
+    # simplifies a map with divisions again: one per dim cost most of the legality check)
+    drop = [d for d in range(n) if d not in keep]
+    runs: list[list[int]] = []
+    for d in drop:
+        if runs and runs[-1][0] + runs[-1][1] == d:
+            runs[-1][1] += 1
+        else:
+            runs.append([d, 1])
+    for first, count in reversed(runs):
+        a = a.project_out(isl.dim_type.out, first, count)
+        b = b.project_out(isl.dim_type.out, first, count)
     return a, b
 
 

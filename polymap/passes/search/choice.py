@@ -192,7 +192,6 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
     proposals += [] if beyond else scheduled
     found, stopped = _search(model, nest, arch, params, options, budget)
-    proposals += [(f"search #{k + 1}", m) for k, m in enumerate(found)]
     seen = set()
     others = []
     limit = options.candidate_limit_seconds
@@ -210,6 +209,13 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if cand is late:
             stopped += (f"{source}: not decided within the safety limit of {limit:g} s",)
         others.append(cand)
+    # the search's winners were checked (legal with their own tiles, fitting) and counted exactly by
+    # the search: they are ranked with those counts, never counted a second time
+    for k, (m, report) in enumerate(found):
+        text = repr(m.to_dict())
+        if text not in seen:
+            seen.add(text)
+            others.append(Candidate(f"search #{k + 1}", m, m, True, (), report))
     original = original_mapping(kernel, nest, arch)
     if any(c.legal and c.report is not None for c in others):
         late = Candidate("original order", None, original, True,
@@ -375,18 +381,19 @@ def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch: 
 
 
 def _search_mappings(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
-                     options: ChoiceOptions) -> list[Mapping]:
-    found = search_mappings(model, nest, arch, params, top=options.search_top, budget=options.search_evaluations,
-                            confirm=options.search_top, seconds=None, objective=options.objective)
-    return [m for m, _ in found]
+                     options: ChoiceOptions) -> list[tuple[Mapping, CostReport]]:
+    return search_mappings(model, nest, arch, params, top=options.search_top, budget=options.search_evaluations,
+                           confirm=options.search_top, seconds=None, objective=options.objective)
 
 
-def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
-            options: ChoiceOptions, budget: Budget) -> tuple[list[Mapping], tuple[str, ...]]:
-    """The search's best mappings, and what the safety limit stopped (the search, or nothing)."""
+def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int], options: ChoiceOptions,
+            budget: Budget) -> tuple[list[tuple[Mapping, CostReport]], tuple[str, ...]]:
+    """The search's best mappings with their exact reports (legal with their own tiles and fitting:
+    :func:`polymap.passes.search.search.search_mappings` checked them), and what the safety limit
+    stopped (the search, or nothing)."""
     if options.search_evaluations <= 0 or options.search_top <= 0:
         return [], ()
-    late: list[Mapping] = []
+    late: list[tuple[Mapping, CostReport]] = []
     found = budget.run(_search_mappings, (model, nest, arch, params, options), {},
                        limit=options.search_limit_seconds, timed_out=late, what=f"the search of nest {nest}")
     if found is late:

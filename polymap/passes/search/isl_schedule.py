@@ -21,12 +21,12 @@ every candidate goes through compile's exact check like the others.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
-from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.mapping.schedule import ScheduleEntry, coords_map, expression_isl
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.footprint import ENUMERATION_LIMIT
@@ -50,8 +50,11 @@ MAX_SHARED_DEPTH = 4
 #: Tile extents tried for the band's loops: (first loop, the loops between, the innermost loop).
 TILE_SHAPES = ((8, 64, 64), (16, 32, 32))
 #: ... for bands of four loops or more (heat-3d's 8 x 64 x 64 x 64 tiles hold 8 MiB, 16 times L2;
-#: a long innermost extent keeps the vector loop long).
-DEEP_TILE_SHAPES = ((4, 16, 128), (8, 16, 64))
+#: a long innermost extent keeps the vector loop long). Two time steps first: heat-3d's skewed
+#: space at LARGE has few tiles per diagonal, and the busiest of 2 threads (instances per tile
+#: counted exactly, dealt round-robin) bounds 2 threads to 1.96x with 2 x 16 tiles, 1.76x with
+#: 4 x 16, 1.64x with 8 x 16 (one-thread CPU time of the three within noise at load 14).
+DEEP_TILE_SHAPES = ((2, 16, 128), (4, 16, 128))
 
 
 @dataclass(frozen=True)
@@ -256,16 +259,182 @@ def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: Mapp
         return []
     split = distributed(model, sched)
     out = []
+    walks: dict[bool, list[PointWalk]] = {}
     for shape in DEEP_TILE_SHAPES if len(sched.band_loops) >= 4 else TILE_SHAPES:
         m = _tiled(model, nest, sched, names, shape)
         words = "x".join(str(lv) for lv in m.levels[max(1, len(names) - 3)].tile if lv is not None)
         source = f"isl schedule {words}" + (" wavefront" if any(lv.wavefront for lv in m.levels) else "")
+        used = sched
         if split is not None:
             apart = _tiled(model, nest, split, names, shape)
             if check_mapping(model, apart).legal:  # for every size: the choice does not depend on them
-                m, source = apart, source + " distributed"
+                m, source, used = apart, source + " distributed", split
+        key = used is split
+        if key not in walks:
+            walks[key] = point_walks(model, used)
+        for walk in walks[key][1:]:  # the first is the schedule's own order
+            walked = _walked(m, walk)
+            if check_mapping(model, walked).legal:  # for every size, like the distribution above
+                m, source = walked, source + f" | points {walk.words}"
+                break
         out.append((source, m))
     return out
+
+
+@dataclass(frozen=True)
+class PointWalk:
+    """How the innermost tiled level walks the points of one tile: its loop order, and a
+    wavefront ``(a, b)`` (diagonals ``a + b``, then ``b``) or none. ``innermost``: the last loop of
+    the order that moves (constants after it only order statements); ``chain``: it carries a
+    recurrence (a statement reads what an earlier iteration of it wrote, other than through an
+    update's accumulator: each iteration waits for the last); ``unit``: every access is invariant
+    or unit-stride along it; ``carried``: it carries any conflict at all (conservative)."""
+
+    order: tuple[str, ...]
+    wavefront: tuple[str, ...]
+    innermost: str
+    chain: bool
+    unit: bool
+    carried: bool
+
+    @property
+    def rank(self) -> tuple[bool, bool, bool]:
+        """Smaller is better: no recurrence, then unit stride, then nothing carried."""
+        return (self.chain, not self.unit, self.carried)
+
+    @property
+    def words(self) -> str:
+        if self.wavefront:
+            a, b = self.wavefront
+            return f"by diagonals {a} + {b}"
+        return "in order " + " ".join(self.order)
+
+
+def point_walks(model: KernelModel, sched: IslSchedule) -> list[PointWalk]:
+    """The schedule's own point order first, then, when its innermost loop carries a recurrence or
+    is not unit-stride, the walks of a tile's points that do better on those two, best first.
+
+    Inside a tile of a permutable band every dependence has non-negative distances along every
+    band loop, so the points may be walked in another order of the band loops, or by diagonals
+    of its last two ``(a, b)``: a dependence along ``b`` alone then has ``a + b`` growing and is
+    carried by the diagonal, so the loop over ``b`` carries none. seidel-2d's ``A[i][j-1]``,
+    written one iteration earlier, made each point wait for the last (8 additions and a
+    division); walked by diagonals its points overlap: 3.2x less CPU. lu's own walk has ``k``
+    innermost (``A[k][j]`` strided); ``k`` outermost in the tile and ``j`` innermost
+    (right-looking) is unit-stride: 2x less CPU. A permutation is tried with the
+    statement-ordering constants where they stand and after every loop (lu's ``l_div`` must
+    precede the ``l_acc`` that read it within one ``k``). Nothing here is trusted: each walk is
+    checked exactly before it is used (:func:`isl_mappings`), and the first legal one replaces the
+    own walk.
+    """
+    moving = [x for x in sched.loops if x not in sched.constant]
+    band = sched.band_loops
+    conflicts = _coordinate_pairs(model, sched, chains=False)
+    chains = _coordinate_pairs(model, sched, chains=True)
+
+    def walk(order: tuple[str, ...], wave: tuple[str, ...]) -> PointWalk:
+        inner = [x for x in order if x not in sched.constant][-1]
+        return PointWalk(order, wave, inner, _carried(chains, sched, order, wave, inner),
+                         _unit_stride(model, sched, inner, wave), _carried(conflicts, sched, order, wave, inner))
+
+    own = walk(sched.loops, ())
+    if len(band) < 2 or (not own.chain and own.unit):
+        return [own]
+    others = []
+    for x in reversed(band[:-1]):  # another band loop innermost, the rest in their order
+        again = [y for y in moving if y != x] + [x]
+        feed = iter(again)
+        others.append(walk(tuple(y if y in sched.constant else next(feed) for y in sched.loops), ()))
+        if sched.constant:
+            others.append(walk(tuple(again) + sched.constant, ()))
+        if sched.constant or len(band) > 2:  # the innermost loop outermost in the tile (right-looking lu)
+            first = [band[-1]] + [y for y in moving if y not in (band[-1], x)] + [x]
+            others.append(walk(tuple(first) + sched.constant, ()))
+    if band[-1] == moving[-1]:
+        others.append(walk(sched.loops, (band[-2], band[-1])))
+    better = [w for w in others if w.rank[:2] < own.rank[:2]]
+    seen: set = set()
+    unique = [w for w in sorted(better, key=lambda w: w.rank)
+              if (w.order, w.wavefront) not in seen and not seen.add((w.order, w.wavefront))]
+    return [own] + unique
+
+
+def _walked(mapping: Mapping, walk: PointWalk) -> Mapping:
+    """``mapping`` with ``walk`` at the level that walks single points (the one above the last)."""
+    levels = list(mapping.levels)
+    k = len(levels) - 2
+    levels[k] = replace(levels[k], order=walk.order, wavefront=walk.wavefront)
+    return replace(mapping, levels=tuple(levels))
+
+
+def _coordinate_pairs(model: KernelModel, sched: IslSchedule, *, chains: bool) -> isl.UnionMap:
+    """Pairs of the nest's instances as pairs of points in the schedule's loops, source first in the
+    original order: every conflicting pair, or (``chains``) only a write and a later read of its
+    value by the same statement, other than through the accumulator of an update (``A[i][j] -=
+    ...`` keeps ``A[i][j]`` in a register): the recurrences that serialise a loop."""
+    entries = {e.statement: e for e in sched.entries}
+    stmts = [model.statement(name) for name in entries]
+    coords = {s.name: coords_map(model, s, dict(zip(entries[s.name].loops, entries[s.name].isl)), sched.loops)
+              for s in stmts}
+    out = isl.UnionMap.empty(model.context.get_space())
+    if not chains:
+        for src, dst, rel in conflict_pairs(model, stmts):
+            out = out.union(isl.UnionMap.from_map(rel.apply_domain(coords[src]).apply_range(coords[dst])))
+        return out
+    for s in stmts:
+        for t in (s,):
+            for w in (a for a in s.accesses if a.kind != "read"):
+                for r in (a for a in t.accesses if a.kind == "read"):
+                    if w.tensor != r.tensor or r.relation.is_equal(w.relation):
+                        continue
+                    rel = w.relation.apply_range(r.relation.reverse()).intersect(s.schedule.lex_lt_map(t.schedule))
+                    if not rel.is_empty():
+                        out = out.union(isl.UnionMap.from_map(rel.apply_domain(coords[s.name]).apply_range(coords[t.name])))
+    return out
+
+
+def _keys(loops: tuple[str, ...], order: tuple[str, ...], wave: tuple[str, ...], var: str) -> list[str]:
+    """The walk's loop values, outer first, over ISL variables ``var0, var1, ...`` (one per loop)."""
+    name = {x: f"{var}{k}" for k, x in enumerate(loops)}
+    return [f"{name[x]} + {name[wave[1]]}" if wave and x == wave[0] else name[x] for x in order]
+
+
+def _carried(conflicts: isl.UnionMap, sched: IslSchedule, order: tuple[str, ...], wave: tuple[str, ...],
+             inner: str) -> bool:
+    """Do two conflicting instances agree on every loop of the walk before ``inner`` and differ in
+    it? Then it carries the conflict (tiles aside: equal elsewhere, they can only be told apart by
+    it). Constants after it do not matter: they order statements within one of its iterations."""
+    a, b = _keys(sched.loops, order, wave, "a"), _keys(sched.loops, order, wave, "b")
+    k = order.index(inner)
+    cond = [f"{x} = {y}" for x, y in zip(a[:k], b[:k])] + [f"{a[k]} < {b[k]}"]
+    n = len(sched.loops)
+    probe = isl.UnionMap(f"{{ [{', '.join(f'a{j}' for j in range(n))}] -> [{', '.join(f'b{j}' for j in range(n))}] : "
+                         f"{' and '.join(cond)} }}")
+    return not conflicts.intersect(probe.align_params(conflicts.get_space())).is_empty()
+
+
+def _unit_stride(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]) -> bool:
+    """Is every access invariant or unit-stride (last subscript +0 or +1, the others fixed) from one
+    iteration of the walk's innermost loop ``inner`` to the next?"""
+    n = len(sched.loops)
+    a = [f"a{j}" for j in range(n)]
+    b = [f"{a[j]} + 1" if x == inner else f"{a[j]} - 1" if wave and x == wave[0] else a[j]
+         for j, x in enumerate(sched.loops)]
+    step = isl.Map(f"{{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+    for e in sched.entries:
+        st = model.statement(e.statement)
+        cm = coords_map(model, st, dict(zip(e.loops, e.isl)), sched.loops)
+        moved = cm.apply_range(step.align_params(cm.get_space())).apply_range(cm.reverse())
+        for acc in st.accesses:
+            deltas = acc.relation.reverse().apply_range(moved).apply_range(acc.relation).deltas()
+            rank = deltas.dim(isl.dim_type.set)
+            if rank == 0:
+                continue
+            zero, name = ["0"] * rank, deltas.get_tuple_name()
+            allowed = isl.Set(f"{{ {name}[{', '.join(zero)}]; {name}[{', '.join(zero[:-1] + ['1'])}] }}")
+            if not deltas.is_subset(allowed.align_params(deltas.get_space())):
+                return False
+    return True
 
 
 def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...],
@@ -316,10 +485,19 @@ def describe(mapping: Mapping, model: KernelModel) -> list[str]:
                 first = " then ".join(e.statement for e in sorted(mapping.schedule, key=lambda e: int(e.exprs[k])))
                 lines.append(f"{x} only orders them: within one iteration of the loops before it, {first} each "
                              f"run their own loop over {', '.join(mapping.loops[k + 1:])} (distributed)")
-    waves = [(lv.level, lv.wavefront) for lv in mapping.levels if lv.wavefront]
-    for level, (a, b) in waves:
-        lines.append(f"at {level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
-                     f"the tiles of one diagonal do not depend on each other")
+    for k, lv in enumerate(mapping.levels):
+        if k == len(mapping.levels) - 2 and not lv.wavefront and lv.order != mapping.loops:
+            lines.append(f"at {lv.level} the points of each tile are walked in the order {', '.join(lv.order)} "
+                         f"(inside a tile of a permutable band any order of its loops keeps every dependence)")
+        if not lv.wavefront:
+            continue
+        a, b = lv.wavefront
+        if k == len(mapping.levels) - 2:  # it walks single points
+            lines.append(f"at {lv.level} the points of each tile are walked by diagonals {a} + {b}, then {b} "
+                         f"(a dependence along {b} alone is then carried by the diagonal, not by the loop over {b})")
+        else:
+            lines.append(f"at {lv.level} the tiles of {a} and {b} are walked by diagonals {a} + {b}: "
+                         f"the tiles of one diagonal do not depend on each other")
     lines.append("legal: every read still gets its value from the same write and every element keeps "
                  "its last write (checked exactly with the dependences, not taken from the scheduler)")
     return lines

@@ -35,7 +35,7 @@ from polymap.passes.counting.cost_model import (
     objective_value,
     rank_terms,
 )
-from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.counting import count_mapping, isl_count_mapping
 from polymap.passes.counting.fit import capacity_problems, fanout_problems
 from polymap.passes.counting.fastcount import Evaluator, Structure, fast_counts
 from polymap.passes.counting.fastcount_orders import all_orders
@@ -373,7 +373,7 @@ def _confirm(model: KernelModel, fast: FastNest, arch: Architecture, params: Map
         mp = mapping_of(model, fast, arch, plan, full_orders(g, plan, len(fast.loops), s.order), row)
         if not is_legal(model, mp):
             continue
-        counts = count_mapping(model, mp, arch, params=dict(params))
+        counts = isl_count_mapping(model, mp, arch, params=dict(params))  # the other path, to compare
         agree = counts == fast_counts(model, mp, arch, params=dict(params))
         cost = evaluate(counts, arch, execution=mapping_execution(model, mp, arch, extents))
         out.append(Found(mp, cost, float(objective_value(options.objective, cost.energy_pj, cost.cycles)), agree))

@@ -43,7 +43,7 @@ from typing import Iterator
 
 import numpy as np
 
-from polymap.passes.counting import fastcount_forms as F
+from polymap.passes.counting.fastcount import tile_footprints
 from polymap.passes.counting.fastcount_nest import FastNest
 from polymap.machine.arch import Architecture
 from polymap.passes.counting.fit import exceeds, fanout_available
@@ -159,20 +159,10 @@ class Mapspace:
 
 
 def footprints(nest: FastNest, lengths: np.ndarray, keep: frozenset[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(elements, bytes)`` of one tile per row of ``lengths`` (B, loops): the fast path's image sizes
-    of the tensors in ``keep`` (None: every tensor)."""
-    cols = {x: lengths[:, x] for x in range(lengths.shape[1])}
-    elems = np.zeros(len(lengths), dtype=np.int64)
-    nbytes = np.zeros(len(lengths), dtype=np.int64)
-    for t in nest.tensors:
-        if keep is not None and t.name not in keep:
-            continue
-        size = np.ones(len(lengths), dtype=np.int64)
-        for sub in t.subscripts:
-            size = size * F.image_size(sub, cols)
-        elems += size
-        nbytes += size * t.dtype_bytes
-    return elems, nbytes
+    """``(elements, bytes)`` of one tile per row of ``lengths`` (B, loops): the fast path's footprint
+    (:func:`~polymap.passes.counting.fastcount.tile_footprints`) of the tensors in ``keep`` (None: every tensor)."""
+    cols = {x: np.asarray(lengths[:, x], dtype=np.int64) for x in range(lengths.shape[1])}
+    return tile_footprints(nest, cols, [t for t in nest.tensors if keep is None or t.name in keep])
 
 
 def _fits(nest: FastNest, arch: Architecture, tiles: np.ndarray, keep: tuple[frozenset[str], ...]) -> np.ndarray:

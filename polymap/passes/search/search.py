@@ -21,7 +21,7 @@ fits every level (:mod:`~polymap.passes.counting.fit`). The fast path
 its class; the winners are then checked once more (legality of their own
 tiles) and reported with the fast path's exact counts (``recount=True``
 recounts them with the ISL path,
-:func:`polymap.passes.counting.counting.count_mapping`, seconds to minutes at real
+:func:`polymap.passes.counting.counting.isl_count_mapping`, seconds to minutes at real
 sizes). Otherwise a small candidate set is ranked with the ISL path alone.
 
 Time: legality is a yes/no answer (:func:`is_legal`, no witnesses), cached
@@ -39,11 +39,11 @@ import numpy as np
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate, rank_key
-from polymap.passes.counting.counting import Counts, count_mapping
+from polymap.passes.counting.counting import Counts, isl_count_mapping
 from polymap.passes.counting.fit import exceeds, fanout_problems
 from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
-from polymap.passes.counting.fastcount_nest import NotSupported
-from polymap.passes.search.space import SearchSpace, candidate_tiles
+from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
+from polymap.passes.search.space import FEW_ORDERS, SearchSpace, candidate_tiles
 from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
@@ -64,7 +64,7 @@ def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: Ma
     if not recount:
         counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
     if counts is None:
-        counts, by = count_mapping(model, mapping, arch, params=dict(params)), "isl"
+        counts, by = isl_count_mapping(model, mapping, arch, params=dict(params)), "isl"
     if not _fits(counts, arch):
         return None
     return evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
@@ -85,7 +85,10 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
     """
     params = dict(params)
     deadline = None if seconds is None else time.monotonic() + seconds
-    space = SearchSpace.build(model, nest, arch, params, deadline=deadline)
+    # outside the fast path's class only the first few legal orders are ranked: the legality of the
+    # others (seconds each at real sizes) is not asked
+    enough = None if _fast_class(model, nest, params) else FEW_ORDERS
+    space = SearchSpace.build(model, nest, arch, params, deadline=deadline, enough=enough)
     if space is None:
         return []
     try:
@@ -104,6 +107,15 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
             out.append((m, rep))
     out.sort(key=lambda mr: objective.key(mr[1]))
     return out[:top]
+
+
+def _fast_class(model: KernelModel, nest: int, params: MappingT[str, int]) -> bool:
+    """Is the nest in the fast path's class (:func:`polymap.passes.counting.fastcount_nest.analyse_nest`)?"""
+    try:
+        analyse_nest(model, nest, params)
+    except NotSupported:
+        return False
+    return True
 
 
 def _rank_fast(model: KernelModel, space: SearchSpace, budget: int, objective: Objective) -> Iterator[Mapping]:

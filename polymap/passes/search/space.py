@@ -29,6 +29,7 @@ from polymap.machine.arch import Level
 from polymap.passes.counting.fastcount import BatchCounts
 
 MAX_PERMUTED = 4  # all orders up to this many loops
+FEW_ORDERS = 3  # the legal orders the ISL path ranks (:meth:`SearchSpace.few_candidates`)
 
 
 @dataclass(frozen=True)
@@ -46,9 +47,10 @@ class SearchSpace:
 
     @classmethod
     def build(cls, model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
-              deadline: float | None = None) -> "SearchSpace | None":
+              deadline: float | None = None, enough: int | None = None) -> "SearchSpace | None":
         """The space of ``nest``; orders are tested for legality (original first) until ``deadline``
-        (a ``time.monotonic()`` value; at least one order is always tested)."""
+        (a ``time.monotonic()`` value; at least one order is always tested) or until ``enough`` legal
+        ones are found (None: all; the ISL path ranks only the first few, :meth:`few_candidates`)."""
         loops = nest_loops(model.kernel, nest)
         extents = loop_extents(model.kernel, nest, params, model=model)
         if not loops or not all(extents.values()):
@@ -63,6 +65,8 @@ class SearchSpace:
         legal = []
         for n, o in enumerate(_orders(loops)):
             if n and deadline is not None and time.monotonic() > deadline:
+                break
+            if enough is not None and len(legal) >= enough:
                 break
             if is_legal(model, space.mapping(o, sides)):
                 legal.append(o)
@@ -90,7 +94,7 @@ class SearchSpace:
         """A small set for the ISL path: closed-form tiles (and halved) for the first legal orders."""
         out = []
         half = tuple(None if s is None else max(1, s // 2) for s in self.sides)
-        for order in self.orders[:3]:
+        for order in self.orders[:FEW_ORDERS]:
             out += [self.mapping(order, self.sides), self.mapping(order, half)]
         return out[:limit]
 
