@@ -5,14 +5,22 @@
 For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each (``--quick``:
 the first size only, fewer rounds): compile's candidates per nest, widened
 with neighbours (:mod:`polymap.passes.search.variants`) to the model's best
-``--top``. Each is first built and run once in its own child
+``--top`` of *distinct code* (:func:`polymap.passes.search.tune.distinct`:
+mappings that print the same C up to loop names are one candidate; before,
+9 of conv2d's 16 were one code, timed 0.44-2.1 ms under load and ranked
+apart by energy alone). Each is first built and run once in its own child
 (:class:`polymap.codegen.timing.ProcessTimer`: a candidate that crashes or
 hangs is dropped with the reason); the survivors are then timed
 *interleaved* in one child: ``--rounds`` rounds, each running every
 candidate once (forward, then backward, so that a drift of the machine's
 load falls on all of them alike), and each candidate's median over the
-rounds is its time. Per nest it prints Spearman's rho between the model's
-ranking and the measured times, the bias (median measured / predicted;
+rounds is its time (also kept: the fastest round, what the machine can do
+when the other users leave it alone, and the CPU time of the calling thread,
+which waiting for the processor does not inflate; with OpenMP's threads
+that is the calling thread's own share, so it flatters threaded code: read
+the CPU rho on a loaded machine only, and the wall-clock rho on a quiet one). Per nest it prints
+Spearman's rho between the model's ranking (cycles, then energy; candidates
+the model cannot tell apart share their mean rank) and the measured times, the bias (median measured / predicted;
 > 1: the model is optimistic) and the regret of the model's pick (its
 measured time over the best measured), on the ``host`` preset (before) and
 on the architecture ``polymap calibrate`` fits first (after: the same
@@ -46,7 +54,9 @@ from polymap.passes.counting.cost_model import evaluate
 from polymap.passes.counting.variance import variance
 from polymap.passes.search.choice import ChoiceOptions, choose
 from polymap.passes.search.fidelity import bias, spearman
-from polymap.passes.search.tune import usable_candidates, widen
+from polymap.passes.search.fidelity import ranks
+from polymap.passes.search.remember import exact_form
+from polymap.passes.search.tune import distinct, usable_candidates, widen
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = {
@@ -64,9 +74,9 @@ SCREEN = SamplingPolicy(warmup=0, min_repeats=2, max_repeats=2, max_seconds=0.0)
 MIN_SAMPLE_S = 0.002
 
 
-def interleaved(jobs: list[TimingJob], rounds: int, limit_s: float) -> list[list[float]] | str:
-    """Samples per job, timed round-robin in one child (``rounds`` rounds, alternate directions);
-    a string: why the child failed."""
+def interleaved(jobs: list[TimingJob], rounds: int, limit_s: float) -> list[list[tuple[float, float]]] | str:
+    """``(wall, thread CPU)`` seconds per sample per job, timed round-robin in one child (``rounds``
+    rounds, alternate directions); a string: why the child failed."""
     data = pickle.dumps({"jobs": [(j.kernel, j.c_source, dict(j.params), j.seed) for j in jobs], "rounds": rounds})
     try:
         proc = subprocess.run([sys.executable, __file__, "--child"], input=data, capture_output=True,
@@ -86,19 +96,19 @@ def _child() -> int:
         built, pristine, tensors = prepared_run(kernel, source, params, seed)
         runs.append([built.call_here, pristine, tensors, params, 1])  # no thread start in the timing
 
-    def sample(run) -> float:
+    def sample(run) -> tuple[float, float]:
         fn, pristine, tensors, params, number = run
         for name, a in pristine.items():
             np.copyto(tensors[name], a)  # the same data every time (accumulating kernels never reach inf)
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         for _ in range(number):
             fn(tensors, params)
-        return (time.perf_counter() - t0) / number
+        return (time.perf_counter() - t0) / number, (time.thread_time() - c0) / number
 
     for run in runs:  # warm-up, and how many runs make one sample of at least MIN_SAMPLE_S
-        first = sample(run)
+        first, _ = sample(run)
         run[4] = max(1, int(MIN_SAMPLE_S / max(first, 1e-9)) + 1) if first < MIN_SAMPLE_S else 1
-    samples: list[list[float]] = [[] for _ in runs]
+    samples: list[list[tuple[float, float]]] = [[] for _ in runs]
     for r in range(spec["rounds"]):
         order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
         for k in order:
@@ -107,13 +117,19 @@ def _child() -> int:
     return 0
 
 
-def order_by(cands, arch) -> list[int]:
-    """Positions of ``cands`` ranked by the model on ``arch``: cycles, then energy (compile's key)."""
-    keys = []
-    for k, c in enumerate(cands):
+def model_keys(cands, arch) -> list[tuple[float, float]]:
+    """The model's key of each of ``cands`` on ``arch``: cycles, then energy (compile's)."""
+    out = []
+    for c in cands:
         r = evaluate(c.report.counts, arch, execution=c.report.execution)
-        keys.append((r.cycles, r.energy_pj, k))
-    return [k for *_, k in sorted(keys)]
+        out.append((r.cycles, r.energy_pj))
+    return out
+
+
+def order_by(cands, arch) -> list[int]:
+    """Positions of ``cands`` ranked by the model on ``arch`` (ties: the earlier first)."""
+    keys = model_keys(cands, arch)
+    return sorted(range(len(cands)), key=lambda k: (keys[k], k))
 
 
 def features(kernel, c, arch, values) -> dict:
@@ -138,7 +154,7 @@ def features(kernel, c, arch, values) -> dict:
         out[key] = max(out.get(key, 1.0), b.factor)
     out["derating"] = v.derating
     ex = r.execution
-    out.update({"lanes": ex.lanes, "threads": ex.threads, "waste": ex.waste})
+    out.update({"lanes": ex.lanes, "threads": ex.threads, "waste": ex.waste, "latency": ex.latency})
     return out
 
 
@@ -146,27 +162,34 @@ def seconds_on(c, arch) -> float:
     return evaluate(c.report.counts, arch, execution=c.report.execution).seconds
 
 
-def stats(cands, measured: list[float | None], arch) -> dict:
-    """Spearman, bias and the regret of the model's pick on ``arch``, over the measured candidates."""
+def stats(cands, measured: list[float | None], arch, *, fastest: list[float | None] | None = None,
+          cpu: list[float | None] | None = None) -> dict:
+    """Spearman, bias and the regret of the model's pick on ``arch``, over the measured candidates
+    (``fastest``, ``cpu``: Spearman also against the fastest round and the thread CPU times)."""
     ok = [k for k, m in enumerate(measured) if m is not None]
+    keys = model_keys(cands, arch)
+    model_rank = ranks([keys[k] for k in ok])  # equal keys (the model cannot tell) share their mean rank
     order = [k for k in order_by(cands, arch) if k in ok]
-    rank = {k: r + 1 for r, k in enumerate(order)}
     best = min(measured[k] for k in ok)
-    return {"spearman": spearman([rank[k] for k in ok], [measured[k] for k in ok]),
-            "bias": bias([seconds_on(cands[k], arch) for k in ok], [measured[k] for k in ok]),
-            "regret": measured[order[0]] / best, "pick": cands[order[0]].source}
+    out = {"spearman": spearman(model_rank, [measured[k] for k in ok]),
+           "bias": bias([seconds_on(cands[k], arch) for k in ok], [measured[k] for k in ok]),
+           "regret": measured[order[0]] / best, "pick": cands[order[0]].source}
+    for name, other in (("spearman_fastest", fastest), ("spearman_cpu", cpu)):
+        if other is not None:
+            out[name] = spearman(model_rank, [other[k] for k in ok])
+    return out
 
 
 def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, timer, rounds: int,
-             budget_s: float) -> list[dict]:
+             budget_s: float, widen_s: float) -> list[dict]:
     kernel = load_program(ROOT / path).kernels[0]
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
     choice = choose(kernel, host, values, options=ChoiceOptions(search_top=min(top, 8)), budget=Budget(seconds=budget_s))
     out = []
     for nc in choice.nests:
-        nc = widen(choice.model, nc, host, values, k=top, seconds=60.0)
-        pool = [c for c in usable_candidates(nc) if c.report is not None][:top]
+        nc = widen(choice.model, nc, host, values, k=top, seconds=widen_s)
+        pool = distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values, limit=top)
         if len(pool) < 2:
             out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                         "note": "fewer than two counted candidates"})
@@ -186,28 +209,34 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
         alive = [k for k, e in enumerate(errors) if e is None]
         got = interleaved([jobs[k] for k in alive], rounds, limit_s=600.0)
         measured: list[float | None] = [None] * len(pool)
+        fastest: list[float | None] = [None] * len(pool)
+        cpu: list[float | None] = [None] * len(pool)
         samples: list[list[float]] = [[] for _ in pool]
         if isinstance(got, str):
             errors = [e or got for e in errors]
         else:
             for k, smp in zip(alive, got):
-                measured[k], samples[k] = statistics.median(smp), smp
+                samples[k] = [w for w, _ in smp]
+                measured[k], fastest[k] = statistics.median(samples[k]), min(samples[k])
+                cpu[k] = statistics.median(c for _, c in smp)
         if sum(m is not None for m in measured) < 2:
             out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                         "note": "fewer than two measured candidates", "dropped": [e for e in errors if e]})
             continue
         row = {"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                "measured": sum(m is not None for m in measured), "best_s": min(m for m in measured if m),
-               "before": stats(pool, measured, host), "after": stats(pool, measured, calibrated),
+               "before": stats(pool, measured, host, fastest=fastest, cpu=cpu),
+               "after": stats(pool, measured, calibrated, fastest=fastest, cpu=cpu),
                "dropped": [e for e in errors if e], "rounds": rounds,
                "seconds": round(time.monotonic() - t0, 1),
                "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
                            "predicted_after_s": seconds_on(c, calibrated), "measured_s": m,
-                           "min_s": min(smp) if smp else None, "samples": smp,
+                           "min_s": min(smp) if smp else None, "cpu_s": t, "samples": smp,
                            "execution": c.report.execution.to_json(),
                            "mapping": None if c.mapping is None else c.mapping.to_dict(),
+                           "mapping_exact": None if c.mapping is None else exact_form(c.mapping),
                            "features": features(choice.kernel, c, host, values)}
-                          for c, m, smp in zip(pool, measured, samples)]}
+                          for c, m, smp, t in zip(pool, measured, samples, cpu)]}
         out.append(row)
         print(_line(row), flush=True)
     return out
@@ -221,8 +250,14 @@ def _line(r: dict) -> str:
     size = ",".join(f"{k}={v}" for k, v in r["sizes"].items())
     b, a = r["before"], r["after"]
     return (f"{r['kernel']:9s} {size:28s} nest {r['nest']}  n={r['measured']:2d}/{r['candidates']:2d}  "
-            f"rho {_f(b['spearman']):>5s} -> {_f(a['spearman']):>5s}   bias {b['bias']:8.3g} -> {a['bias']:8.3g}   "
-            f"regret {b['regret']:6.2f} -> {a['regret']:6.2f}   best {r['best_s'] * 1e3:8.3f} ms")
+            f"rho {_f(b['spearman']):>5s} -> {_f(a['spearman']):>5s} (fastest round {_f(b.get('spearman_fastest'))}"
+            f" -> {_f(a.get('spearman_fastest'))}, CPU {_f(b.get('spearman_cpu'))} -> {_f(a.get('spearman_cpu'))})   "
+            f"bias {b['bias']:8.3g} -> {a['bias']:8.3g} ({_sign(b['bias'])} -> {_sign(a['bias'])})   "
+            f"regret {b['regret']:6.2f} -> {a['regret']:6.2f}   best {r['best_s'] * 1e3:8.3f} ms   {r['seconds']:.0f} s")
+
+
+def _sign(b: float | None) -> str:
+    return "-" if b is None else "optimistic" if b > 1 else "pessimistic"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernels", nargs="*", default=list(CASES))
     ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1], help="which of the two sizes (0, 1)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--widen", type=float, default=None,
+                    help="seconds for counting neighbours per nest (default 60; --quick 30)")
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds for each kernel's choice (a loaded machine needs more than compile's 300)")
     ap.add_argument("--calibrated", type=Path, default=None,
                     help="an architecture polymap calibrate wrote, instead of calibrating first")
@@ -240,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.sizes = [0]
     args.rounds = args.rounds or (5 if args.quick else 9)
+    args.widen = args.widen or (30.0 if args.quick else 60.0)
     os.environ.update(timing_environment(os.environ))  # idle OpenMP threads sleep: a shared machine
     host = load_architecture("host")
     t0 = time.monotonic()
@@ -254,17 +292,23 @@ def main(argv: list[str] | None = None) -> int:
             args.json.with_suffix(".calibrated.yaml").write_text(
                 yaml.safe_dump(calibrated.to_dict(), sort_keys=False))
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
-                   "spearman": [cal.spearman_before, cal.spearman_after]}
+                   "spearman": [cal.spearman_before, cal.spearman_after], "ridge": cal.ridge,
+                   "spearman_within_kernels": [cal.ranking_before, cal.ranking_after],
+                   "held_out": list(cal.held_out), "held_out_without_derating": list(cal.held_out_without)}
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
               + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
               + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
-                f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels")
+                f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels, "
+                f"within a kernel {_f(cal.ranking_before)} -> {_f(cal.ranking_after)}; held out (ridge {cal.ridge}): "
+                f"error {_f(cal.held_out[0])}, within {_f(cal.held_out[1])} (no derating {_f(cal.held_out_without[0])}, "
+                f"{_f(cal.held_out_without[1])})")
     rows = []
     timer = ProcessTimer()
     for name in args.kernels:
         path, sizes = CASES[name]
         for s in [sizes[k] for k in args.sizes]:
-            rows.extend(run_case(name, path, s, host, calibrated, args.top, timer, args.rounds, args.budget))
+            rows.extend(run_case(name, path, s, host, calibrated, args.top, timer, args.rounds, args.budget,
+                                 args.widen))
             if args.json:  # after every case: a long run that stops early keeps what it measured
                 args.json.write_text(json.dumps({"calibration": summary, "rows": rows}, indent=1))
     rhos = [r["before"]["spearman"] for r in rows if "before" in r and r["before"]["spearman"] is not None]

@@ -6,6 +6,7 @@ several reduction blocks.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -170,3 +171,45 @@ def test_triangular_and_packed_register_tiles(name, tmp_path):
     run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def _eval_index(text: str, values: dict[str, int]) -> int:
+    """The buffer subscript C text of packing.packed_index, evaluated (non-negative operands: C's / is //)."""
+    return eval(text.replace(" / ", " // "), {"__builtins__": {}}, values)  # noqa: S307 - our own generated text
+
+
+@pytest.mark.parametrize("narrow_l1", [True, False])
+def test_packed_reads_find_what_the_copy_wrote(narrow_l1):
+    # The copy fills digit (d0, d1, ...) of a panel with the element at origin + sum(d * divisor) per
+    # loop; a read computes the subscript back from the element's coordinates (packed_index without the
+    # enclosing loops' iterators, as when ISL prints no loop for a level). Both must agree for every
+    # element. With B kept at L2 (tile j = 16) and not at L1 (tile j = 8), the L1 level is one tile of
+    # j: its modulus (8) belongs to the registers' digit; without it (the bug fixed in c9fd508) the
+    # second 8 columns of the panel read the next row of k.
+    from itertools import product
+
+    from polymap.codegen.c.packing import origin_name, packed_index, plan_packs
+
+    k = gemm_kernel("f64")
+    m = build_model(k)
+    mp = register_mapping(m, 0, HOST, {"M": 29, "N": 45, "K": 37}, blocking=Blocking(3, 8, 5, 6, 16))
+    n = len(mp.levels)
+    if narrow_l1:
+        levels = list(mp.levels)
+        levels[n - 2] = dataclasses.replace(levels[n - 2], keep=("A", "C"))
+        mp = dataclasses.replace(mp, levels=tuple(levels))
+    packs = plan_packs(m, mp)
+    b = packs[("B", ("k", "j"))]
+    assert b.level == (n - 3 if narrow_l1 else n - 2)
+    assert any(d.count * d.divisor > 8 for d in b.dims if d.loop == "j") == narrow_l1  # two panels of j
+    for pack in packs.values():
+        origins = {x: 100 * (p + 1) for p, x in enumerate(pack.loops)}  # any origin: the tile's first element
+        seen = set()
+        for digits in product(*(range(d.count) for d in pack.dims)):
+            values = {x: origins[x] + sum(v * d.divisor for v, d in zip(digits, pack.dims) if d.loop == x)
+                      for x in pack.loops}
+            written = sum(v * d.stride for v, d in zip(digits, pack.dims))
+            env = {**values, **{origin_name(pack, x): origins[x] for x in pack.loops}}
+            assert _eval_index(packed_index(pack, values={x: x for x in pack.loops}), env) == written
+            seen.add(written)
+        assert seen == set(range(pack.size))

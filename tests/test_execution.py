@@ -18,8 +18,10 @@ from polymap.mapping.model import LevelMapping, Mapping, loop_extents
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.execution import (
+    LATENCY,
     MIN_WORK,
     batch_execution,
+    chain_elements,
     effective_tiles,
     execution,
     issue_slots,
@@ -153,7 +155,7 @@ def test_compute_term_sees_the_lanes():
         ex = mapping_execution(MODEL, mp, HOST, ext)
         r = evaluate(count_mapping(MODEL, mp, HOST, params=values), HOST, execution=ex)
         compute = dict(r.cycle_terms)["compute"]
-        assert compute == r.counts.instances * ex.waste / (ex.units * HOST.compute.ops_per_cycle)
+        assert compute == r.counts.instances * ex.waste * ex.latency / (ex.units * HOST.compute.ops_per_cycle)
         reports.append(r)
     assert reports[0].active_units == 8 * reports[1].active_units
 
@@ -181,7 +183,7 @@ def test_batch_equals_one_by_one(raw, order, spatial, sizes):
     eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
     units, waste = batch_execution(MODEL, mp, HOST, ext, eff)
     assert int(units[0]) == one.units
-    assert abs(float(waste[0]) - one.waste) < 1e-12
+    assert abs(float(waste[0]) - one.waste * one.latency) < 1e-12  # the batch returns the slowdown
 
 
 # ---- the model describes the C that is generated
@@ -221,3 +223,123 @@ def test_model_and_c_agree_on_threads_and_simd():
     assert (ex.threads, ex.lanes) == (1, 8)
     pragmas = _pragmas(emit_c(GEMM_ACC, model, (mp,), params=small, threads=2, register_tiles=False))
     assert not any("parallel" in p for p in pragmas) and any("simd" in p for p in pragmas)
+
+
+# ---- accumulation chains: the count against simulation, the factor on the compute term
+
+def _in_flight(kernel, mapping, params) -> tuple[int, int]:
+    """(fewest, most) distinct target elements updated from one update of an element to its next,
+    over the instances in mapped order (the simulator's, not the model's)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from simulator import events
+
+    _, evs = events(kernel, mapping, params)
+    last: dict = {}
+    written = [next(e for t, kind, e in ev.accesses if kind == "write") for ev in evs]
+    spans = []
+    for pos, el in enumerate(written):
+        if el in last:
+            spans.append(len(set(written[last[el] + 1:pos + 1])))
+        last[el] = pos
+    return min(spans), max(spans)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([("i", "k", "j"), ("i", "j", "k"), ("k", "i", "j"), ("j", "k", "i")]),
+       st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]),
+       st.sampled_from([(4, 8, 4), (8, 4, 8), (6, 5, 7)]))
+def test_chain_elements_simulated(order_rf, ti, tj, tk, sizes):
+    """The elements in flight are the fewest distinct targets updated from one link of a chain to the
+    next in the code's order, exactly when the tiles divide the extents (the steady state: the
+    innermost reduction loop's consecutive iterations); edge tiles only shorten some links."""
+    values = param_values(GEMM_ACC, dict(zip(("M", "N", "K"), sizes)))
+    model = build_model(GEMM_ACC)
+    ext = loop_extents(GEMM_ACC, 0, values)
+    l1 = {"i": 2 * ti, "j": 2 * tj, "k": 2 * tk}
+    mp = gemm_mapping(order_rf, l1, {"i": ti, "j": tj, "k": tk}, kernel=GEMM_ACC)
+    from polymap.passes.counting.execution import _statements, _walk
+    n = chain_elements(_statements(model, mp), _walk(mp, effective_tiles(mp, ext)))
+    assert n is not None  # k walks at some level in every case
+    fewest, most = _in_flight(GEMM_ACC, mp, values)
+    assert fewest <= n <= most
+    if all(ext[x] % min(l1[x], ext[x]) == 0 and min(l1[x], ext[x]) % t == 0
+           for x, t in (("i", ti), ("j", tj), ("k", tk))):
+        assert fewest == n
+
+
+def test_latency_stretches_short_chains_only():
+    values = param_values(GEMM_ACC, {"M": 256, "N": 256, "K": 256})
+    model = build_model(GEMM_ACC)
+    ext = loop_extents(GEMM_ACC, 0, values)
+    ops = HOST.compute.ops_per_cycle
+    # k innermost: one chain per C element, one link per k: ops x LATENCY slots per issue
+    k_inner = execution(model, gemm_mapping(("i", "j", "k"), {"i": 8, "j": 64, "k": 64},
+                                            {"i": 1, "j": 1, "k": 64}, kernel=GEMM_ACC), HOST, ext)
+    assert (k_inner.chains, k_inner.lanes, k_inner.latency) == (1, 1, ops * LATENCY)
+    # j innermost, 64 wide: 8 vectors in flight, enough for 2 x 4
+    j_inner = execution(model, gemm_mapping(("i", "k", "j"), {"i": 8, "j": 64, "k": 64},
+                                            {"i": 1, "j": 64, "k": 1}, kernel=GEMM_ACC), HOST, ext)
+    assert (j_inner.chains, j_inner.lanes, j_inner.latency) == (64, 8, 1.0)
+    # j innermost but 16 wide: 2 vectors for 8 slots -> x4
+    narrow = execution(model, gemm_mapping(("i", "k", "j"), {"i": 8, "j": 16, "k": 64},
+                                           {"i": 1, "j": 16, "k": 1}, kernel=GEMM_ACC), HOST, ext)
+    assert (narrow.chains, narrow.latency) == (16, ops * LATENCY / 2)
+    # a register tile 6 x 16 (i, j inside k): 96 elements, 12 vectors: no stretch
+    regtile = execution(model, gemm_mapping(("k", "i", "j"), {"i": 96, "j": 16, "k": 256},
+                                            {"i": 6, "j": 16, "k": 1}, kernel=GEMM_ACC), HOST, ext)
+    assert (regtile.chains, regtile.latency) == (96, 1.0)
+    # the compute term carries it: k innermost costs ops x LATENCY times the same tiles' issue
+    r = evaluate(count_mapping(model, gemm_mapping(("i", "j", "k"), {"i": 8, "j": 64, "k": 64},
+                                                   {"i": 1, "j": 1, "k": 64}, kernel=GEMM_ACC), HOST, params=values),
+                 HOST, execution=k_inner)
+    assert dict(r.cycle_terms)["compute"] == r.counts.instances * k_inner.waste * ops * LATENCY / (
+        k_inner.units * ops)
+
+
+def test_no_chain_without_accumulation():
+    k = parse("""
+kernel copy(N = 64, M = 64) {
+  in A[N, M] : f32
+  out B[N, M] : f32
+  for i in 0..N, j in 0..M { B[i, j] = 2 * A[i, j] }
+}""").kernels[0]
+    model = build_model(k)
+    ext = loop_extents(k, 0, param_values(k, {}))
+    ex = execution(model, original_mapping(k, 0, HOST), HOST, ext)
+    assert (ex.chains, ex.latency) == (None, 1.0)
+
+
+def test_accumulators_in_registers_are_the_register_tiles_of_the_c():
+    """The model keeps accumulators in registers exactly where the C has a register tile's vector
+    accumulators (or one accumulator, invariant along the innermost loop); elsewhere a link loads
+    and stores its element and waits STORE_FORWARD cycles more."""
+    from polymap.passes.counting.execution import STORE_FORWARD, _statements, _walk, chains
+
+    model = build_model(GEMM_ACC)
+    values = param_values(GEMM_ACC, {"M": 64, "N": 64, "K": 64})
+    ext = loop_extents(GEMM_ACC, 0, values)
+    names = [lv.name for lv in HOST.levels]
+
+    def mapping(l1_order, l1, rf_order, rf):
+        return mapping_from_dict({"kernel": "gemm", "levels": [
+            {"level": names[0], "order": ["i", "j", "k"]}, {"level": names[1], "order": ["i", "j", "k"]},
+            {"level": names[2], "order": ["i", "j", "k"]},
+            {"level": names[3], "tile": l1, "order": list(l1_order)},
+            {"level": names[4], "tile": rf, "order": list(rf_order)}]}, kernel=GEMM_ACC, arch=HOST)
+
+    cases = {  # name: mapping, expected (elements, in registers)
+        "register tile 4 x 16": (mapping("ijk", {"i": 8, "j": 32, "k": 64}, "kij", {"i": 4, "j": 16, "k": 1}), (64, True)),
+        "k innermost": (mapping("ijk", {"i": 8, "j": 32, "k": 64}, "ijk", {"i": 1, "j": 1, "k": 64}), (1, True)),
+        "j innermost at L1": (mapping("ikj", {"i": 8, "j": 16, "k": 64}, "ijk", {"i": 1, "j": 1, "k": 1}), (16, False)),
+    }
+    for name, (mp, expected) in cases.items():
+        eff = effective_tiles(mp, ext)
+        found = chains(_statements(model, mp), _walk(mp, eff), len(mp.levels) - 1)
+        assert found == expected, name
+        code = emit_c(GEMM_ACC, model, (mp,), params=values, threads=2)
+        assert ("-byte vectors:" in code) == (expected[1] and expected[0] > 1), name
+        ex = execution(model, mp, HOST, ext)
+        wait = LATENCY + (0 if expected[1] else STORE_FORWARD)
+        vectors = -(-expected[0] // ex.lanes)
+        assert ex.latency == max(1.0, HOST.compute.ops_per_cycle * wait / vectors), name

@@ -284,13 +284,68 @@ def test_neighbours_change_one_decision_at_a_middle_level(gemm, host):
 def test_widen_adds_counted_legal_candidates_in_the_models_order(gemm_choice, host, gemm):
     from polymap.passes.search.tune import usable_candidates, widen
 
+    from polymap.passes.search.tune import code_key, distinct
+
     nc = gemm_choice.nests[0]
+    values = param_values(gemm, SIZES)
     before = len(usable_candidates(nc))
-    wide = widen(gemm_choice.model, nc, host, param_values(gemm, SIZES), k=before + 3, seconds=60)
+    codes_before = len(distinct(gemm_choice.model, usable_candidates(nc), values))
+    # k counts distinct code (seconds: generous, a loaded machine prints and counts slowly)
+    wide = widen(gemm_choice.model, nc, host, values, k=codes_before + 3, seconds=300)
     usable = usable_candidates(wide)
     assert len(usable) == before + 3
+    assert len(distinct(gemm_choice.model, usable, values)) == codes_before + 3
+    added = [c for c in usable if " / " in c.source]
+    old = {code_key(gemm_choice.model, c, values) for c in usable if " / " not in c.source}
+    assert len(added) == 3 and not old & {code_key(gemm_choice.model, c, values) for c in added}
     assert [c.key() for c in usable if c.report is not None] == sorted(c.key() for c in usable if c.report is not None)
-    assert all(c.legal and c.report is not None for c in usable if " / " in c.source)
+    assert all(c.legal and c.report is not None for c in added)
+
+
+def test_distinct_keeps_the_first_of_each_code(gemm_choice, host, gemm):
+    """Mappings that differ where the code does not (the order of a level whose loops walk one
+    tile) print one code up to loop names, and are one candidate; a different tile is another."""
+    from dataclasses import replace as dc_replace
+
+    from polymap.codegen.c.emitter import emit_c
+    from polymap.codegen.c.names import canonical_source
+    from polymap.passes.search.tune import distinct, usable_candidates
+
+    values = param_values(gemm, SIZES)
+    model = gemm_choice.model
+    base = next(c for c in usable_candidates(gemm_choice.nests[0]) if c.mapping is not None)
+    m = base.mapping
+    # a level where at most one loop walks more than one tile: its order is not in the code
+    from polymap.mapping.model import loop_extents
+    from polymap.passes.counting.execution import _walk, effective_tiles
+
+    walking = [lv for lv, _, _ in _walk(m, effective_tiles(m, loop_extents(gemm, 0, values)))]
+    k = next(n for n, lv in enumerate(m.levels) if walking.count(n) <= 1 and len(lv.order) > 1)
+    swapped = dc_replace(m, levels=tuple(dc_replace(lv, order=tuple(reversed(lv.order))) if n == k else lv
+                                         for n, lv in enumerate(m.levels)))
+    a, b = (emit_c(gemm, model, (x,), params=dict(values)) for x in (m, swapped))
+    assert canonical_source(a) == canonical_source(b)
+    twin = dc_replace(base, source="twin", mapping=swapped)
+    other = next(c for c in usable_candidates(gemm_choice.nests[0]) if c.mapping is None)  # the original order
+    assert canonical_source(emit_c(gemm, model, (), params=dict(values))) != canonical_source(a)
+    assert [c.source for c in distinct(model, [base, twin, other], values)] == [base.source, other.source]
+    assert [c.source for c in distinct(model, [twin, base], values)] == ["twin"]
+
+
+def test_canonical_source_is_the_code_up_to_comments_and_loop_names():
+    from polymap.codegen.c.names import canonical_source
+
+    a = "/* header A */\nfor (long k_LLC = 0; k_LLC < 4; k_LLC += 1) {\n  x[k_LLC] += 1;  /* S0 */\n}\n"
+    b = "/* header B */\nfor (long k_L2 = 0; k_L2 < 4; k_L2 += 1) {\n    x[k_L2] += 1;\n}\n"
+    assert canonical_source(a) == canonical_source(b)
+    assert "k_L" not in canonical_source(a) and "__v0" in canonical_source(a)
+    # a different bound, or two loops whose roles are exchanged, is other code
+    assert canonical_source(a) != canonical_source(b.replace("< 4", "< 5"))
+    two = "for (long i = 0; i < N; i += 1) {\n for (long j = 0; j < M; j += 1) {\n y[i] += x[j];\n}\n}\n"
+    swapped = "for (long j = 0; j < N; j += 1) {\n for (long i = 0; i < M; i += 1) {\n y[i] += x[j];\n}\n}\n"
+    renamed = two.replace("i", "p").replace("j", "q")
+    assert canonical_source(two) != canonical_source(swapped)
+    assert canonical_source(two) == canonical_source(renamed)
 
 
 def test_measure_is_what_search_tune_calls(gemm, host, gemm_choice):

@@ -88,5 +88,6 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                         continue
                     old = evaluate(cand.report.counts, before, execution=cand.report.execution)
                     # the fastest sample: what the machine can do, not what the other users leave of it
-                    samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds))
+                    group = f"{name} {','.join(f'{k}={v}' for k, v in size.items())} nest {nc.nest}"
+                    samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds, group))
     return samples

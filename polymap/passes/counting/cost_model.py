@@ -14,8 +14,9 @@ does with the mapping (:mod:`polymap.passes.counting.execution`): on an
 accelerator the trip counts of its spatial loops; on a CPU its threads (the
 spatial loops, else OpenMP's loop) times the vector lanes of its innermost
 loop, capped by the compute instances. The compute term divides the
-busiest unit's work, ``instances x waste / active units`` (partial vectors
-and uneven thread shares, exact from the tiles), by the ops per cycle;
+busiest unit's work, ``instances x waste x latency / active units`` (partial
+vectors and uneven thread shares, exact from the tiles; the issue slots lost
+to accumulation chains too short to hide the add's latency), by the ops per cycle;
 utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
@@ -213,7 +214,7 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
     units = capped_units(arch, execution.units)
-    terms = [("compute", compute_cycles(arch, counts.instances, units, execution.waste))]
+    terms = [("compute", compute_cycles(arch, counts.instances, units, execution.slowdown))]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:

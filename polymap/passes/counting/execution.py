@@ -19,6 +19,21 @@ the mapping, by the same rules it applies:
   when it carries no dependence and every access is invariant or unit-stride
   along it (``#pragma omp simd``, or a register tile's vector accumulators,
   :mod:`polymap.codegen.c.regtile`); else one lane.
+* **latency**: a statement that accumulates (``C[i, j] += ...``) updates each
+  element in a chain, one link per iteration of a loop its target does not
+  depend on (a reduction loop); the code neither splits nor reassociates it
+  (``design.md``), so a link waits for the previous one (:data:`LATENCY`
+  cycles). The chains in flight are the target elements the loops inside the
+  innermost reduction loop walk (innermost first, while the target depends on
+  them: gemm's register tile 6 x 16 = 96 elements, 12 vectors; ``k`` innermost:
+  1), in vectors of the lanes; a unit issues ``min(ops per cycle, vector
+  chains / latency)`` per cycle, i.e. the compute term is multiplied by
+  ``max(1, ops x latency / vector chains)``. The latency is :data:`LATENCY`
+  when the accumulators live in registers (one element, or a register tile's
+  box) and :data:`STORE_FORWARD` more when every link loads and stores its
+  element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
+  reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
+  memory, one lane): 2.25x; a register tile: 1.
 * **waste**: the busiest unit's work over an even share, exact from tiles and
   extents. Partial vectors: the vector loop's tiles (edges included) in whole
   vectors, the remainder of each tile one iteration per issue (the scalar
@@ -40,6 +55,7 @@ from typing import Iterable, Mapping as MappingT
 import numpy as np
 
 from polymap import ir
+from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, resolved_tile
 from polymap.passes.dependences.loop_classes import loop_classes
@@ -47,6 +63,13 @@ from polymap.poly import KernelModel, cached
 
 #: Statement instances one worksharing loop execution (one barrier) must cover to be worth forking for.
 MIN_WORK = 32768
+#: Cycles from one update of an accumulator to the next dependent one (assumed, not measured: the
+#: latency of a floating-point add or FMA on current x86 cores, 3-4; a chain through memory, an
+#: accumulator the code loads and stores, waits longer for store-to-load forwarding, not modelled).
+LATENCY = 4
+#: Cycles more a link waits when its accumulator lives in memory (loaded and stored every link:
+#: store-to-load forwarding, 5-7 cycles on current x86 cores; assumed, not measured).
+STORE_FORWARD = 5
 
 
 @dataclass(frozen=True)
@@ -59,6 +82,13 @@ class Execution:
     vector_loop: str | None = None
     waste: float = 1.0  # busiest unit's work / an even share (>= 1)
     why: str = ""
+    latency: float = 1.0  # issue slots lost waiting on accumulation chains (>= 1; module docstring)
+    chains: int | None = None  # accumulator elements in flight (None: no accumulation chain)
+
+    @property
+    def slowdown(self) -> float:
+        """What the compute term multiplies an even, fully issued share by: waste x latency."""
+        return self.waste * self.latency
 
     @property
     def units(self) -> int:
@@ -66,7 +96,8 @@ class Execution:
 
     def to_json(self) -> dict:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
-                "vector_loop": self.vector_loop, "waste": self.waste, "why": self.why}
+                "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
+                "chains": self.chains, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -102,6 +133,64 @@ def unit_stride(stmt: ir.Assign, loop: str) -> bool:
         if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and coeffs[-1] not in (0, 1)):
             return False
     return True
+
+
+def accumulates(stmt: ir.Assign) -> bool:
+    """``stmt`` updates its target from its own value: ``+=`` and the like, or ``C[i] = C[i] + ...``."""
+    if stmt.is_reduction:
+        return True
+    target = stmt.target.tensor, tuple(print_expr(e) for e in stmt.target.indices)
+    return any(isinstance(r, ir.Ref) and (r.tensor, tuple(print_expr(e) for e in r.indices)) == target
+               for r in ir.subexpressions(stmt.value))
+
+
+def target_loops(stmt: ir.Assign, loops: Iterable[str]) -> frozenset[str]:
+    """The loops among ``loops`` that ``stmt``'s target depends on (a subscript not invariant along it)."""
+    return frozenset(x for x in loops if any(loop_coefficient(e, x) != 0 for e in stmt.target.indices))
+
+
+def chain_elements(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]],
+                   last: int = -1) -> int | None:
+    """Accumulator elements in flight (fewest over the accumulating statements): the product of the
+    trips of the loops inside the innermost reduction loop (``walk``'s order), innermost first, while
+    the target depends on them; None when no statement accumulates along a loop that walks."""
+    found = chains(stmts, walk, last)
+    return None if found is None else found[0]
+
+
+def chains(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]],
+           last: int) -> tuple[int, bool] | None:
+    """``(elements in flight, in registers)`` of :func:`chain_elements`. In registers: one element
+    (the compiler keeps an accumulator invariant along the innermost loop in a register), or every
+    loop inside the reduction loop at the innermost level ``last`` (a register tile's box,
+    :mod:`polymap.codegen.c.regtile`); otherwise each link loads and stores its element."""
+    best: tuple[int, bool] | None = None
+    for ctx in stmts:
+        if not accumulates(ctx.stmt):
+            continue
+        own = {lp.var for lp in ctx.loops}
+        deps = target_loops(ctx.stmt, own)
+        n, box = 1, True
+        for k, x, trips in reversed(walk):
+            if x not in own:
+                continue
+            if x not in deps:  # the reduction loop: each of its iterations is one link of every chain
+                here = (n, n == 1 or box)
+                best = here if best is None or here < best else best
+                break
+            n *= trips
+            box = box and k == last
+    return best
+
+
+def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_registers: bool = True) -> float:
+    """``max(1, ops x latency / vector chains)``: the compute term's stretch when too few chains
+    are in flight to issue ``ops_per_cycle`` per cycle (None elements: no chain, 1); the latency is
+    :data:`LATENCY`, plus :data:`STORE_FORWARD` for accumulators in memory."""
+    if elements is None:
+        return 1.0
+    vectors = ceil(elements / max(lanes, 1))
+    return max(1.0, ops_per_cycle * (LATENCY + (0 if in_registers else STORE_FORWARD)) / vectors)
 
 
 def issue_slots(size: int, lanes: int) -> int:
@@ -240,12 +329,19 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         else:
             why.append(f"{x} innermost, not vectorised: one lane")
     lanes = max(1, min(lanes, arch.compute.instances // threads))
-    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why))
+    found = chains(stmts, walk, last)
+    elements, registers = found if found is not None else (None, True)
+    latency = latency_factor(elements, lanes, arch.compute.ops_per_cycle, registers)
+    if latency > 1:
+        where = "registers" if registers else "memory"
+        why.append(f"{elements} accumulator element(s) in flight ({where}): x{latency:g} for latency")
+    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
                     eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`execution` over a batch: ``(units, waste)`` arrays for the rows of ``eff``.
+    """:func:`execution` over a batch: ``(units, slowdown)`` arrays for the rows of ``eff``
+    (:attr:`Execution.slowdown`: the waste times the latency factor).
 
     ``eff[b, k, j]`` is row ``b``'s effective tile (:func:`effective_tiles`) of ``template.loops[j]``
     at level ``k``, with a last level of ones; orders, spatial loops and statements are the
@@ -315,4 +411,31 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         lanes = np.where(here, width, lanes)
         vwaste = np.where(here, slots / extents[x], vwaste)
     lanes = np.maximum(1, np.minimum(lanes, arch.compute.instances // threads))
-    return threads * lanes, twaste * vwaste
+    elements, registers = np.full(B, np.inf), np.ones(B, dtype=bool)
+    for ctx in stmts:
+        if not accumulates(ctx.stmt):
+            continue
+        own = {lp.var for lp in ctx.loops}
+        deps = target_loops(ctx.stmt, own)
+        n, box = np.ones(B), np.ones(B, dtype=bool)
+        stopped, found = np.zeros(B, dtype=bool), np.zeros(B, dtype=bool)
+        for k, j in reversed(positions):
+            x = loops[j]
+            if x not in own:
+                continue
+            live = ~stopped & (trips[:, k, j] > 1)
+            if x in deps:
+                n = np.where(live, n * trips[:, k, j], n)
+                box = np.where(live, box & (k == last), box)
+            else:
+                found |= live
+                stopped |= live
+        mine = (n == 1) | box
+        # the fewest elements win, and at equal elements registers (False < True in the tuple order)
+        better = found & ((n < elements) | ((n == elements) & ~mine & registers))
+        registers = np.where(better, mine, registers)
+        elements = np.where(better, n, elements)
+    vectors = np.ceil(elements / lanes)
+    wait = LATENCY + np.where(registers, 0, STORE_FORWARD)
+    latency = np.where(np.isfinite(elements), np.maximum(1.0, arch.compute.ops_per_cycle * wait / vectors), 1.0)
+    return threads * lanes, twaste * vwaste * latency

@@ -26,6 +26,7 @@ from typing import Callable, Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.c.names import canonical_source
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, Timer, TimingJob
 from polymap.mapping.model import Mapping, loop_extents
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, evaluate_candidate
@@ -148,17 +149,43 @@ def usable_candidates(nc: NestChoice) -> list[Candidate]:
     return [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
 
 
+def code_key(model: KernelModel, candidate: Candidate, params: MappingT[str, int]) -> str:
+    """The code ``candidate`` prints for its nest, up to comments and loop names
+    (:func:`~polymap.codegen.c.names.canonical_source`): two candidates with one key are one code."""
+    own = (candidate.mapping,) if candidate.mapping is not None else ()
+    return canonical_source(emit_c(model.kernel, model, own, params=dict(params)))
+
+
+def distinct(model: KernelModel, candidates: Sequence[Candidate], params: MappingT[str, int], *,
+             seen: set[str] | None = None, limit: int | None = None) -> list[Candidate]:
+    """``candidates`` in their order without those that print the same code as an earlier one (or as
+    one in ``seen``, which is extended): mappings that differ only where the code does not (an order
+    at a level whose loops walk one tile) are one candidate, measured once. At most ``limit``
+    (printing a candidate costs about a second: the rest are not printed)."""
+    seen = set() if seen is None else seen
+    out: list[Candidate] = []
+    for c in candidates:
+        if limit is not None and len(out) >= limit:
+            break
+        key = code_key(model, c, params)
+        if key not in seen:
+            seen.add(key)
+            out.append(c)
+    return out
+
+
 def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
                 timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> TunedChoice:
     """Measure the best ``options.k`` candidates of every nest of ``choice``; keep the fastest of each."""
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
-        if len(usable_candidates(nc)) < options.k:
+        pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
+        if len(pool) < options.k:
             nc = widen(choice.model, nc, arch, params, k=options.k, seconds=options.widen_seconds,
                        progress=progress)
             nests[pos] = nc
-        pool = usable_candidates(nc)[:options.k]
+            pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
         if len(pool) < 2:  # nothing to decide between
             continue
         fixed = tuple(n.chosen.mapping for n in nests if n.chosen.mapping is not None and n.nest != nc.nest)
@@ -175,21 +202,29 @@ def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[st
 def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: MappingT[str, int], *, k: int, seconds: float,
           progress: Callable[[str], None] | None = None) -> NestChoice:
     """``nc`` with neighbours of its candidates (:mod:`polymap.passes.search.variants`), checked and
-    counted, until ``k`` are legal and fit or ``seconds`` have passed; ranked as compile ranks."""
+    counted, until ``k`` legal, fitting candidates of distinct code (:func:`distinct`) are there or
+    ``seconds`` have passed; ranked as compile ranks. A neighbour that prints the code of a candidate
+    already there is not added: it would be measured twice and tie with itself."""
     deadline = time.monotonic() + seconds
     extents = loop_extents(model.kernel, nc.nest, dict(params), model=model)
     seen = {repr(c.mapping.to_dict()) for c in nc.candidates if c.mapping is not None}
+    codes: set[str] = set()
+    have = len(distinct(model, usable_candidates(nc), params, seen=codes))  # all: a neighbour may repeat any
     found: list[Candidate] = []
     for parent in [c for c in usable_candidates(nc) if c.mapping is not None]:
         for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
-            if len(usable_candidates(nc)) + len(found) >= k or time.monotonic() > deadline:
+            if have + len(found) >= k or time.monotonic() > deadline:
                 break
             if repr(m.to_dict()) in seen:
                 continue
             seen.add(repr(m.to_dict()))
+            key = canonical_source(emit_c(model.kernel, model, (m,), params=dict(params)))
+            if key in codes:  # printed before counting: a duplicate costs no count
+                continue
             cand = evaluate_candidate(model, f"{parent.source} / {label}", m, arch, params,
                                       seconds=max(1.0, deadline - time.monotonic()))
             if cand.legal and cand.report is not None:
+                codes.add(key)
                 found.append(cand)
                 if progress:
                     progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
