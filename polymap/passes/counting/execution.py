@@ -70,6 +70,8 @@ LATENCY = 4
 #: Cycles more a link waits when its accumulator lives in memory (loaded and stored every link:
 #: store-to-load forwarding, 5-7 cycles on current x86 cores; assumed, not measured).
 STORE_FORWARD = 5
+#: Loads a core issues per cycle (vector or broadcast; two on Zen 3 and Skylake for 32-byte loads; assumed).
+LOADS_PER_CYCLE = 2
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,58 @@ def chains(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]
             n *= trips
             box = box and k == last
     return best
+
+
+def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
+    """The loops among ``loops`` that ``ref``'s subscripts depend on."""
+    return frozenset(x for x in loops if any(loop_coefficient(e, x) != 0 for e in ref.indices))
+
+
+def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
+                lanes: int, ops_per_cycle: float, in_registers: bool) -> float:
+    """The compute term's stretch when a step of the innermost reduction loop loads more than the core
+    issues while it computes: ``loads x ops / (LOADS_PER_CYCLE x vector operations)``, at least 1.
+
+    A step covers the loops inside the reduction loop (the chains' box, with their trips); a read
+    touches the elements its subscripts walk there, in vectors along the vector loop and one load
+    (a broadcast) per element otherwise, none when it depends on no loop of the step (hoisted);
+    accumulators in memory add a load per vector. gemm's 8 x 8 register tile: A 8 broadcasts + B 1
+    vector for 8 FMAs: 9 x 2 / (2 x 8) = 1.125; its 6 x 16 tile: 6 + 2 for 12: 1. The largest over
+    the accumulating statements."""
+    worst = 1.0
+    for ctx in stmts:
+        if not accumulates(ctx.stmt):
+            continue
+        own = [lp.var for lp in ctx.loops]
+        deps = target_loops(ctx.stmt, own)
+        box: dict[str, int] = {}
+        reduction = None
+        for _, x, trips in reversed(walk):
+            if x not in own:
+                continue
+            if x not in deps:
+                reduction = x
+                break
+            box[x] = box.get(x, 1) * trips
+        if reduction is None:
+            continue
+        width = lanes if vloop in box else 1
+
+        def issued(loops: Iterable[str]) -> int:
+            return prod(ceil(box[x] / width) if x == vloop else box[x] for x in loops if x in box)
+
+        vectors = issued(box)
+        target = (ctx.stmt.target.tensor, tuple(print_expr(e) for e in ctx.stmt.target.indices))
+        reads = {(r.tensor, tuple(print_expr(e) for e in r.indices)): r
+                 for r in ir.subexpressions(ctx.stmt.value) if isinstance(r, ir.Ref)}
+        loads = 0 if in_registers else vectors
+        for key, r in reads.items():
+            walked = ref_loops(r, own)
+            if key == target or not walked & (set(box) | {reduction}):
+                continue
+            loads += issued(walked)
+        worst = max(worst, loads * ops_per_cycle / (LOADS_PER_CYCLE * vectors))
+    return worst
 
 
 def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_registers: bool = True) -> float:
@@ -335,6 +389,10 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     if latency > 1:
         where = "registers" if registers else "memory"
         why.append(f"{elements} accumulator element(s) in flight ({where}): x{latency:g} for latency")
+    loads = load_factor(stmts, walk, vloop, lanes, arch.compute.ops_per_cycle, registers)
+    if loads > latency:
+        why.append(f"loads per step: x{loads:g}")
+        latency = loads
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements)
 
 
@@ -388,6 +446,10 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         executions = executions * np.where(chosen, 1, t)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
+    vidx = np.full(B, -1)  # the vector loop's position in ``loops`` (-1: none)
+    for x in reversed(template.levels[last].spatial):  # the first spatial loop that walks, as _spatial
+        j = loops.index(x)
+        vidx = np.where(trips[:, last, j] > 1, j, vidx)
     width = _lanes_max(model, template, arch, cores)
     innermost = np.full(B, -1)
     for q, (k, j) in enumerate(positions):
@@ -410,6 +472,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         slots = (counts * (sizes // width + sizes % width) * width).sum(axis=1)
         lanes = np.where(here, width, lanes)
         vwaste = np.where(here, slots / extents[x], vwaste)
+        vidx = np.where(here, j, vidx)
     lanes = np.maximum(1, np.minimum(lanes, arch.compute.instances // threads))
     elements, registers = np.full(B, np.inf), np.ones(B, dtype=bool)
     for ctx in stmts:
@@ -438,4 +501,52 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     vectors = np.ceil(elements / lanes)
     wait = LATENCY + np.where(registers, 0, STORE_FORWARD)
     latency = np.where(np.isfinite(elements), np.maximum(1.0, arch.compute.ops_per_cycle * wait / vectors), 1.0)
+    # loads per step (load_factor), row by row as there
+    for ctx in stmts:
+        if not accumulates(ctx.stmt):
+            continue
+        own = [lp.var for lp in ctx.loops]
+        deps = target_loops(ctx.stmt, own)
+        tb = {j: np.ones(B) for j in range(m)}
+        inbox = {j: np.zeros(B, dtype=bool) for j in range(m)}
+        red = np.full(B, -1)
+        stopped = np.zeros(B, dtype=bool)
+        for k, j in reversed(positions):
+            x = loops[j]
+            if x not in own:
+                continue
+            live = ~stopped & (trips[:, k, j] > 1)
+            if x in deps:
+                tb[j] = np.where(live, tb[j] * trips[:, k, j], tb[j])
+                inbox[j] |= live
+            else:
+                red = np.where(live, j, red)
+                stopped |= live
+        found = red >= 0
+        vin = np.zeros(B, dtype=bool)
+        for j in range(m):
+            vin |= inbox[j] & (vidx == j)
+        w = np.where(vin, lanes, 1)
+
+        def issued(walked: Iterable[int]) -> np.ndarray:
+            out = np.ones(B)
+            for j in walked:
+                out = out * np.where(inbox[j], np.where(vidx == j, np.ceil(tb[j] / w), tb[j]), 1)
+            return out
+
+        ops_vectors = issued(range(m))
+        target = (ctx.stmt.target.tensor, tuple(print_expr(e) for e in ctx.stmt.target.indices))
+        reads = {(r.tensor, tuple(print_expr(e) for e in r.indices)): r
+                 for r in ir.subexpressions(ctx.stmt.value) if isinstance(r, ir.Ref)}
+        loads = np.where(registers, 0.0, ops_vectors)
+        for key, r in reads.items():
+            if key == target:
+                continue
+            walked = [loops.index(x) for x in ref_loops(r, own)]
+            touched = np.zeros(B, dtype=bool)
+            for j in walked:
+                touched |= inbox[j] | (red == j)
+            loads = loads + np.where(touched, issued(walked), 0.0)
+        factor = loads * arch.compute.ops_per_cycle / (LOADS_PER_CYCLE * ops_vectors)
+        latency = np.where(found, np.maximum(latency, factor), latency)
     return threads * lanes, twaste * vwaste * latency
