@@ -294,13 +294,13 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
                    "spearman": [cal.spearman_before, cal.spearman_after], "ridge": cal.ridge,
                    "spearman_within_kernels": [cal.ranking_before, cal.ranking_after],
-                   "held_out": list(cal.held_out), "held_out_without_derating": list(cal.held_out_without)}
+                   "held_out": list(cal.held_out), "held_out_common_factor": list(cal.held_out_without)}
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
               + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
               + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
                 f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels, "
                 f"within a kernel {_f(cal.ranking_before)} -> {_f(cal.ranking_after)}; held out (ridge {cal.ridge}): "
-                f"error {_f(cal.held_out[0])}, within {_f(cal.held_out[1])} (no derating {_f(cal.held_out_without[0])}, "
+                f"error {_f(cal.held_out[0])}, within {_f(cal.held_out[1])} (common factor {_f(cal.held_out_without[0])}, "
                 f"{_f(cal.held_out_without[1])})")
     rows = []
     timer = ProcessTimer()

@@ -211,3 +211,18 @@ def test_the_chosen_ridge_never_ranks_worse_held_out_than_no_derating(seed, kern
     rho, rho_none = scores[ridge][1], scores[None][1]
     if rho_none is not None:
         assert rho is not None and rho >= round(rho_none, 2) - 0.005
+
+
+def test_a_tie_keeps_one_common_factor_which_reorders_nothing():
+    """Times that are the model's own ranking times 3 (a uniformly optimistic model): every fit ranks the
+    held-out kernels alike, so the common factor is kept: the bias goes, no candidate moves."""
+    toy = load_architecture("toy")
+    bw = Bandwidths((("DRAM", 8.0), ("GLB", 32.0)), 16.0)
+    measured = measured_architecture(toy, bw)
+    names, f = term_names(measured), measured.compute.frequency
+    samples = _kernel_samples(np.random.default_rng(2), names, {n: 3.0 for n in names}, f, kernels=4, per_kernel=5)
+    result = fit(samples, measured, bw)
+    assert result.ridge is None
+    factors = [v for _, v in result.factors]
+    assert factors == pytest.approx([3.0] * len(names), rel=1e-9)
+    assert result.error_after < 1e-9 and result.ranking_after == result.ranking_before == pytest.approx(1.0)

@@ -61,10 +61,10 @@ def main(args: argparse.Namespace) -> int:
           f"after {_f(result.error_after)}, {_f(result.spearman_after)}")
     print(f"  ranking of each kernel's candidates (mean Spearman within a kernel): "
           f"before {_f(result.ranking_before)}, after {_f(result.ranking_after)}")
-    ridge = "none (no derating generalised)" if result.ridge is None else f"{result.ridge:g}"
+    ridge = "none: one common factor (no per-term fit ranked better)" if result.ridge is None else f"{result.ridge:g}"
     print(f"held out (each kernel predicted by a fit to the others; ridge {ridge}): error "
           f"{_f(result.held_out[0])}, Spearman within a kernel {_f(result.held_out[1])} "
-          f"(no derating: {_f(result.held_out_without[0])}, {_f(result.held_out_without[1])})")
+          f"(one common factor: {_f(result.held_out_without[0])}, {_f(result.held_out_without[1])})")
     print(f"wrote {out} (use it with --arch {out})")
     return 0
 
@@ -83,7 +83,7 @@ def _document(result: api.Calibration, out: Path) -> dict:
             "spearman_within_kernels": {"before": result.ranking_before, "after": result.ranking_after},
             "ridge": result.ridge,
             "held_out": {"error": result.held_out[0], "spearman_within_kernels": result.held_out[1],
-                         "error_without_derating": result.held_out_without[0],
-                         "spearman_without_derating": result.held_out_without[1]},
+                         "error_common_factor": result.held_out_without[0],
+                         "spearman_common_factor": result.held_out_without[1]},
             "samples": [{"kernel": s.label, "measured_s": s.measured_s, "predicted_before_s": s.predicted_before_s,
                          "terms": dict(s.terms)} for s in result.samples]}

@@ -19,9 +19,10 @@ factors fit anything (a fit to a starved machine once lowered gemm's rho
 from 0.82 to 0.71). So the strength of the fit's ridge is chosen by
 leaving one calibration kernel out at a time (fit on the others, predict
 it): the ridge whose held-out predictions rank each kernel's candidates
-best (mean Spearman within a kernel, then the held-out log error), where
-"no derating at all" is one of the choices; the held-out numbers are
-reported next to the in-sample ones.
+best (mean Spearman within a kernel), where one factor common to every
+term (which corrects the bias and reorders nothing) is one of the choices
+and is kept on a tie; the held-out numbers are reported next to the
+in-sample ones.
 The measurement functions take a ``probe`` (:class:`Probe`) so that the fit
 can be tested on synthetic measurements.
 """
@@ -38,7 +39,8 @@ from polymap.machine.derating import fit_derating, predict
 from polymap.codegen.build import build_c
 from polymap.passes.search.fidelity import log_error, spearman
 
-#: the ridges (on ``log d``) the held-out check chooses from; None: no derating (every factor 1)
+#: the ridges (on ``log d``) the held-out check chooses from; None: one factor common to every term
+#: (it corrects the bias and reorders nothing), kept unless a per-term fit ranks held-out kernels better
 RIDGES: tuple[float | None, ...] = (None, 10.0, 1.0, 0.1, 1e-3)
 
 STREAM_C = r"""
@@ -229,13 +231,13 @@ class Calibration:
     error_after: float | None
     spearman_before: float | None
     spearman_after: float | None
-    ridge: float | None = 1e-3  # what the held-out check chose (None: no derating)
+    ridge: float | None = 1e-3  # what the held-out check chose (None: one common factor)
     # mean Spearman within a kernel, in sample (before: the starting architecture, after: the fit)
     ranking_before: float | None = None
     ranking_after: float | None = None
     # each kernel predicted by a fit to the others: (median |log error|, mean Spearman within a kernel)
     held_out: tuple[float | None, float | None] = (None, None)
-    held_out_without: tuple[float | None, float | None] = (None, None)  # every factor 1
+    held_out_without: tuple[float | None, float | None] = (None, None)  # one common factor
 
 
 def within_kernels(samples: Sequence[Sample], predicted: Sequence[float]) -> float | None:
@@ -250,8 +252,14 @@ def within_kernels(samples: Sequence[Sample], predicted: Sequence[float]) -> flo
 
 
 def _factors(rows: Sequence[Sequence[float]], measured: Sequence[float], ridge: float | None) -> tuple[float, ...]:
-    if ridge is None or not rows:
-        return (1.0,) * (len(rows[0]) if rows else 0)
+    """Per-term factors fitted with ``ridge``; None: one common factor, the geometric mean of
+    measured over predicted (least squares in log space of a single scale)."""
+    if not rows:
+        return ()
+    if ridge is None:
+        base = predict(rows, [1.0] * len(rows[0]))
+        common = math.exp(sum(math.log(m / b) for m, b in zip(measured, base)) / len(measured))
+        return (common,) * len(rows[0])
     return fit_derating(rows, measured, ridge=ridge).factors
 
 
@@ -280,11 +288,15 @@ def choose_ridge(samples: Sequence[Sample], rows: Sequence[Sequence[float]]) -> 
     if all(v == (None, None) for v in scores.values()):
         return RIDGES[-1], scores
 
-    def key(r: float | None) -> tuple[float, float, int]:
+    ranked = any(rho is not None for _, rho in scores.values())
+
+    def key(r: float | None) -> tuple[float, int]:
         err, rho = scores[r]
-        # rounded: a difference of rank correlation below 0.01 over a few kernels is noise
-        return (-round(rho, 2) if rho is not None else 0.0, err if err is not None else math.inf,
-                RIDGES.index(r))
+        if not ranked:  # no kernel with two candidates: nothing to rank, the held-out error decides
+            return (err if err is not None else math.inf, RIDGES.index(r))
+        # rounded: a difference of rank correlation below 0.01 over a few kernels is noise; on a tie
+        # the common factor (first), which reorders nothing, then the stronger ridge
+        return (-round(rho, 2) if rho is not None else 0.0, RIDGES.index(r))
     return min(RIDGES, key=key), scores
 
 
