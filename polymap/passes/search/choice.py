@@ -49,7 +49,6 @@ from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, 
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
-from polymap.passes.frontend.expansion import expanded as expanded_kernel
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
@@ -57,7 +56,7 @@ from polymap.passes.search.interchange import interchange_mappings, mapping_stri
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import search_mappings
 from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
-from polymap.poly import KernelModel
+from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
 
@@ -124,8 +123,6 @@ class KernelChoice:
     """The sizes the candidates' reports were counted at (empty: unknown, e.g. a remembered choice)."""
     counted_for: Architecture | None = None
     """The architecture they were counted for (None: unknown)."""
-    expanded: tuple[tuple[str, str], ...] = ()
-    """Local scalars expanded into arrays, each with the loop that indexes it (``(("temp2", "j"),)``)."""
 
     @property
     def mappings(self) -> tuple[Mapping, ...]:
@@ -162,9 +159,8 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
     """
     budget = budget if budget is not None else Budget()
     renamed = tuple(sorted(repeated_loop_names(kernel).items()))
-    # a local scalar that passes no value between iterations of a loop becomes an array along it
-    # (symm's temp2[j]): the same results bit for bit, and the loop may then move (expansion.py)
-    kernel, model, expanded = expanded_kernel(distinct_loop_names(kernel))
+    kernel = distinct_loop_names(kernel)
+    model = build_model(kernel)
     nests = []
     for nest in range(len(kernel.nests())):
         if not nest_loops(kernel, nest):
@@ -172,8 +168,7 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
         nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
-    return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch,
-                        expanded)
+    return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch)
 
 
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,

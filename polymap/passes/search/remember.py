@@ -28,8 +28,8 @@ from polymap.passes.counting.fit import fit_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping
 from polymap.passes.search.tune import TunedChoice
+from polymap.poly import build_model
 from polymap.codegen.verify import verify as check_against_reference
-from polymap.passes.frontend.expansion import expanded as expanded_kernel
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import check_mapping
 from polymap.machine.arch import Architecture
@@ -106,7 +106,8 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     where = f"cache entry {cache.path(key)}"
     if not isinstance(entry.get("k"), int) or entry["k"] < k:
         return Recall("miss", None, ())  # tuned over fewer candidates: tune again
-    renamed, model, expanded = expanded_kernel(distinct_loop_names(kernel))  # the kernel choose maps
+    renamed = distinct_loop_names(kernel)
+    model = build_model(renamed)
     nests = []
     try:
         for item in entry.get("nests", []):
@@ -116,8 +117,7 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     wanted = {n for n in range(len(renamed.nests())) if nest_loops(renamed, n)}
     if {nc.nest for nc in nests} != wanted:
         return Recall("miss", None, (f"{where} ignored: it does not map the kernel's nests",))
-    choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())),
-                          expanded=expanded)
+    choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())))
     if verify:
         result = check_against_reference(renamed, dict(params), targets=("c",), mapping=choice.mappings,
                                          model=model, raise_on_failure=False)
