@@ -22,6 +22,7 @@ from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.poly import build_model
 from simulator import counts_as_dict, simulate
+from test_fastcount import KERNELS
 
 LOOPS = ("i", "j", "k")
 
@@ -159,16 +160,7 @@ def test_count_mapping_equals_the_simulator(case):
     assert counts_as_dict(count_mapping(model, mapping, arch, params=params)) == simulate(kernel, mapping, params)
 
 
-GEMM_INIT = """
-kernel gemm_init(M = 5, N = 3, K = 4) {
-  in A[M, K]
-  in B[K, N]
-  out C[M, N]
-  for i in 0..M, j in 0..N {
-    init: C[i, j] = 0
-    for k in 0..K { acc: C[i, j] += A[i, k] * B[k, j] }
-  }
-}"""
+GEMM_INIT = KERNELS["gemm_init"][0]  # gemm with its initialisation: the fast path's own test kernel
 
 TRIANGULAR = "kernel t(N = 5) { in L[N, N]; inout y[N]; for i in 0..N, j in 0..i + 1 { y[i] += L[i, j] } }"
 
