@@ -208,6 +208,14 @@ def require_integers(kernel: ir.Kernel, params: Mapping[str, int], *, limits: Li
                 diags.append(Diagnostic(f"the constant {c.value} is beyond +-{bound}: {what} computes loop "
                                         f"bounds and subscripts in 64-bit integers "
                                         f"({Limits.how_to_raise('max_integer')})", c.loc))
+    for loop in _loops(kernel):
+        # A step is a plain integer, not an expression: the generated code adds it to a
+        # 64-bit iterator, and the reference steps a NumPy int64 range by it.
+        if abs(loop.step) > bound:
+            diags.append(Diagnostic(f"the step {loop.step} of loop {loop.var} is beyond +-{bound}: {what} "
+                                    f"steps its iterators in 64-bit integers "
+                                    f"({Limits.how_to_raise('max_integer')})",
+                                    loop.step_loc if loop.step_loc != ir.NOWHERE else loop.loc))
     if diags:
         raise InputError(diags)
     for d in kernel.decls:
@@ -230,6 +238,16 @@ def _moduli(domain: isl.Set) -> set[int]:
         for k in range(bset.dim(isl.dim_type.div)):
             out.add(int(bset.get_div(k).get_denominator_val().to_python()))
     return out
+
+
+def _loops(kernel: ir.Kernel) -> Iterator[ir.Loop]:
+    """Every loop of the kernel, once."""
+    seen: set[int] = set()
+    for ctx in ir.walk_statements(kernel):
+        for loop in ctx.loops:
+            if id(loop) not in seen:
+                seen.add(id(loop))
+                yield loop
 
 
 def _index_expressions(kernel: ir.Kernel) -> Iterator[ir.Expr]:

@@ -239,3 +239,13 @@ def test_bad_limits_and_budgets_are_bad_input(capsys):
     assert parse_limits(["nest_depth=12"]) == Limits(nest_depth=12)
     rc, out, err = run(capsys, "show", GEMM, "--budget", "-1")
     assert rc == 2 and "--budget" in err
+
+
+def test_a_step_beyond_64_bits_is_a_located_refusal(tmp_path, capsys):
+    # fuzz seed 361: the reference's int64 range of the step overflowed (exit 3)
+    text = ("kernel k(N = 8) {\n  inout x[N] : f64\n  for i in 0..N step 18446744073709551616 {\n"
+            "    s: x[i] += 1\n  }\n}\n")
+    rc, out, err = run(capsys, "compile", write(tmp_path, "s.loop", text), "-o", tmp_path / "out")
+    assert rc == 2, err
+    assert "s.loop:3:22: error: the step 18446744073709551616 of loop i" in err
+    assert "--limit max_integer=N" in err
