@@ -226,3 +226,72 @@ def test_a_tie_keeps_one_common_factor_which_reorders_nothing():
     factors = [v for _, v in result.factors]
     assert factors == pytest.approx([3.0] * len(names), rel=1e-9)
     assert result.error_after < 1e-9 and result.ranking_after == result.ranking_before == pytest.approx(1.0)
+
+
+class NominalProbe:
+    """A machine that measures exactly what ``arch`` assumes: every level's bandwidth and the FMA rate."""
+
+    lanes = 16
+
+    def __init__(self, arch):
+        self.arch = arch
+        self.by_size = {n: dict((lv.name, lv.bandwidth) for lv in arch.levels)[name]
+                        for name, n in stream_sizes(arch)}
+
+    def stream(self, elements: int, reps: int) -> float:
+        return elements * reps / self.by_size[elements] / self.arch.compute.frequency
+
+    def fma(self, iterations: int) -> float:
+        c = self.arch.compute
+        return self.threads() * iterations * FMA_CHAINS * self.lanes / (c.instances * c.ops_per_cycle * c.frequency)
+
+    def threads(self) -> int:
+        return 2
+
+
+def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measures():
+    """A CPU that measures the preset's own bandwidths and FMA rate and runs every candidate exactly
+    twice as long as the preset predicts (bias 2, optimistic): the calibrated architecture predicts
+    those times (bias 1) for the candidates as compile costs them (threads and vector lanes), the way
+    bench_fidelity and --tune apply it. Before, calibration rebuilt the architecture without its
+    vector unit, fitted its factor to terms costed as on an accelerator (one lane, no threads) and
+    the bias moved the wrong way."""
+    from polymap import api
+    from polymap.codegen.c.emitter import emit_c
+    from polymap.codegen.timing import Measurement
+    from polymap.driver import param_values, parse
+    from polymap.machine.calibration_set import KERNELS
+    from polymap.passes.counting.cost_model import evaluate
+    from polymap.passes.search.choice import ChoiceOptions, choose
+    from polymap.passes.search.fidelity import bias
+    from polymap.passes.search.tune import usable_candidates
+
+    host = load_architecture("host")
+    assert host.vector is not None
+    text, sizes = KERNELS["gemm"]
+    kernel = parse(text).kernels[0]
+    truth, predicted = {}, {}  # the C of every candidate: twice the preset's time; the preset's time
+    for size in sizes:
+        values = param_values(kernel, size)
+        choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0))
+        for nc in choice.nests:
+            for cand in usable_candidates(nc):
+                if cand.report is None:
+                    continue
+                c = emit_c(choice.kernel, choice.model, (cand.mapping,) if cand.mapping else (), params=values)
+                predicted[c] = (cand.report, evaluate(cand.report.counts, host, execution=cand.report.execution).seconds)
+                truth[c] = 2 * predicted[c][1]
+
+    def timer(job):
+        if job.c_source not in truth:
+            return Measurement(None, (), "a candidate the preset's choice does not have")
+        return Measurement(truth[job.c_source], (truth[job.c_source],) * 3)
+
+    cal = api.calibrate(arch=host, probe=NominalProbe(host), timer=timer, kernels=["gemm"])
+    assert cal.architecture.vector == host.vector
+    assert len(cal.samples) == len(truth)
+    reports = [r for r, _ in predicted.values()]
+    measured = list(truth.values())
+    assert bias([p for _, p in predicted.values()], measured) == pytest.approx(2.0)
+    after = [evaluate(r.counts, cal.architecture, execution=r.execution).seconds for r in reports]
+    assert bias(after, measured) == pytest.approx(1.0, rel=1e-6)

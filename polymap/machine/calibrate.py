@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping as MappingT, Protocol, Sequence
 
-from polymap.machine.arch import Architecture, Compute, Level
+from polymap.machine.arch import Architecture, Level
 from polymap.machine.derating import fit_derating, predict
 from polymap.codegen.build import build_c
 from polymap.passes.search.fidelity import log_error, spearman
@@ -189,7 +189,10 @@ def measured_architecture(arch: Architecture, bw: Bandwidths) -> Architecture:
     measured = dict(bw.per_level)
     levels = tuple(replace(lv, bandwidth=measured[lv.name]) if lv.name in measured else lv for lv in arch.levels)
     compute = replace(arch.compute, ops_per_cycle=bw.fma_per_cycle / arch.compute.instances)
-    return Architecture(arch.name, levels, compute)
+    # replace, not a new Architecture: the vector unit (and whatever else describes the machine) stays;
+    # without it the model takes the CPU for an accelerator (no threads, no lanes), so the factors
+    # were fitted to terms 16-32x too slow and applied to terms with lanes: the bias moved the wrong way
+    return replace(arch, levels=levels, compute=compute)
 
 
 def term_names(arch: Architecture) -> tuple[str, ...]:
@@ -201,9 +204,8 @@ def derated_architecture(arch: Architecture, factors: MappingT[str, float], *, n
     """Divide each level's bandwidth (and the compute rate) by its factor: each term times the factor."""
     levels = tuple(replace(lv, bandwidth=lv.bandwidth / factors[lv.name])
                    if lv.bandwidth is not None and lv.name in factors else lv for lv in arch.levels)
-    c = arch.compute
-    compute = Compute(c.instances, c.ops_per_cycle / factors.get("compute", 1.0), c.energy, c.frequency)
-    return Architecture(name, levels, compute)
+    compute = replace(arch.compute, ops_per_cycle=arch.compute.ops_per_cycle / factors.get("compute", 1.0))
+    return replace(arch, name=name, levels=levels, compute=compute)
 
 
 @dataclass(frozen=True)
