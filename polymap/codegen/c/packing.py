@@ -262,7 +262,18 @@ def close_packs(printer: Printer, opened: list[tuple[Pack, bool]]) -> None:
 
 
 def _copy(printer: Printer, pack: Pack, name: str) -> None:
-    """Nested loops over the buffer's digits in its order; values outside the array become 0."""
+    """Nested loops over the buffer's digits in the source's memory order; values outside the array become 0.
+
+    The loops run over the tensor's dimensions in its (row-major) order, and within one dimension
+    the larger divisor outer, so the copy reads the source as it lies in memory::
+
+        B[k, j] -> pack[j / 16][k][j % 16], 8 panels:  for k { for j / 16 { for j % 16 } }
+
+    not in the buffer's order (``for j / 16 { for k { ... } }``), which reads one row of 16
+    elements per page: every row of a KC x NR panel of a large B is a new page, so the panel-by-panel
+    copy walked the TLB once per row (blas3's diagnosis, RESULTS.md "where the GEMM time goes").
+    The writes are strided instead; they stay within the panel, which the level holds.
+    """
     decl = printer.decls[pack.tensor]
     digit = {id(d): f"polymap_d{k}" for k, d in enumerate(pack.dims)}
     value = {}
@@ -284,7 +295,7 @@ def _copy(printer: Printer, pack: Pack, name: str) -> None:
                                       ("", f"{inside} ? {c_name(pack.tensor)}[{flat}] : 0"))):
         printer.emit(f"if ({cond}) {{" if k == 0 else "} else {")
         printer.depth = depth + 1
-        for d in pack.dims:
+        for d in source_order(pack):
             printer.emit(f"for (long {digit[id(d)]} = 0; {digit[id(d)]} < {d.count}; {digit[id(d)]} += 1)")
             printer.depth += 1
         printer.emit(f"{name}[{index}] = {text};")
@@ -292,30 +303,50 @@ def _copy(printer: Printer, pack: Pack, name: str) -> None:
     printer.emit("}")
 
 
+def source_order(pack: Pack) -> list[PackDim]:
+    """The buffer's digits in the source's memory order: tensor dimension first, larger divisor outer."""
+    return sorted(pack.dims, key=lambda d: (pack.loops.index(d.loop), -d.divisor))
+
+
 def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pack]:
-    """The packs whose tiles start inside loop ``node``: no loop of a level above the pack's is inside it."""
+    """The packs whose tiles start inside loop ``node``.
+
+    That is the innermost loop of the levels above the pack's that indexes the tensor: the loops of
+    those levels inside it (which do not index it) walk tiles that hold the same box, which the
+    counts fill once (``mapping.md``: fills are what a residency holds that the previous did not),
+    so the copy is made once for all of them. gemm with B's columns kept at L2 in groups, the last
+    level walking ``i, k, j``: A's rows x KC block is packed once per ``k`` step, not once per
+    group of ``j``. When no loop of those levels indexes the tensor, the innermost one does.
+    """
     packs = printer.packs_by_rank.get(info.rank)
     if not packs or info.level < 0:
         return []
     out = []
+    body = node.for_get_body()
     for pack in packs.values():
-        if info.level < pack.level and not _outer_loop_inside(printer, node.for_get_body(), pack.level):
+        if info.level >= pack.level or _outer_loop_inside(printer, body, pack.level, pack.loops):
+            continue
+        if info.loop in pack.loops or (
+                not _outer_loop_inside(printer, body, pack.level, None)
+                and not any(lv < pack.level and x in pack.loops for lv, x in printer.loop_stack)):
             out.append(pack)
     return out
 
 
-def _outer_loop_inside(printer: Printer, node: isl.AstNode, level: int) -> bool:
+def _outer_loop_inside(printer: Printer, node: isl.AstNode, level: int, loops: tuple[str, ...] | None) -> bool:
+    """Is a loop of a level above ``level`` inside ``node`` (one of ``loops``, unless None)?"""
     t = node.get_type()
     if t == isl.ast_node_type.for_:
-        if printer.analysis.info(node).level < level:
+        info = printer.analysis.info(node)
+        if info.level < level and (loops is None or info.loop in loops):
             return True
-        return _outer_loop_inside(printer, node.for_get_body(), level)
+        return _outer_loop_inside(printer, node.for_get_body(), level, loops)
     if t == isl.ast_node_type.block:
         lst = node.block_get_children()
-        return any(_outer_loop_inside(printer, lst.get_at(k), level) for k in range(lst.n_ast_node()))
+        return any(_outer_loop_inside(printer, lst.get_at(k), level, loops) for k in range(lst.n_ast_node()))
     if t == isl.ast_node_type.if_:
-        return (_outer_loop_inside(printer, node.if_get_then_node(), level)
-                or (node.if_has_else_node() and _outer_loop_inside(printer, node.if_get_else_node(), level)))
+        return (_outer_loop_inside(printer, node.if_get_then_node(), level, loops)
+                or (node.if_has_else_node() and _outer_loop_inside(printer, node.if_get_else_node(), level, loops)))
     if t == isl.ast_node_type.mark:
-        return _outer_loop_inside(printer, node.mark_get_node(), level)
+        return _outer_loop_inside(printer, node.mark_get_node(), level, loops)
     return False
