@@ -4,8 +4,14 @@ The mapping says which tensors each level keeps; the counts charge a fill of
 the level for every element of a kept tile. When the tile is strided in
 memory (a block of rows of a larger array), this module makes that fill
 real: at the entry of each tile of the level (the body of the innermost loop
-of the levels outside it) the generated code copies the tile into a local
-buffer, and every read of the tensor inside reads the buffer instead.
+of the levels outside it that indexes the tensor) the generated code copies
+the tile into a local buffer, and every read of the tensor inside reads the
+buffer instead. When consecutive levels keep the tensor (no spatial loop
+between them, a constant box at each), the outermost of them copies: the
+inner level's tile is then a contiguous part of the panel (its digits are the
+panel's innermost ones), so the cache fills it as the counts say, with no
+copy of its own. gemm with B's panels grouped at L2: L2 keeps B's KC x 128
+block, packed ``[j / NR][k][j % NR]``, and L1 keeps one KC x NR panel of it.
 
 The buffer's layout is the one the inner levels walk: one dimension per
 (level, loop) below the keeping level whose loop indexes the tensor and
@@ -112,8 +118,13 @@ def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[st
         keeping = [lv for lv in range(1, n - 1) if tensor in mapping.levels[lv].keep]
         if not keeping:
             continue
-        level = keeping[-1]
         for loops in views:
+            level = keeping[-1]
+            # the levels just above that keep it too, walk no spatial loop and hold a constant box:
+            # the copy is made there, and the inner level's tile is a contiguous part of that panel
+            while (level - 1 in keeping and not mapping.levels[level - 1].spatial
+                   and _pack(mapping, tensor, loops, level - 1) is not None):
+                level -= 1
             pack = _pack(mapping, tensor, loops, level)
             if pack is not None:
                 out[pack.key] = pack

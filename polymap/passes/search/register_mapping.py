@@ -113,15 +113,13 @@ def cache_blocking(arch: Architecture, dtype: str, shape: TileShape) -> Blocking
 
 
 def host_blockings(arch: Architecture, dtype: str) -> list[tuple[str, Blocking]]:
-    """The capacity blocking and neighbours (KC halved and doubled; B's panels one at a time at
-    L1 instead of grouped at L2), for the counts to rank."""
+    """The capacity blocking and neighbours (KC halved and doubled), for the counts to rank."""
     shape = register_shape(arch.vector, dtype)
     b = cache_blocking(arch, dtype, shape)
     out = [("", b)]
     for kc in (b.kc // 2, b.kc * 2):
         mc = max(b.mr, b.mc * b.kc // kc // b.mr * b.mr)
         out.append((f" kc={kc}", dataclasses.replace(b, kc=kc, mc=mc)))
-    out.append((" panels at L1", dataclasses.replace(b, nb=0)))
     return out
 
 
@@ -271,9 +269,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     if nb:
         l2 = tile(chunk, nb, b.kc)
         inner = (k, j)
-        b_tensors = _b_tensors(model, nest, roles)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
-        keeps[n - 2] = tuple(x for x in keep if x not in b_tensors)
     specs = {
         0: top,
         n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None else ()),
@@ -305,18 +301,6 @@ def _grouped(arch: Architecture, n: int, b: Blocking, roles: Roles, rows: int | 
 
 def _written(model: KernelModel, nest: int) -> set[str]:
     return {s.stmt.target.tensor for s in model.nest_statements(nest)}
-
-
-def _b_tensors(model: KernelModel, nest: int, roles: Roles) -> set[str]:
-    """The tensors read along ``j`` and not ``i`` (gemm's B): the panels of the register tile."""
-    out = set()
-    for s in model.nest_statements(nest):
-        for r in ir.subexpressions(s.stmt.value):
-            if isinstance(r, ir.Ref) and r.indices:
-                names = set().union(*map(_vars, r.indices))
-                if roles.j in names and roles.i not in names:
-                    out.add(r.tensor)
-    return out - _written(model, nest)
 
 
 def parallel_loop(model: KernelModel, roles: Roles) -> str | None:
