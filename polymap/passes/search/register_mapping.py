@@ -7,11 +7,19 @@ matrix-vector products), on an architecture with at least four levels
 
     DRAM  whole nest, order i, j, k              (walks groups of one row block per core)
     LLC   tile {i: cores x rows}, spatial i      (one row block per core: one parallel region)
-    L2    tile {i: rows, j: NC, k: KC}           (rows = M / cores, or when that is over MC, the
-                                                  same number of blocks of at most MC per core)
-    L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the rows x KC block of A stays in L2,
-                                                   the KC x NR panel of B in L1)
+          order i, k, j                          (A's block stays for all groups of B's columns)
+    L2    tile {i: rows, j: NB, k: KC}           (rows = M / cores, or when that is over MC, the
+                                                  same number of blocks of at most MC per core;
+                                                  keeps A's rows x KC block and B's KC x NB block,
+                                                  packed there: NB / NR panels, 128 columns)
+    L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the KC x NR panel of B, a contiguous part
+                                                   of the L2 panel, in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
+
+With ``Blocking.nb`` 0 (or no room in L2 for a group of two panels) the L2 tile
+is ``{i: rows, j: NC, k: KC}``, the LLC walks ``i, j, k``, and B's panels are
+packed one at a time at L1 (before blas4; copying a panel at a time made every
+row of B a page walk, RESULTS.md "where the GEMM time goes").
 
 The C emitter (:mod:`polymap.codegen.c.regtile`) turns the RF box under the
 ``k`` loop into unrolled-and-jammed vector accumulators. ``j`` is the
