@@ -178,14 +178,15 @@ def _eval_index(text: str, values: dict[str, int]) -> int:
     return eval(text.replace(" / ", " // "), {"__builtins__": {}}, values)  # noqa: S307 - our own generated text
 
 
-@pytest.mark.parametrize("narrow_l1", [True, False])
-def test_packed_reads_find_what_the_copy_wrote(narrow_l1):
+@pytest.mark.parametrize("b_at", ["L2", "L1", "both"])
+def test_packed_reads_find_what_the_copy_wrote(b_at):
     # The copy fills digit (d0, d1, ...) of a panel with the element at origin + sum(d * divisor) per
     # loop; a read computes the subscript back from the element's coordinates (packed_index without the
     # enclosing loops' iterators, as when ISL prints no loop for a level). Both must agree for every
     # element. With B kept at L2 (tile j = 16) and not at L1 (tile j = 8), the L1 level is one tile of
     # j: its modulus (8) belongs to the registers' digit; without it (the bug fixed in c9fd508) the
-    # second 8 columns of the panel read the next row of k.
+    # second 8 columns of the panel read the next row of k. Kept at both, B is packed at L2 (the
+    # outermost of consecutive keeping levels): L1's panel is a contiguous part of it.
     from itertools import product
 
     from polymap.codegen.c.packing import origin_name, packed_index, plan_packs
@@ -194,10 +195,12 @@ def test_packed_reads_find_what_the_copy_wrote(narrow_l1):
     m = build_model(k)
     mp = register_mapping(m, 0, HOST, {"M": 29, "N": 45, "K": 37}, blocking=Blocking(3, 8, 5, 6, 16))
     n = len(mp.levels)
-    if narrow_l1:
-        levels = list(mp.levels)
-        levels[n - 2] = dataclasses.replace(levels[n - 2], keep=("A", "C"))
-        mp = dataclasses.replace(mp, levels=tuple(levels))
+    levels = list(mp.levels)
+    for lv, name in ((n - 3, "L2"), (n - 2, "L1")):
+        keep = tuple(x for x in levels[lv].keep if x != "B") + (("B",) if b_at in (name, "both") else ())
+        levels[lv] = dataclasses.replace(levels[lv], keep=keep)
+    mp = dataclasses.replace(mp, levels=tuple(levels))
+    narrow_l1 = b_at != "L1"
     packs = plan_packs(m, mp)
     b = packs[("B", ("k", "j"))]
     assert b.level == (n - 3 if narrow_l1 else n - 2)
