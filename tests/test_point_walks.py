@@ -28,7 +28,7 @@ from polymap.poly import build_model
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"seidel-2d": {"TSTEPS": 3, "N": 7}, "lu": {"N": 7}, "jacobi-2d": {"TSTEPS": 3, "N": 6},
-         "fdtd-2d": {"TMAX": 2, "NX": 4, "NY": 5}}
+         "fdtd-2d": {"TMAX": 2, "NX": 4, "NY": 5}, "cholesky": {"N": 7}}
 
 
 def _setup(name: str):
@@ -89,6 +89,37 @@ def _carried(walk: PointWalk, coords, pairs) -> bool:
     return False
 
 
+def _next_pairs(walk: PointWalk, inst, coords):
+    """``(n, m)``: instance m is instance n's statement one iteration of the walk's innermost loop later."""
+    at = {(inst[n][0].name, tuple(sorted(c.items()))): n for n, c in enumerate(coords)}
+    for n, c in enumerate(coords):
+        nxt = dict(c)
+        nxt[walk.innermost] += 1
+        if walk.wavefront:
+            nxt[walk.wavefront[0]] -= 1
+        m = at.get((inst[n][0].name, tuple(sorted(nxt.items()))))
+        if m is not None:
+            yield n, m
+
+
+def _reduces(walk: PointWalk, inst, coords) -> bool:
+    """Some update (its target among its reads) keeps its target from every iteration to the next."""
+    kept: dict[str, bool] = {}
+    for n, m in _next_pairs(walk, inst, coords):
+        ctx = inst[n][0]
+        if ctx.stmt.is_reduction or ctx.stmt.target in ir.reads_of(ctx.stmt):
+            kept[ctx.name] = kept.get(ctx.name, True) and inst[n][3] == inst[m][3]
+    return any(kept.values())
+
+
+def _stores_unit(walk: PointWalk, inst, coords) -> bool:
+    for n, m in _next_pairs(walk, inst, coords):
+        d = tuple(b - a for a, b in zip(inst[n][3][1], inst[m][3][1]))  # (tensor, element) of the write
+        if any(d[:-1]) or (d and d[-1] not in (0, 1)):
+            return False
+    return True
+
+
 def _unit(walk: PointWalk, inst, coords) -> bool:
     at = {(inst[n][0].name, tuple(sorted(c.items()))): n for n, c in enumerate(coords)}
     for n, c in enumerate(coords):
@@ -118,10 +149,12 @@ def test_walk_facts_equal_brute_force(name):
         assert w.chain == _carried(w, coords, chains), w
         assert w.carried == _carried(w, coords, every), w
         assert w.unit == _unit(w, inst, coords), w
-    if not own.chain and own.unit:
+        assert w.reduces == _reduces(w, inst, coords), w
+        assert w.stores_unit == _stores_unit(w, inst, coords), w
+    if not own.chain and own.unit and not own.reduces:
         assert len(walks) == 1  # nothing to improve
-    for w in walks[1:]:
-        assert (w.chain, not w.unit) < (own.chain, not own.unit), w  # better on recurrence or stride
+    for w in walks[1:]:  # better on recurrence, strided stores, accumulator chains or strides, in that order
+        assert (w.chain, not w.stores_unit, w.reduces, not w.unit) < (own.chain, not own.stores_unit, own.reduces, not own.unit), w
     assert [w.rank for w in walks[1:]] == sorted(w.rank for w in walks[1:])
 
 
@@ -148,6 +181,23 @@ def test_seidel_lu_and_jacobi_as_the_rule_says():
         assert any("points of each tile are walked in the order s0, s3, s1, s2" in line for line in describe(m, model))
     _, model, sched = _setup("jacobi-2d")
     assert len(point_walks(model, sched)) == 1
+
+
+def test_cholesky_walks_its_points_without_the_accumulator_chain():
+    """cholesky's own walk has ``k`` innermost: unit stride, but ``A[i][j] -= A[i][k] * A[j][k]``
+    keeps one accumulator, each iteration waiting for the last subtraction. ``j`` innermost
+    (``s0 s3 s1 s2``: ``i``, ``k``, then ``j``) stores unit-stride and reads ``A[j][k]`` strided, no
+    chain: it replaces the own walk, and is legal by brute force at tiles that divide nothing."""
+    k, model, sched = _setup("cholesky")
+    own, *others = point_walks(model, sched)
+    assert own.reduces and own.unit and own.stores_unit and not own.chain
+    assert others and not others[0].reduces and others[0].stores_unit and not others[0].unit
+    host = load_architecture("host")
+    for source, m in isl_mappings(model, 0, host, {}):
+        assert source.endswith("points in order s0 s3 s1 s2"), source
+        small = dataclasses.replace(m, levels=tuple(
+            dataclasses.replace(lv, tile=tuple(t if t is None else min(t, 3) for t in lv.tile)) for lv in m.levels))
+        assert brute_legal(k, small, {"N": 8})[0] and check_mapping(model, small, params={"N": 8}).legal
 
 
 @pytest.mark.parametrize("tile", [(2, 3, 4), (3, 2, 5)])
