@@ -215,7 +215,7 @@ def test_the_search_winners_are_counted_once_with_the_exact_counts(path: str, mo
         return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
 
     monkeypatch.setattr(Budget, "run", recorded)
-    chosen = choose(kernel, toy, params, options=ChoiceOptions(search_evaluations=40, search_top=2))
+    chosen = choose(kernel, toy, params, options=ChoiceOptions(search_evaluations=40, search_top=2, search_isl_counts=6))
     monkeypatch.undo()
     searched = [c for n in chosen.nests for c in n.candidates if c.source.startswith("search #")]
     assert searched, "the search found no candidate: the test checks nothing"

@@ -148,7 +148,7 @@ def test_outside_the_fast_class_only_the_orders_ranked_are_checked(monkeypatch):
 
     kernel = parse(MM_INIT, "<test>").kernels[0]
     model, params = build_model(kernel), {"M": 6, "N": 7, "K": 5}
-    assert not search_module._fast_class(model, 0, params)
+    assert not search_module.in_fast_class(model, 0, params)
     every = space_module.SearchSpace.build(model, 0, ARCH, params)
     assert len(every.orders) > space_module.FEW_ORDERS  # else the test shows nothing
     asked = []
@@ -157,7 +157,56 @@ def test_outside_the_fast_class_only_the_orders_ranked_are_checked(monkeypatch):
     found = search_mappings(model, 0, ARCH, params, top=3, budget=50, seconds=None)
     n_orders = len(list(space_module._orders(every.loops)))
     assert len(asked) < n_orders
-    monkeypatch.setattr(search_module, "_fast_class", lambda *a: True)  # every order checked, as before
+    monkeypatch.setattr(search_module, "in_fast_class", lambda *a: True)  # every order checked, as before
     again = search_mappings(build_model(kernel), 0, ARCH, params, top=3, budget=50, seconds=None)
     assert found and [m for m, _ in found] == [m for m, _ in again]
     assert [r for _, r in found] == [r for _, r in again]
+
+
+def test_outside_the_fast_class_the_search_counts_at_most_its_work_bound(monkeypatch):
+    """The ISL-path search counts no more candidates than ``isl_counts`` allows (a work count, the same on
+    any machine), and the ones it counts are ranked as with a larger bound: its first ones."""
+    from polymap.passes.search import search as search_module
+
+    kernel = parse(MM_INIT, "<test>").kernels[0]
+    model, params = build_model(kernel), {"M": 6, "N": 7, "K": 5}
+    counted = []
+    real = search_module.isl_count_mapping
+    monkeypatch.setattr(search_module, "isl_count_mapping", lambda m, mp, *a, **k: counted.append(mp) or real(m, mp, *a, **k))
+    every = search_mappings(model, 0, ARCH, params, top=6, budget=50, seconds=None)
+    assert len(counted) > 2  # else the bound below shows nothing
+    first = list(counted)
+    counted.clear()
+    two = search_mappings(model, 0, ARCH, params, top=6, budget=50, seconds=None, isl_counts=2)
+    assert 0 < len(counted) <= 2 and counted == first[:len(counted)]
+    assert {repr(m.to_dict()) for m, _ in two} <= {repr(m.to_dict()) for m, _ in every}
+
+
+def test_compile_leaves_the_search_out_where_only_isl_would_count_it(monkeypatch):
+    """By default compile's choice runs no search on a nest outside the fast class (its ISL counts take
+    minutes at real sizes) and says so; the other candidates are ranked exactly as without the search,
+    and with ISL counts allowed the search runs again."""
+    from polymap.budget import Budget
+    from polymap.passes.search.choice import ChoiceOptions, choose
+
+    kernel = parse(MM_INIT, "<test>").kernels[0]
+    params = {"M": 6, "N": 7, "K": 5}
+    pieces: list[str] = []
+    run = Budget.run
+
+    def recorded(self, fn, args=(), kwargs=None, *, limit, timed_out, what):
+        pieces.append(what)
+        return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
+
+    monkeypatch.setattr(Budget, "run", recorded)
+    default = choose(kernel, ARCH, params)
+    assert not [w for w in pieces if w.startswith("the search of nest")]
+    assert any("outside the fast counter's class" in s for s in default.nests[0].skipped)
+    assert not any(c.source.startswith("search #") for c in default.nests[0].candidates)
+    without = choose(kernel, ARCH, params, options=ChoiceOptions(search_evaluations=0))
+    assert [(c.source, c.report) for c in default.nests[0].candidates] == \
+        [(c.source, c.report) for c in without.nests[0].candidates]
+    pieces.clear()
+    searched = choose(kernel, ARCH, params, options=ChoiceOptions(search_isl_counts=6))
+    assert [w for w in pieces if w.startswith("the search of nest")]
+    assert not any("outside the fast counter's class" in s for s in searched.nests[0].skipped)

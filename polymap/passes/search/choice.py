@@ -6,7 +6,9 @@ Per nest, the candidates are the register blocking
 innermost loop unit stride (:mod:`polymap.passes.search.interchange`), isl's
 schedules (:mod:`polymap.passes.search.isl_schedule`), the best mappings of the search
 (:func:`polymap.passes.search.search.search_mappings`, with a budget of
-evaluations, :attr:`ChoiceOptions.search_evaluations`) and always the
+evaluations, :attr:`ChoiceOptions.search_evaluations`; on a nest outside the
+fast counter's class only with ISL counts allowed,
+:attr:`ChoiceOptions.search_isl_counts`, none by default) and always the
 *original order*. Each is checked (legality:
 :func:`polymap.passes.legality.legality.check_mapping`; fit:
 :func:`polymap.passes.counting.fit.fit_problems`) and counted exactly
@@ -54,7 +56,7 @@ from polymap.passes.legality.legality import check_mapping
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.interchange import interchange_mappings, mapping_strided_weight
 from polymap.passes.search.register_mapping import register_mappings
-from polymap.passes.search.search import search_mappings
+from polymap.passes.search.search import in_fast_class, search_mappings
 from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
 from polymap.poly import KernelModel, build_model
 
@@ -71,6 +73,11 @@ class ChoiceOptions:
     """Tile vectors the search evaluates per loop order; 0 leaves the search out."""
     search_top: int = 3
     """Best mappings of the search that become candidates."""
+    search_isl_counts: int = 0
+    """ISL-path counts the search may make on a nest outside the fast counter's class (0: no search there).
+    Each is seconds to minutes at real sizes (barvinok on square tiles at every level: PolyBench gemm at
+    LARGE, 35-60 s CPU each), so by default such a nest is ranked among the other candidates only: a work
+    count, never the machine's load, decides what is considered (``docs/design.md``)."""
     candidate_limit_seconds: float = 600.0
     """Wall-clock safety limit on one candidate's legality, fit and counts (stops runaway work, reported)."""
     search_limit_seconds: float = 600.0
@@ -186,7 +193,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
     beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
     proposals += [] if beyond else scheduled
-    found, stopped = _search(model, nest, arch, params, options, budget)
+    found, stopped, unsearched = _search(model, nest, arch, params, options, budget)
+    skipped += unsearched
     seen = set()
     others = []
     limit = options.candidate_limit_seconds
@@ -378,22 +386,28 @@ def evaluate_candidate(model: KernelModel, source: str, mapping: Mapping, arch: 
 def _search_mappings(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
                      options: ChoiceOptions) -> list[tuple[Mapping, CostReport]]:
     return search_mappings(model, nest, arch, params, top=options.search_top, budget=options.search_evaluations,
-                           confirm=options.search_top, seconds=None, objective=options.objective)
+                           confirm=options.search_top, seconds=None, objective=options.objective,
+                           isl_counts=options.search_isl_counts)
 
 
 def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int], options: ChoiceOptions,
-            budget: Budget) -> tuple[list[tuple[Mapping, CostReport]], tuple[str, ...]]:
+            budget: Budget) -> tuple[list[tuple[Mapping, CostReport]], tuple[str, ...], tuple[str, ...]]:
     """The search's best mappings with their exact reports (legal with their own tiles and fitting:
-    :func:`polymap.passes.search.search.search_mappings` checked them), and what the safety limit
-    stopped (the search, or nothing)."""
+    :func:`polymap.passes.search.search.search_mappings` checked them), what the safety limit
+    stopped (the search, or nothing), and why the search was left out (outside the fast counter's
+    class with no ISL counts allowed, :attr:`ChoiceOptions.search_isl_counts`)."""
     if options.search_evaluations <= 0 or options.search_top <= 0:
-        return [], ()
+        return [], (), ()
+    if options.search_isl_counts <= 0 and not in_fast_class(model, nest, params):
+        return [], (), ("search: the nest is outside the fast counter's class and its ISL-path counts are "
+                        "beyond the work budget (ChoiceOptions.search_isl_counts = 0); the other candidates "
+                        "were ranked",)
     late: list[tuple[Mapping, CostReport]] = []
     found = budget.run(_search_mappings, (model, nest, arch, params, options), {},
                        limit=options.search_limit_seconds, timed_out=late, what=f"the search of nest {nest}")
     if found is late:
-        return [], (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",)
-    return found, ()
+        return [], (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",), ()
+    return found, (), ()
 
 
 def explain(choice: NestChoice, arch: Architecture) -> list[str]:

@@ -72,7 +72,7 @@ def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: Ma
 
 def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *, top: int = 10,
                     budget: int = 4000, confirm: int = 3, seconds: float | None = 5.0,
-                    recount: bool = False, objective: Objective = Objective.CYCLES
+                    recount: bool = False, objective: Objective = Objective.CYCLES, isl_counts: int = 6
                     ) -> list[tuple[Mapping, CostReport]]:
     """Legal, fitting mappings of ``nest`` on ``arch``, best first by ``objective``
     (:class:`~polymap.passes.counting.cost_model.Objective`: cycles then energy by default).
@@ -81,20 +81,21 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
     path; the best ``confirm`` are checked for legality with their own tiles
     and reported with exact counts (the fast path's, or the ISL path's with
     ``recount`` or outside its class). ``seconds`` (None: no limit) bounds the
-    time spent on orders and confirmations, see the module docstring.
+    time spent on orders and confirmations, see the module docstring. Outside the
+    fast path's class at most ``isl_counts`` candidates are counted (a work bound).
     """
     params = dict(params)
     deadline = None if seconds is None else time.monotonic() + seconds
     # outside the fast path's class only the first few legal orders are ranked: the legality of the
     # others (seconds each at real sizes) is not asked
-    enough = None if _fast_class(model, nest, params) else FEW_ORDERS
+    enough = None if in_fast_class(model, nest, params) else FEW_ORDERS
     space = SearchSpace.build(model, nest, arch, params, deadline=deadline, enough=enough)
     if space is None:
         return []
     try:
         ranked, want = _rank_fast(model, space, budget, objective), confirm
     except NotSupported:
-        ranked, want, recount = space.few_candidates(), top, True
+        ranked, want, recount = space.few_candidates(isl_counts), top, True
     out: list[tuple[Mapping, CostReport]] = []
     for m in ranked:
         late = deadline is not None and time.monotonic() > deadline
@@ -109,7 +110,7 @@ def search_mappings(model: KernelModel, nest: int, arch: Architecture, params: M
     return out[:top]
 
 
-def _fast_class(model: KernelModel, nest: int, params: MappingT[str, int]) -> bool:
+def in_fast_class(model: KernelModel, nest: int, params: MappingT[str, int]) -> bool:
     """Is the nest in the fast path's class (:func:`polymap.passes.counting.fastcount_nest.analyse_nest`)?"""
     try:
         analyse_nest(model, nest, params)
