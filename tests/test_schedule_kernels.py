@@ -145,6 +145,26 @@ def test_footprints_by_points_equal_barvinok(name):
             footprint.level_footprint(model, lr, params)
 
 
+@pytest.mark.parametrize("name", ["jacobi-1d", "seidel-2d", "fdtd-2d"])
+def test_the_walk_by_points_is_bounded_by_its_pairs_not_its_instances(name, monkeypatch):
+    """What enumeration walks is the ``(residency, element)`` pairs: at the innermost level at least as
+    many as the instances (one residency each) and up to their accesses. With the limit between the
+    instances and the innermost level's pairs (counted by barvinok), the walk is refused; before,
+    only the instances were held to it (jacobi-2d's wavefronts walked minutes per candidate)."""
+    k, m, params, _ = _case(name)
+    model = build_model(k)
+    res = residencies(model, m, params=params)
+    inner = res.levels[-1]
+    pairs = sum(footprint.to_int(t.held.wrap().card(), params) if t.held.dim(footprint.isl.dim_type.param)
+                else footprint.to_int(t.held.wrap().card()) for t in inner.tensors)
+    instances = sum(footprint.to_int(footprint.count(st.domain), params) for st in model.statements)
+    assert instances < pairs
+    monkeypatch.setattr(footprint, "ENUMERATION_LIMIT", (instances + pairs) // 2)
+    assert not footprint.enumerable(model, m, params)
+    monkeypatch.setattr(footprint, "ENUMERATION_LIMIT", 10 * pairs)
+    assert footprint.enumerable(model, m, params)
+
+
 def test_fused_attention_keeps_score_rows_in_the_buffer():
     """Fused along i, S is born and consumed inside one residency of L1: it is never read from L0."""
     k, m, params, _ = _case("attention")
