@@ -43,6 +43,21 @@ def test_reduced_sizes_halve_the_largest_until_within_the_ranking_budget(small_b
     assert isl_schedule.countable(model, 0, small)
 
 
+def test_below_the_enumeration_limit_but_beyond_the_ranking_budget_isl_candidates_are_ranked_at_reduced_sizes(
+        monkeypatch: pytest.MonkeyPatch):
+    """A nest that point walks *could* count (within ENUMERATION_LIMIT) but not within compile's budget
+    (RANKING_LIMIT; jacobi-1d LARGE has 1,998,000 instances, minutes per candidate) is ranked at
+    reduced sizes, not counted at the given ones."""
+    monkeypatch.setattr(isl_schedule, "ENUMERATION_LIMIT", 1000)
+    monkeypatch.setattr(isl_schedule, "RANKING_LIMIT", 120)
+    model = build_model(distinct_loop_names(_kernel()))
+    assert isl_schedule._instances(model, 0, SIZES) <= isl_schedule.ENUMERATION_LIMIT  # else it shows nothing
+    assert not isl_schedule.countable(model, 0, SIZES)
+    nest = choose(_kernel(), load_architecture("host"), SIZES, options=FAST).nests[0]
+    isl = [c for c in nest.candidates if c.source.startswith("isl schedule")]
+    assert isl and all(c.report is None and c.problems[0].startswith("ranked at reduced sizes") for c in isl)
+
+
 def test_beyond_the_budget_isl_candidates_are_ranked_at_reduced_sizes(small_budgets: None):
     host = load_architecture("host")
     choice = choose(_kernel(), host, SIZES, options=FAST)
