@@ -302,6 +302,27 @@ def test_widen_adds_counted_legal_candidates_in_the_models_order(gemm_choice, ho
     assert all(c.legal and c.report is not None for c in added)
 
 
+def test_widen_takes_an_isl_candidates_loops_from_its_schedule(host):
+    """jacobi-2d's choice is isl's wavefronts, whose loops are their schedule's (s0, s1, ...): their
+    neighbours are tiled over those loops' extents (before, the nest's ``t, i, j`` were looked up:
+    KeyError 's0', the first bench_fidelity run that got past jacobi-2d's choice stopped there)."""
+    from polymap.mapping.model import mapping_loop_extents
+    from polymap.passes.search.tune import usable_candidates, widen
+
+    kernel = load_program(EXAMPLES / "jacobi2d.loop").kernels[0]
+    values = param_values(kernel, {"T": 2, "N": 12})
+    choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0))
+    nc = choice.nests[0]
+    scheduled = [c for c in usable_candidates(nc) if c.mapping is not None and c.mapping.schedule]
+    assert scheduled, "the test needs an isl candidate"
+    wide = widen(choice.model, nc, host, values, k=len(usable_candidates(nc)) + 2, seconds=300)
+    added = [c for c in usable_candidates(wide) if " / " in c.source]
+    assert added and all(c.legal and c.report is not None for c in added)
+    for c in added:  # tiles within their own loops' extents
+        extents = mapping_loop_extents(choice.model.kernel, c.mapping, values, model=choice.model)
+        assert set(c.mapping.loops) <= set(extents)
+
+
 def test_distinct_keeps_the_first_of_each_code(gemm_choice, host, gemm):
     """Mappings that differ where the code does not (the order of a level whose loops walk one
     tile) print one code up to loop names, and are one candidate; a different tile is another."""

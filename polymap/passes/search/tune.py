@@ -28,7 +28,7 @@ from polymap import ir
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.names import canonical_source
 from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, Timer, TimingJob
-from polymap.mapping.model import Mapping, loop_extents
+from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, evaluate_candidate
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.variants import neighbours
@@ -206,12 +206,13 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
     ``seconds`` have passed; ranked as compile ranks. A neighbour that prints the code of a candidate
     already there is not added: it would be measured twice and tie with itself."""
     deadline = time.monotonic() + seconds
-    extents = loop_extents(model.kernel, nc.nest, dict(params), model=model)
     seen = {repr(c.mapping.to_dict()) for c in nc.candidates if c.mapping is not None}
     codes: set[str] = set()
     have = len(distinct(model, usable_candidates(nc), params, seen=codes))  # all: a neighbour may repeat any
     found: list[Candidate] = []
     for parent in [c for c in usable_candidates(nc) if c.mapping is not None]:
+        # the parent's own loops: an isl candidate's are its schedule's (s0, s1, ...), not the nest's
+        extents = mapping_loop_extents(model.kernel, parent.mapping, dict(params), model=model)
         for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
             if have + len(found) >= k or time.monotonic() > deadline:
                 break
