@@ -30,7 +30,7 @@ the mapping, by the same rules it applies:
   chains / latency)`` per cycle, i.e. the compute term is multiplied by
   ``max(1, ops x latency / vector chains)``. The latency is :data:`LATENCY`
   when the accumulators live in registers (one element, or a register tile's
-  box) and :data:`STORE_FORWARD` more when every link loads and stores its
+  box: the innermost level's loops around a reduction loop of an outer level) and :data:`STORE_FORWARD` more when every link loads and stores its
   element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
   reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
   memory, one lane): 2.25x; a register tile: 1.
@@ -164,8 +164,9 @@ def chains(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]
            last: int) -> tuple[int, bool] | None:
     """``(elements in flight, in registers)`` of :func:`chain_elements`. In registers: one element
     (the compiler keeps an accumulator invariant along the innermost loop in a register), or every
-    loop inside the reduction loop at the innermost level ``last`` (a register tile's box,
-    :mod:`polymap.codegen.c.regtile`); otherwise each link loads and stores its element."""
+    loop inside the reduction loop at the innermost level ``last`` and the reduction loop itself at an
+    outer level (a register tile's box, :mod:`polymap.codegen.c.regtile`, whose pattern this is);
+    otherwise each link loads and stores its element."""
     best: tuple[int, bool] | None = None
     for ctx in stmts:
         if not accumulates(ctx.stmt):
@@ -177,7 +178,10 @@ def chains(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]
             if x not in own:
                 continue
             if x not in deps:  # the reduction loop: each of its iterations is one link of every chain
-                here = (n, n == 1 or box)
+                # a box of accumulators stays in registers only around a reduction loop of an outer
+                # level (regtile.match's pattern); with the reduction loop inside the innermost level
+                # too, the code is plain loops and every link loads and stores its element
+                here = (n, n == 1 or (box and k < last))
                 best = here if best is None or here < best else best
                 break
             n *= trips
@@ -482,6 +486,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         deps = target_loops(ctx.stmt, own)
         n, box = np.ones(B), np.ones(B, dtype=bool)
         stopped, found = np.zeros(B, dtype=bool), np.zeros(B, dtype=bool)
+        inner = np.zeros(B, dtype=bool)  # the reduction loop is at the innermost level (see chains)
         for k, j in reversed(positions):
             x = loops[j]
             if x not in own:
@@ -491,9 +496,10 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 n = np.where(live, n * trips[:, k, j], n)
                 box = np.where(live, box & (k == last), box)
             else:
+                inner = np.where(live, k == last, inner)
                 found |= live
                 stopped |= live
-        mine = (n == 1) | box
+        mine = (n == 1) | (box & ~inner)
         # the fewest elements win, and at equal elements registers (False < True in the tuple order)
         better = found & ((n < elements) | ((n == elements) & ~mine & registers))
         registers = np.where(better, mine, registers)
