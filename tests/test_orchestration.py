@@ -336,3 +336,21 @@ def test_json_error_of_an_unreadable_file_names_it(tmp_path: Path, capsys: pytes
     doc = json.loads(capsys.readouterr().out)["error"]
     assert doc["file"] == str(missing) and doc["line"] is None
     assert "cannot read file" in doc["message"]
+
+
+@pytest.mark.parametrize("path", ["examples/polybench/symm.loop", "examples/polybench/gramschmidt.loop"])
+def test_a_candidate_is_rejected_exactly_when_check_finds_a_violation(path: str):
+    """compile asks the legality of its candidates without witnesses (symm's register tiles at LARGE:
+    their witnesses took over 300 s); the verdict must still be check's, candidate by candidate."""
+    from polymap.passes.legality.legality import check_mapping
+    from polymap.passes.search.choice import ILLEGAL_CANDIDATE
+
+    kernel, params = _kernel(path)
+    chosen = choose(kernel, api.architecture("host"), params, options=FAST)
+    cands = [c for n in chosen.nests for c in n.candidates if c.mapping is not None]
+    illegal = [c for c in cands if c.problems == (ILLEGAL_CANDIDATE,)]
+    assert illegal, "no illegal candidate: the test checks nothing"
+    for cand in cands:
+        verdict = check_mapping(chosen.model, cand.mapping, params=params)
+        assert (cand in illegal) == (not verdict.legal), cand.source
+        assert verdict.legal or verdict.violations, cand.source

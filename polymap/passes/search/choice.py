@@ -10,7 +10,7 @@ evaluations, :attr:`ChoiceOptions.search_evaluations`; on a nest outside the
 fast counter's class only with ISL counts allowed,
 :attr:`ChoiceOptions.search_isl_counts`, none by default) and always the
 *original order*. Each is checked (legality:
-:func:`polymap.passes.legality.legality.check_mapping`; fit:
+:func:`polymap.passes.legality.legality.is_legal`, the exact verdict without witnesses; fit:
 :func:`polymap.passes.counting.fit.fit_problems`) and counted exactly
 (:func:`polymap.passes.counting.counting.count_mapping`), then ranked by
 the objective (:class:`~polymap.passes.counting.cost_model.Objective`,
@@ -52,7 +52,7 @@ from polymap.passes.counting.cost_model import CostReport, Objective, mapping_ex
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
-from polymap.passes.legality.legality import check_mapping
+from polymap.passes.legality.legality import is_legal
 from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.interchange import interchange_mappings, mapping_strided_weight
 from polymap.passes.search.register_mapping import register_mappings
@@ -82,6 +82,10 @@ class ChoiceOptions:
     """Wall-clock safety limit on one candidate's legality, fit and counts (stops runaway work, reported)."""
     search_limit_seconds: float = 600.0
     """Wall-clock safety limit on the search of one nest (stops runaway work, reported)."""
+
+
+#: why compile drops an illegal candidate (``polymap check --mapping`` on it gives the witnesses)
+ILLEGAL_CANDIDATE = "illegal: it changes which write some read sees or which write is final"
 
 
 @dataclass(frozen=True)
@@ -348,9 +352,11 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     """Legality first (cheap, exact), then fit (``fit``: by bypassing levels), then the counts."""
     params = dict(params)
     if mapping is not None:
-        verdict = check_mapping(model, mapping, params=params)
-        if not verdict.legal:
-            return Candidate(source, mapping, counted, False, tuple(v.reason for v in verdict.violations))
+        if not is_legal(model, mapping):
+            # the verdict only, exact and symbolic: the witnesses of check_mapping are for the user's own
+            # mapping; for a candidate that loses anyway they cost ISL minutes (symm's register tiles at
+            # LARGE: over 300 s, where the verdict takes seconds)
+            return Candidate(source, mapping, counted, False, (ILLEGAL_CANDIDATE,))
         problems = fit_problems(model, mapping, arch, params)
         if fit and problems and all(p.kind == "capacity" for p in problems):
             mapping = counted = fit_keeps(model, mapping, arch, params)

@@ -27,7 +27,7 @@ from typing import Mapping as MappingT
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, coords_map, expression_isl
-from polymap.passes.legality.legality import check_mapping
+from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.execution import accumulates
 from polymap.passes.counting.footprint import ENUMERATION_LIMIT
@@ -276,14 +276,14 @@ def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: Mapp
         used = sched
         if split is not None:
             apart = _tiled(model, nest, split, names, shape)
-            if check_mapping(model, apart).legal:  # for every size: the choice does not depend on them
+            if is_legal(model, apart):  # for every size: the choice does not depend on them
                 m, source, used = apart, source + " distributed", split
         key = used is split
         if key not in walks:
             walks[key] = point_walks(model, used)
         for walk in walks[key][1:]:  # the first is the schedule's own order
             walked = _walked(m, walk)
-            if check_mapping(model, walked).legal:  # for every size, like the distribution above
+            if is_legal(model, walked):  # for every size, like the distribution above
                 m, source = walked, source + f" | points {walk.words}"
                 break
         out.append((source, m))

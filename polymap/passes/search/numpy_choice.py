@@ -30,7 +30,7 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel
-from polymap.passes.legality.legality import check_mapping
+from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 
 #: the largest box (elements) one non-contraction statement may broadcast over
@@ -86,7 +86,7 @@ def numpy_mapping(model: KernelModel, nest: int, arch: Architecture, params: Map
     levels = [LevelMapping(lv.name, whole, loops, (), keep) for lv in arch.levels[:-1]]
     levels.append(LevelMapping(arch.levels[-1].name, inner, loops, (), keep))
     mapping = Mapping(kernel.name, nest, loops, tuple(levels))
-    if not check_mapping(model, mapping, params=dict(params)).legal:
+    if not is_legal(model, mapping):
         return None
     return mapping
 

@@ -31,7 +31,7 @@ from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
 from polymap.codegen.verify import verify as check_against_reference
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
-from polymap.passes.legality.legality import check_mapping
+from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
 
@@ -141,7 +141,7 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
     if mapping.nest != nest:
         raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
     values = dict(params)
-    if not check_mapping(model, mapping, params=values).legal:
+    if not is_legal(model, mapping):
         raise ValueError(f"the mapping of nest {nest} is illegal")
     if fit_problems(model, mapping, arch, values):
         raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
