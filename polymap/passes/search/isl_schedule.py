@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Mapping as MappingT
+from typing import Iterator, Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
@@ -32,7 +32,7 @@ from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.execution import accumulates
 from polymap.passes.counting.footprint import ENUMERATION_LIMIT
 from polymap.machine.arch import Architecture
-from polymap.poly import KernelModel, count, to_int
+from polymap.poly import Access, KernelModel, StatementModel, count, to_int
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
 #: compile must stay within a few).
@@ -432,7 +432,8 @@ def _carried(conflicts: isl.UnionMap, sched: IslSchedule, order: tuple[str, ...]
     return not conflicts.intersect(probe.align_params(conflicts.get_space())).is_empty()
 
 
-def _steps(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]):
+def _steps(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]
+           ) -> Iterator[tuple[StatementModel, Access, isl.Set]]:
     """``(statement, access, deltas)``: how each access's element moves from one iteration of the
     walk's innermost loop ``inner`` to the next (empty deltas: the statement does not move along it)."""
     n = len(sched.loops)
