@@ -20,7 +20,6 @@ import pytest
 from polymap.budget import Budget, BudgetExceeded
 from cli_run import run, write
 
-from polymap.cli import main
 from polymap.limits import Limits, parse_limits
 from polymap.errors import InputError
 

@@ -19,7 +19,6 @@ from bruteforce import brute_legal, witness_is_real
 from polymap.mapping.files import mapping_from_dict
 from polymap.driver import parse
 from polymap.machine.arch import architecture_from_dict
-from polymap.mapping.model import Mapping
 from polymap.passes.counting import footprint
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.residency import residencies

@@ -260,7 +260,6 @@ def test_neighbours_change_one_decision_at_a_middle_level(gemm, host):
 
     values = param_values(gemm, {"M": 256, "N": 256, "K": 256})
     model = api.model(gemm)
-    from polymap.mapping.model import Mapping
 
     made = register_mapping(model, 0, host, values)
     # read back as a file reads (a tile left out inherits the enclosing level's), as neighbours are

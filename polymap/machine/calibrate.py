@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping as MappingT, Protocol, Sequence
 
-from polymap.machine.arch import Architecture, Level
+from polymap.machine.arch import Architecture
 from polymap.machine.derating import fit_derating, predict
 from polymap.codegen.build import build_c
 from polymap.passes.search.fidelity import log_error, spearman

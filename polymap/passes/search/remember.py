@@ -23,7 +23,7 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.passes.counting.fit import fit_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping

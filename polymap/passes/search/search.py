@@ -41,11 +41,10 @@ from polymap.mapping.model import Mapping
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate, rank_key
 from polymap.passes.counting.counting import Counts, isl_count_mapping
 from polymap.passes.counting.fit import exceeds, fanout_problems
-from polymap.passes.counting.fastcount import evaluator_for, fast_counts, tiles_of
+from polymap.passes.counting.fastcount import evaluator_for, fast_counts
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.passes.search.space import FEW_ORDERS, SearchSpace, candidate_tiles
 from polymap.passes.legality.legality import is_legal
-from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
 
 
@@ -60,11 +59,9 @@ def _legal(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | No
 
 def _report(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int],
             extents: MappingT[str, int], *, recount: bool = True) -> CostReport | None:
-    counts, by = None, "isl"
-    if not recount:
-        counts, by = fast_counts(model, mapping, arch, params=dict(params)), "fast"
+    counts = None if recount else fast_counts(model, mapping, arch, params=dict(params))
     if counts is None:
-        counts, by = isl_count_mapping(model, mapping, arch, params=dict(params)), "isl"
+        counts = isl_count_mapping(model, mapping, arch, params=dict(params))
     if not _fits(counts, arch):
         return None
     return evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
