@@ -30,7 +30,8 @@ the mapping, by the same rules it applies:
   chains / latency)`` per cycle, i.e. the compute term is multiplied by
   ``max(1, ops x latency / vector chains)``. The latency is :data:`LATENCY`
   when the accumulators live in registers (one element, or a register tile's
-  box: the innermost level's loops around a reduction loop of an outer level) and :data:`STORE_FORWARD` more when every link loads and stores its
+  box: the innermost level's loops around a reduction loop of an outer level)
+  and :data:`STORE_FORWARD` more when every link loads and stores its
   element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
   reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
   memory, one lane): 2.25x; a register tile: 1.

@@ -352,9 +352,10 @@ def point_walks(model: KernelModel, sched: IslSchedule) -> list[PointWalk]:
 
     def walk(order: tuple[str, ...], wave: tuple[str, ...]) -> PointWalk:
         inner = [x for x in order if x not in sched.constant][-1]
+        steps = list(_steps(model, sched, inner, wave))  # one ISL pass, read by the three predicates
         return PointWalk(order, wave, inner, _carried(chains, sched, order, wave, inner),
-                         _unit_stride(model, sched, inner, wave), _carried(conflicts, sched, order, wave, inner),
-                         _reduces(model, sched, inner, wave), _unit_stride(model, sched, inner, wave, stores=True))
+                         _unit_stride(steps), _carried(conflicts, sched, order, wave, inner),
+                         _reduces(steps), _unit_stride(steps, stores=True))
 
     own = walk(sched.loops, ())
     if len(band) < 2 or (not own.chain and own.unit and not own.reduces):
@@ -449,9 +450,13 @@ def _steps(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, 
             yield st, acc, acc.relation.reverse().apply_range(moved).apply_range(acc.relation).deltas()
 
 
-def _reduces(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]) -> bool:
-    """Does an update (``A[i][j] -= ...``) keep its target from one iteration of ``inner`` to the next?"""
-    for st, acc, deltas in _steps(model, sched, inner, wave):
+Steps = list[tuple[StatementModel, Access, isl.Set]]
+
+
+def _reduces(steps: Steps) -> bool:
+    """Does an update (``A[i][j] -= ...``) keep its target from one iteration of the walk's
+    innermost loop to the next (``steps``: :func:`_steps`)?"""
+    for st, acc, deltas in steps:
         if acc.kind == "write" and accumulates(st.context.stmt) and not deltas.is_empty():
             zero = isl.Set(f"{{ {deltas.get_tuple_name()}[{', '.join(['0'] * deltas.dim(isl.dim_type.set))}] }}")
             if deltas.is_subset(zero.align_params(deltas.get_space())):
@@ -459,11 +464,11 @@ def _reduces(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str
     return False
 
 
-def _unit_stride(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...], *,
-                 stores: bool = False) -> bool:
+def _unit_stride(steps: Steps, *, stores: bool = False) -> bool:
     """Is every access (``stores``: every written one) invariant or unit-stride (last subscript +0 or
-    +1, the others fixed) from one iteration of the walk's innermost loop ``inner`` to the next?"""
-    for _st, acc, deltas in _steps(model, sched, inner, wave):
+    +1, the others fixed) from one iteration of the walk's innermost loop to the next (``steps``:
+    :func:`_steps`)?"""
+    for _st, acc, deltas in steps:
         if stores and acc.kind != "write":
             continue
         rank = deltas.dim(isl.dim_type.set)
@@ -479,8 +484,7 @@ def _unit_stride(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple
 def _tiled(model: KernelModel, nest: int, sched: IslSchedule, names: tuple[str, ...],
            shape: tuple[int, int, int | None]) -> Mapping:
     """The schedule's band tiled by ``shape`` (first loop, loops between, innermost loop; None: the
-    whole loop) at the
-    level above the innermost two (L2 on ``host``), points below; walked by diagonals one level up
+    whole loop) at the level above the innermost two (L2 on ``host``), points below; walked by diagonals one level up
     when no band loop is parallel."""
     loops = sched.loops
     band = sched.band_loops
