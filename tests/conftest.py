@@ -52,3 +52,19 @@ class Golden:
 @pytest.fixture
 def golden(request) -> Golden:
     return Golden(request.config.getoption("--update-golden"))
+
+
+@pytest.fixture
+def budget_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What every ``Budget.run`` of the test was asked to run (its ``what``), in order; the runs still run."""
+    from polymap.budget import Budget
+
+    pieces: list[str] = []
+    run = Budget.run
+
+    def recorded(self, fn, args=(), kwargs=None, *, limit, timed_out, what):
+        pieces.append(what)
+        return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
+
+    monkeypatch.setattr(Budget, "run", recorded)
+    return pieces

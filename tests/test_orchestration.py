@@ -198,23 +198,16 @@ def test_compile_reuses_the_choice_counts_only_where_they_were_made(tmp_path: Pa
 
 
 @pytest.mark.parametrize("path", ["examples/gemm.loop", "examples/2mm.loop"])
-def test_the_search_winners_are_counted_once_with_the_exact_counts(path: str, monkeypatch: pytest.MonkeyPatch):
+def test_the_search_winners_are_counted_once_with_the_exact_counts(path: str, budget_runs: list[str],
+                                                                    monkeypatch: pytest.MonkeyPatch):
     """The search checks and counts its winners; the choice ranks them with those reports instead of
     counting them again in a child of their own (gemm: the fast path's counts; 2mm: the ISL path's),
     and those reports equal a fresh legality check and count of the same mapping."""
-    from polymap.budget import Budget
     from polymap.passes.search import choice as choice_module
 
     kernel, params = _kernel(path)
     toy = api.architecture("toy")
-    pieces: list[str] = []
-    run = Budget.run
-
-    def recorded(self, fn, args=(), kwargs=None, *, limit, timed_out, what):
-        pieces.append(what)
-        return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
-
-    monkeypatch.setattr(Budget, "run", recorded)
+    pieces = budget_runs
     chosen = choose(kernel, toy, params, options=ChoiceOptions(search_evaluations=40, search_top=2, search_isl_counts=6))
     monkeypatch.undo()
     searched = [c for n in chosen.nests for c in n.candidates if c.source.startswith("search #")]

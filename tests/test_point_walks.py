@@ -121,15 +121,7 @@ def _stores_unit(walk: PointWalk, inst, coords) -> bool:
 
 
 def _unit(walk: PointWalk, inst, coords) -> bool:
-    at = {(inst[n][0].name, tuple(sorted(c.items()))): n for n, c in enumerate(coords)}
-    for n, c in enumerate(coords):
-        nxt = dict(c)
-        nxt[walk.innermost] += 1
-        if walk.wavefront:
-            nxt[walk.wavefront[0]] -= 1
-        m = at.get((inst[n][0].name, tuple(sorted(nxt.items()))))
-        if m is None:
-            continue
+    for n, m in _next_pairs(walk, inst, coords):
         (_, _, r0, w0), (_, _, r1, w1) = inst[n], inst[m]
         for (_, e0), (_, e1) in zip(r0 + [w0], r1 + [w1]):
             d = tuple(b - a for a, b in zip(e0, e1))

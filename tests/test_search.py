@@ -182,23 +182,15 @@ def test_outside_the_fast_class_the_search_counts_at_most_its_work_bound(monkeyp
     assert {repr(m.to_dict()) for m, _ in two} <= {repr(m.to_dict()) for m, _ in every}
 
 
-def test_compile_leaves_the_search_out_where_only_isl_would_count_it(monkeypatch):
+def test_compile_leaves_the_search_out_where_only_isl_would_count_it(budget_runs):
     """By default compile's choice runs no search on a nest outside the fast class (its ISL counts take
     minutes at real sizes) and says so; the other candidates are ranked exactly as without the search,
     and with ISL counts allowed the search runs again."""
-    from polymap.budget import Budget
     from polymap.passes.search.choice import ChoiceOptions, choose
 
     kernel = parse(MM_INIT, "<test>").kernels[0]
     params = {"M": 6, "N": 7, "K": 5}
-    pieces: list[str] = []
-    run = Budget.run
-
-    def recorded(self, fn, args=(), kwargs=None, *, limit, timed_out, what):
-        pieces.append(what)
-        return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
-
-    monkeypatch.setattr(Budget, "run", recorded)
+    pieces = budget_runs
     default = choose(kernel, ARCH, params)
     assert not [w for w in pieces if w.startswith("the search of nest")]
     assert any("outside the fast counter's class" in s for s in default.nests[0].skipped)
