@@ -137,6 +137,9 @@ def test_host_reflects_sys():
             assert by_name[name].instances == _sharing_groups(level)
     flags = set(re.search(r"^flags\s*:(.*)$", Path("/proc/cpuinfo").read_text(), re.M).group(1).split())
     lanes = 16 if "avx512f" in flags else 8 if "avx" in flags else 4 if "sse" in flags else 1
+    text = Path("/proc/cpuinfo").read_text()
+    if "AuthenticAMD" in text and re.search(r"^cpu family\s*:\s*25$", text, re.M):
+        lanes = min(lanes, 8)  # Zen 3/4: 256-bit FMA pipes, whatever the registers' width
     assert by_name["RF"].instances == cores
     assert by_name["RF"].capacity_bytes == (32 * 64 if "avx512f" in flags else 16 * 4 * lanes)
     assert arch.compute.instances == cores * lanes
@@ -301,6 +304,25 @@ def test_host_vector_unit(tmp_path, flags, isa, nbytes, regs):
     assert (v.isa, v.vector_bytes, v.registers, v.fma) == (isa, nbytes, regs, "fma" in flags.split())
     assert v.lanes("f32") == max(1, nbytes // 4) and v.lanes("f64") == max(1, nbytes // 8)
     assert architecture_from_dict(arch.to_dict(), source_name="host") == arch
+
+
+@pytest.mark.parametrize("vendor,family,units,l1", [
+    ("AuthenticAMD", 25, 8, 16),   # Zen 4: zmm registers, 512-bit FMAs issued as two 256-bit halves
+    ("AuthenticAMD", 26, 16, 32),  # Zen 5: 512-bit pipes
+    ("GenuineIntel", 6, 16, 32)])  # assumed full width (calibrate's FMA loop measures it)
+def test_host_computes_at_the_width_of_its_fma_pipes(tmp_path, vendor, family, units, l1):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n"
+                       "flags\t\t: fpu sse sse2 avx avx2 fma avx512f\n")
+    root = tmp_path / "cpu"
+    _fake_sys(root, [0], [(1, "Data", "32K", "0")])
+    info = host_info(root, cpuinfo)
+    arch = host_architecture(info)
+    cpus = info.cpus
+    # the registers stay 64 bytes (the code uses zmm registers either way); the units are pipe lanes
+    assert arch.vector.vector_bytes == 64 and arch.vector.lanes("f32") == 16
+    assert arch.compute.instances == cpus * units and arch.compute.ops_per_cycle == 2
+    assert {lv.name: lv.bandwidth for lv in arch.levels}["L1"] == l1 * arch.levels[-2].instances
 
 
 def test_vector_unit_bad_isa():

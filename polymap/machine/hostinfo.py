@@ -14,6 +14,23 @@ two-core AVX2 machine with 32 KiB L1d, 512 KiB L2 and a shared
 
 A level the machine lacks (no L3) is left out. Energies and bandwidths are
 plausible round numbers, not measurements.
+
+The compute units are the lanes of the FMA *pipes*, not of the ISA's
+registers (:func:`fma_pipe_bytes`): AMD's Zen 4 (family 25) runs AVX-512 on
+two 256-bit FMA pipes, a 512-bit FMA taking both halves, so a core issues
+2 x 8 f32 FMAs a cycle, not 2 x 16 (the register width stays 64 bytes: the
+code still uses zmm registers). The same for the L1's bandwidth (two loads a
+cycle of the pipes' width). On this machine::
+
+    compute: 2 cores x 8 fp32 pipe lanes = 16 units, 2 ops (FMA) per cycle   (32 FMA/cycle)
+    vector:  VectorUnit("avx512", 64, 32, fma=True)
+
+What is read and what is assumed: caches, CPUs, ISA, registers and clock are
+read; the pipe width is a rule by vendor and family (assumed where the rule
+does not know the core: the register width); two FMA pipes, the bandwidths
+and energies are assumed. ``polymap calibrate`` measures the bandwidths and
+the FMA rate (its FMA loop: independent chains in registers on every thread)
+and writes them over these.
 """
 from __future__ import annotations
 
@@ -52,6 +69,12 @@ class HostInfo:
     frequency: float  # Hz
     isa: str = ""  # "avx512", "avx2", "avx", "sse", "scalar"; "" derives it from vector_bytes
     fma: bool = False
+    pipe_bytes: int | None = None  # width of the FMA pipes (None: the register width, vector_bytes)
+
+    @property
+    def pipe_lanes(self) -> int:
+        """f32 lanes a pipe computes per issue: ``min(register, pipe width) / 4``."""
+        return min(self.vector_bytes, self.pipe_bytes or self.vector_bytes) // 4
 
     @property
     def vector(self) -> VectorUnit:
@@ -154,6 +177,21 @@ def vector_registers(flags: frozenset[str]) -> tuple[int, int]:
     return 8, 16  # general-purpose registers only
 
 
+def fma_pipe_bytes(cpuinfo: str, vector_bytes: int) -> int:
+    """Width in bytes of the FMA pipes, from the vendor and family of ``/proc/cpuinfo`` text.
+
+    AMD family 25 (Zen 3, Zen 4) has 256-bit FMA pipes: Zen 4 splits a 512-bit FMA into two
+    halves, so its zmm registers carry 16 f32 lanes but a pipe computes 8. Every other core is
+    assumed to compute its full register width (Intel's server cores with two 512-bit FMA units,
+    AMD's Zen 5); ``polymap calibrate``'s FMA loop measures what it really does.
+    """
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.MULTILINE)
+    family = re.search(r"^cpu family\s*:\s*(\d+)", cpuinfo, re.MULTILINE)
+    if vendor and family and vendor.group(1) == "AuthenticAMD" and int(family.group(1)) == 25:
+        return min(vector_bytes, 32)
+    return vector_bytes
+
+
 def cpu_frequency(cpuinfo: str) -> float:
     """The clock in Hz from the first ``cpu MHz`` line, or 2 GHz when there is none."""
     m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.MULTILINE)
@@ -168,13 +206,13 @@ def host_info(root: Path = SYS_CPU, cpuinfo: Path = CPUINFO) -> HostInfo:
     width, count = vector_registers(flags)
     isa = vector_isa(flags)
     return HostInfo(len(cpus), read_caches(cpus, root), width, count, cpu_frequency(text),
-                    isa, "fma" in flags)
+                    isa, "fma" in flags, fma_pipe_bytes(text, width))
 
 
 def host_architecture(info: HostInfo | None = None) -> Architecture:
     """The ``host`` preset: DRAM, LLC (L3), L2, L1, RF over cores x fp32 lanes."""
     info = info if info is not None else host_info()
-    lanes = info.vector_bytes // 4
+    lanes = info.pipe_lanes  # what a pipe computes (Zen 4: 8 f32 of a 16-lane zmm register)
     caches = {c.level: c for c in info.caches if c.level in (1, 2, 3)}
     # Aggregate elements per cycle across each level's inner boundary, per copy of the level.
     per_copy = {"DRAM": 4, "LLC": 8, "L2": 16, "L1": 2 * lanes}

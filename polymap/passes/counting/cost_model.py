@@ -14,9 +14,10 @@ does with the mapping (:mod:`polymap.passes.counting.execution`): on an
 accelerator the trip counts of its spatial loops; on a CPU its threads (the
 spatial loops, else OpenMP's loop) times the vector lanes of its innermost
 loop, capped by the compute instances. The compute term divides the
-busiest unit's work, ``instances x waste x latency / active units`` (partial
+busiest unit's work, ``instances x waste x latency x sync / active units`` (partial
 vectors and uneven thread shares, exact from the tiles; the issue slots lost
-to accumulation chains too short to hide the add's latency), by the ops per cycle;
+to accumulation chains too short to hide the add's latency; the team's start and
+barriers), by the ops per cycle;
 utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike

@@ -35,6 +35,14 @@ the mapping, by the same rules it applies:
   element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
   reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
   memory, one lane): 2.25x; a register tile: 1.
+* **sync**: the team's start and barriers. With more than one thread the
+  compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
+  for each further execution of the shared-out loop (the product of the trips
+  of the loops around it: gemm with OpenMP on ``i`` inside a loop of 4 ``k``
+  tiles has 4 executions, 3 more barriers than with ``i`` outermost), as a
+  factor ``1 + those cycles / the compute cycles`` (:func:`sync_factor`). A small
+  nest (conv2d 16 x 16 x 14 x 14: 0.45M instances, 0.23 ms on one core) runs
+  slower on two threads than on one, as measured.
 * **waste**: the busiest unit's work over an even share, exact from tiles and
   extents. Partial vectors: the vector loop's tiles (edges included) in whole
   vectors, the remainder of each tile one iteration per issue (the scalar
@@ -51,7 +59,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, prod
-from typing import Iterable, Mapping as MappingT
+from typing import Iterable, Mapping as MappingT, TypeVar
 
 import numpy as np
 
@@ -61,6 +69,8 @@ from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, resolved_tile
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel, cached
+
+Num = TypeVar("Num", int, float, np.ndarray)
 
 #: Statement instances one worksharing loop execution (one barrier) must cover to be worth forking for.
 MIN_WORK = 32768
@@ -73,6 +83,15 @@ LATENCY = 4
 STORE_FORWARD = 5
 #: Loads a core issues per cycle (vector or broadcast; two on Zen 3 and Skylake for 32-byte loads; assumed).
 LOADS_PER_CYCLE = 2
+#: Cycles a call's shared-out loop costs the team before its threads compute: waking the idle OpenMP
+#: threads (``OMP_WAIT_POLICY=passive``, timing's default: they sleep in the kernel) and the processors
+#: they sleep on (a virtual machine that halts an idle vCPU at once, ``guest_halt_poll_ns=0``, wakes it
+#: through the hypervisor). Assumed from measurements on the session's Zen 4 VM (design.md, "The team's
+#: start and barriers"): about 0.15 ms; not measured by ``polymap calibrate``.
+FORK_CYCLES = 400_000.0
+#: Cycles each further execution of the shared-out loop costs (the barrier at its end and the wake-up
+#: of the sleeping thread at the next): gemm's codes on that VM, ~25 us each. Assumed as FORK_CYCLES.
+BARRIER_CYCLES = 65_000.0
 
 
 @dataclass(frozen=True)
@@ -87,11 +106,13 @@ class Execution:
     why: str = ""
     latency: float = 1.0  # issue slots lost waiting on accumulation chains (>= 1; module docstring)
     chains: int | None = None  # accumulator elements in flight (None: no accumulation chain)
+    syncs: int = 0  # executions of the shared-out loop (each a barrier; 0: one thread)
+    sync: float = 1.0  # the compute term's stretch by the team's start and barriers (>= 1; sync_factor)
 
     @property
     def slowdown(self) -> float:
-        """What the compute term multiplies an even, fully issued share by: waste x latency."""
-        return self.waste * self.latency
+        """What the compute term multiplies an even, fully issued share by: waste x latency x sync."""
+        return self.waste * self.latency * self.sync
 
     @property
     def units(self) -> int:
@@ -100,7 +121,7 @@ class Execution:
     def to_json(self) -> dict:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
-                "chains": self.chains, "why": self.why}
+                "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -252,6 +273,16 @@ def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_re
     return max(1.0, ops_per_cycle * (LATENCY + (0 if in_registers else STORE_FORWARD)) / vectors)
 
 
+def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
+    """``1 + (FORK_CYCLES + (syncs - 1) x BARRIER_CYCLES) / compute cycles``: the compute term
+    (``instances x busy / (units x ops)``, ``busy`` the waste times the latency factor) stretched by
+    what starting the team and each barrier cost; 1 with one thread. Numbers or NumPy arrays."""
+    work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
+    extra = FORK_CYCLES + np.maximum(syncs - 1, 0) * BARRIER_CYCLES
+    out = np.where(np.asarray(threads) > 1, 1.0 + extra / np.maximum(work, 1e-300), 1.0)
+    return out if out.ndim else float(out)
+
+
 def issue_slots(size: int, lanes: int) -> int:
     """Lane slots one run of ``size`` iterations takes: whole vectors, then the remainder one
     iteration per vector issue (the scalar epilogue of an AVX2 ``omp simd`` loop)."""
@@ -357,9 +388,14 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     walk = _walk(mapping, eff)
     threads, twaste, tloop = _spatial(mapping, eff, range(last))
     why = []
+    instances = prod(extents.get(x, 1) for x in mapping.loops)
+    executions = 1
+    if tloop is not None:  # the spatial loop is shared out once per iteration of the loops around it
+        for k, x, trips in walk:
+            if k < last and x in mapping.levels[k].spatial:
+                break
+            executions *= trips
     if tloop is None:
-        instances = prod(extents.get(x, 1) for x in mapping.loops)
-        executions = 1
         for k, x, trips in walk:
             if x in parallel and trips >= 2 * cores and instances // executions >= MIN_WORK:
                 threads = min(cores, trips)
@@ -398,7 +434,11 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     if loads > latency:
         why.append(f"loads per step: x{loads:g}")
         latency = loads
-    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements)
+    syncs = executions if threads > 1 else 0
+    sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency, arch.compute.ops_per_cycle)
+    if sync > 1:
+        why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
+    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -449,6 +489,12 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             twaste = np.where(take, share * p / size, twaste)
             chosen |= take
         executions = executions * np.where(chosen, 1, t)
+    spatial_executions, reached = np.ones(B, dtype=np.int64), np.zeros(B, dtype=bool)
+    for k, j in positions:  # a spatial loop is shared out once per iteration of the loops around it
+        if k < last and loops[j] in template.levels[k].spatial:
+            reached |= trips[:, k, j] > 1
+        spatial_executions = spatial_executions * np.where(reached, 1, trips[:, k, j])
+    executions = np.where(has, spatial_executions, executions)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
     vidx = np.full(B, -1)  # the vector loop's position in ``loops`` (-1: none)
@@ -556,4 +602,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             loads = loads + np.where(touched, issued(walked), 0.0)
         factor = loads * arch.compute.ops_per_cycle / (LOADS_PER_CYCLE * ops_vectors)
         latency = np.where(found, np.maximum(latency, factor), latency)
-    return threads * lanes, twaste * vwaste * latency
+    busy = twaste * vwaste * latency
+    sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
+                       arch.compute.ops_per_cycle)
+    return threads * lanes, busy * sync
