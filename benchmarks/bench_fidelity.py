@@ -337,7 +337,14 @@ def main(argv: list[str] | None = None) -> int:
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
                    "spearman": [cal.spearman_before, cal.spearman_after], "ridge": cal.ridge,
                    "spearman_within_kernels": [cal.ranking_before, cal.ranking_after],
-                   "held_out": list(cal.held_out), "held_out_common_factor": list(cal.held_out_without)}
+                   "held_out": list(cal.held_out), "held_out_common_factor": list(cal.held_out_without),
+                   # what the machine measured before the fit; host's assumed peak: FMA-pipe lanes x 2 pipes
+                   "measured_fma_per_cycle": cal.bandwidths.fma_per_cycle,
+                   "assumed_fma_per_cycle": host.compute.instances * host.compute.ops_per_cycle,
+                   "measured_bandwidths": dict(cal.bandwidths.per_level)}
+        print(f"measured {cal.bandwidths.fma_per_cycle:.1f} FMA/cycle (host assumes "
+              f"{host.compute.instances * host.compute.ops_per_cycle:g}); bandwidths (elements/cycle) "
+              + ", ".join(f"{n} {b:.3g}" for n, b in cal.bandwidths.per_level))
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
               + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
               + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
