@@ -391,3 +391,104 @@ kernel rowsum(N = 64, M = 64) {
     walk = _walk(mp, effective_tiles(mp, ex2))
     # j innermost is the reduction: A[i, j] walks it (one load a step), s[i] walks neither: hoisted
     assert load_factor(_statements(m2, mp), walk, None, 1, ops, True) == max(1.0, 1 * ops / (LOADS_PER_CYCLE * 1))
+
+
+# ---- loops of one nest; statements that stride run in one lane
+
+# covariance's shape: ``i`` is a reduction loop in the first nest and a parallel one in the second; in
+# the second, the copy's ``j`` loop strides (``T[j, i]``) while the update's is unit stride
+TWO_NESTS = parse("""
+kernel cv(M = 16, N = 24) {
+  in    data[N, M] : f64
+  out   mean[M]    : f64
+  out   C[M, M]    : f64
+  out   T[M, M]    : f64
+  for j in 0..M {
+    mean_init: mean[j] = 0.0
+    for i in 0..N {
+      mean_acc: mean[j] += data[i, j]
+    }
+  }
+  for i in 0..M, j in 0..M {
+    init: C[i, j] = 0.0
+    for k in 0..N {
+      acc: C[i, j] += data[k, i] * data[k, j]
+    }
+    copy: T[j, i] = C[i, j]
+  }
+}
+""").kernels[0]
+
+
+def _brute_parallel(kernel, params, nest) -> dict[str, bool]:
+    """Per loop of the nest: no two instances that differ in it (equal in the loops around it) touch
+    one element with at least one write, by enumerating the instances."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bruteforce import instances
+
+    insts = instances(kernel, params, nest)
+    out: dict[str, bool] = {}
+    for x in {lp.var for ctx, *_ in insts for lp in ctx.loops}:
+        seen: dict = {}
+        ok = True
+        for ctx, env, reads, write in insts:
+            names = [lp.var for lp in ctx.loops]
+            if x not in names:
+                continue
+            outer = tuple(env[v] for v in names[:names.index(x)])
+            for el, w in [(r, False) for r in reads] + [(write, True)]:
+                for xv, ww in seen.get((outer, el), ()):
+                    ok = ok and not (xv != env[x] and (w or ww))
+                seen.setdefault((outer, el), set()).add((env[x], w))
+        out[x] = ok
+    return out
+
+
+def test_parallel_loops_are_those_of_the_mapped_nest():
+    from polymap.passes.dependences.loop_classes import loop_classes
+    from polymap.passes.search.interchange import interchange_mapping
+
+    model = build_model(TWO_NESTS)
+    small = {"M": 5, "N": 4}
+    for nest in (0, 1):
+        brute = _brute_parallel(TWO_NESTS, small, nest)
+        assert {x: c.parallel for x, c in loop_classes(model, nests=(nest,)).items()} == brute
+    assert not _brute_parallel(TWO_NESTS, small, 0)["i"] and _brute_parallel(TWO_NESTS, small, 1)["i"]
+    # the second nest walked i, k, j: OpenMP on its i (the C shares it out too), not one thread
+    values = param_values(TWO_NESTS, {"M": 256, "N": 256})
+    mp = interchange_mapping(model, 1, HOST, ("i", "k", "j"))
+    ex = execution(model, mp, HOST, loop_extents(TWO_NESTS, 1, values))
+    assert (ex.threads, ex.thread_loop) == (2, "i")
+    code = emit_c(TWO_NESTS, model, (mp,), params=values, threads=2, register_tiles=False)
+    assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(long i = ", code)
+
+
+def test_lanes_weigh_the_statements_that_stride():
+    # which statements the C runs in an ``omp simd`` loop, and their instances counted by enumeration,
+    # give the share of the compute term the scalar ones add (sizes: whole vectors, even thread shares)
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bruteforce import instances
+    from polymap.passes.search.interchange import interchange_mapping
+
+    model = build_model(TWO_NESTS)
+    values = param_values(TWO_NESTS, {"M": 16, "N": 24})
+    mp = interchange_mapping(model, 1, HOST, ("i", "k", "j"))
+    code = emit_c(TWO_NESTS, model, (mp,), params=values, threads=2, register_tiles=False)
+    vector = set(re.findall(r"#pragma omp simd\n\s*for [^\n]*\n[^\n]*/\* (\w+) \*/", code))
+    assert vector == {"init", "acc"}  # the copy's j loop strides: no simd there
+    per = {}
+    for ctx, *_ in instances(TWO_NESTS, values, 1):
+        per[ctx.stmt.label] = per.get(ctx.stmt.label, 0) + 1
+    fast = sum(n for s, n in per.items() if s in vector)
+    slow = sum(n for s, n in per.items() if s not in vector)
+    ex = execution(model, mp, HOST, loop_extents(TWO_NESTS, 1, values))
+    width = HOST.vector.lanes("f64")  # 4: AVX2's 32 bytes
+    assert ex.lanes == width and ex.vector_loop == "j"
+    assert ex.waste == pytest.approx((fast + width * slow) / (fast + slow))
+    # the batch form agrees
+    ext = loop_extents(TWO_NESTS, 1, values)
+    eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
+    units, slowdown = batch_execution(model, mp, HOST, ext, eff)
+    assert int(units[0]) == ex.units and float(slowdown[0]) == pytest.approx(ex.waste * ex.latency)

@@ -125,6 +125,7 @@ class BoxLoop:
     rhs: isl.AstExpr | None = None  # the bound as ISL wrote it (printed per row when it depends on them)
     strict: bool = False  # rhs is an exclusive bound
     per_row: bool = False  # the bound depends on the outer box loops (a triangle's diagonal tiles)
+    starts_per_row: bool = False  # so does the start (``j in i..M``): full rows only where all start alike
 
 
 @dataclass(frozen=True)
@@ -224,20 +225,19 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         outer_its = {b.iterator for b in box}
         if (_ids(body.for_get_init()) | _ids(rhs)) & {node.for_get_iterator().get_id().get_name()}:
             return None  # the box moves with the reduction loop
-        if _ids(body.for_get_init()) & outer_its:
-            return None  # rows starting at different columns
+        starts = bool(_ids(body.for_get_init()) & outer_its)  # rows may start at different columns
         upper = ast_expr(rhs, printer.names)
         strict = cond.get_op_type() == isl.ast_expr_op_type.lt
         if strict:
             upper = f"({upper}) - 1"
         box.append(BoxLoop(it, bi.loop, int(count), body.for_get_init(), upper, rhs, strict,
-                           bool(_ids(rhs) & outer_its)))
+                           bool(_ids(rhs) & outer_its), starts))
         inner_ids.add(it)
         body = _single(body.for_get_body())
     if not box or body is None or body.get_type() != isl.ast_node_type.user:
         return None
-    if any(b.per_row for b in box[:-1]):
-        return None  # only the row loop (the innermost) may end per row
+    if any(b.per_row or b.starts_per_row for b in box[:-1]):
+        return None  # only the row loop (the innermost) may start or end per row
     name, args = user_statement(body)
     sm = printer.model.statement(name)
     stmt = sm.stmt
@@ -318,8 +318,8 @@ def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "
     lo = {b.iterator: f"polymap_lo_{c_name(b.loop)}" for b in box}
     printer.emit("{")
     printer.depth += 1
-    for b in box:
-        printer.emit(f"const long {lo[b.iterator]} = {ast_expr(b.init, printer.names)};")
+    for b in box:  # a start per row (the innermost loop's only): row 0's, the others compared in _variant
+        printer.emit(f"const long {lo[b.iterator]} = {row_expr(printer, tile, lo, b.init, (0,) * (len(box) - 1))};")
     if tile.lanes > 1 and not _vector_refs_ready(printer, tile):
         printer.for_loop(tile.reduction, path, mode, register_tiles=False)  # the panel is not live here
     elif tile.lanes == 1:
@@ -341,14 +341,19 @@ def _rows(tile: RegisterTile) -> list[tuple[int, ...]]:
     return list(product(*(range(b.count) for b in tile.box[:-1])))
 
 
+def row_expr(printer: Printer, tile: RegisterTile, lo: dict, e: isl.AstExpr, row: tuple[int, ...]) -> str:
+    """``e`` (a bound of the innermost box loop) in row ``row`` (offsets of the outer box loops)."""
+    names = dict(printer.names)
+    names.update({b.iterator: f"({lo[b.iterator]} + {off})" for b, off in zip(tile.box[:-1], row)})
+    return ast_expr(e, names)
+
+
 def row_upper(printer: Printer, tile: RegisterTile, lo: dict, row: tuple[int, ...]) -> str:
     """The innermost box loop's inclusive upper bound in row ``row`` (offsets of the outer box loops)."""
     inner = tile.box[-1]
     if not inner.per_row:
         return inner.upper
-    names = dict(printer.names)
-    names.update({b.iterator: f"({lo[b.iterator]} + {off})" for b, off in zip(tile.box[:-1], row)})
-    text = ast_expr(inner.rhs, names)
+    text = row_expr(printer, tile, lo, inner.rhs, row)
     return f"({text}) - 1" if inner.strict else text
 
 
@@ -361,13 +366,16 @@ def _variant(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, masked:
     full = [f"{b.upper} - {lo[b.iterator]} == {b.count - 1}" for b in box[:-1]]
     uppers = [row_upper(printer, tile, lo, r) for r in rows] if inner.per_row else [inner.upper]
     full += [f"{u} - {lo[inner.iterator]} == {inner.count - 1}" for u in uppers]
+    if inner.starts_per_row:  # a triangle's diagonal box (rows starting at different columns): the
+        # generic loops; every other box has all its rows starting at row 0's column, lo
+        full += [f"{row_expr(printer, tile, lo, inner.init, r)} == {lo[inner.iterator]}" for r in rows[1:]]
     printer.emit(f"if ({' && '.join(full)}) {{")
     printer.depth += 1
     _accumulate(printer, tile, lo, lanes, None)
     printer.depth -= 1
     printer.emit("} else {")
     printer.depth += 1
-    if masked:
+    if masked and not inner.starts_per_row:
         for b in box[:-1]:
             printer.emit(f"const long {count[b.iterator]} = {b.upper} - {lo[b.iterator]} + 1;")
         if inner.per_row:

@@ -170,8 +170,8 @@ class LoopClass:
     carried: tuple[Dependence, ...] = ()
 
 
-def kernel_loops(kernel: ir.Kernel) -> tuple[ir.Loop, ...]:
-    """Every loop of the kernel, pre-order."""
+def kernel_loops(kernel: ir.Kernel, nests: Iterable[int] | None = None) -> tuple[ir.Loop, ...]:
+    """Every loop of the kernel (of its top-level ``nests`` only, when given), pre-order."""
     out: list[ir.Loop] = []
 
     def walk(nodes: Iterable[ir.Node]) -> None:
@@ -183,12 +183,23 @@ def kernel_loops(kernel: ir.Kernel) -> tuple[ir.Loop, ...]:
                 walk(n.then)
                 walk(n.orelse)
 
-    walk(kernel.body)
+    if nests is None:
+        walk(kernel.body)
+    else:
+        top = kernel.nests()
+        walk(top[k] for k in sorted(set(nests)))
     return tuple(out)
 
 
-def loop_classes(model: KernelModel, deps: Iterable[Dependence] | None = None) -> dict[str, LoopClass]:
-    """Per loop name, parallel / reduction (memory-based dependences unless ``deps`` given)."""
+def loop_classes(model: KernelModel, deps: Iterable[Dependence] | None = None, *,
+                 nests: Iterable[int] | None = None) -> dict[str, LoopClass]:
+    """Per loop name, parallel / reduction (memory-based dependences unless ``deps`` given).
+
+    A name stands for every loop of the kernel that has it, or with ``nests`` only for the loops of
+    those top-level nests: covariance's ``i`` is a reduction in its first nest (``mean[j] +=
+    data[i, j]``) and parallel in its last (``cov[i, j]``), and a mapping of the last nest means
+    the last one's ``i``.
+    """
     deps = memory_based(model) if deps is None else list(deps)
     carried: dict[int, list[Dependence]] = {}
     for d in deps:
@@ -197,7 +208,7 @@ def loop_classes(model: KernelModel, deps: Iterable[Dependence] | None = None) -
             if k >= 0:
                 carried.setdefault(id(loops[k]), []).append(d)
     out: dict[str, LoopClass] = {}
-    for lp in kernel_loops(model.kernel):
+    for lp in kernel_loops(model.kernel, nests):
         mine = tuple(carried.get(id(lp), ()))
         old = out.get(lp.var)
         all_carried = (old.carried if old else ()) + mine

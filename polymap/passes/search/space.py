@@ -56,7 +56,7 @@ class SearchSpace:
         if not loops or not all(extents.values()):
             return None
         sides = _closed_form_sides(model, nest, arch, extents)
-        classes = loop_classes(model)
+        classes = loop_classes(model, nests=(nest,))
         parallel = [x for x in loops if x in classes and classes[x].parallel]
         fan = next((k for k in range(len(arch.levels)) if _fanout(arch, k) > 1), None)
         spatial = tuple((fan, x) for x in parallel[:2]) if fan is not None else ()
