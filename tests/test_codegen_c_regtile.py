@@ -257,3 +257,46 @@ def test_register_tiles_whose_rows_start_on_the_diagonal(tmp_path):
     run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+SHIFTED_TRMM = """
+kernel s(M, N) {
+  in    A[M, M] : f64
+  inout B[M, N] : f64
+  for i in 0..M, j in 0..N {
+    for k in i+1..M {
+      acc: B[i, j] += A[k, i] * B[k - %d, j]
+    }
+  }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("text", [None, SHIFTED_TRMM % 0, SHIFTED_TRMM % 1])
+def test_register_tiles_whose_rows_end_with_the_reduction_loop(text, tmp_path):
+    # trmm: row i takes k > i, so a box is full only at the steps of k past its rows; those steps run in
+    # the vector accumulators, the others in the generic loops. The target's own tensor is read
+    # (B[k, j]): a step runs in registers only when that read misses the box's rows (with B[k - 1, j]
+    # the first full step reads the box's last row, which is then left to the generic loops). Against the
+    # reference execution, and under AddressSanitizer/UBSan
+    from tests.test_sanitizers import _driver
+
+    k = (load_program(ROOT / "examples" / "polybench" / "trmm.loop") if text is None else parse(text, "s.loop")).kernels[0]
+    m = build_model(k)
+    params = {p.name: {"M": 45, "N": 37}.get(p.name, p.default) for p in k.params}
+    mp = register_mapping(m, 0, HOST, params, blocking=Blocking(6, 16, 8, 12, 32))
+    assert mp is not None
+    if dependence_violation(m, mp) is not None:
+        return  # no register tiles for this variant (nothing to check)
+    src = emit_c(k, m, mp)
+    assert "polymap_fma_f64" in src
+    assert verify(k, params, targets=("c",), mapping=mp, model=m).passed
+    (tmp_path / "t.c").write_text(src + _driver(k, params))
+    build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
+                            "-fno-sanitize-recover=all", str(tmp_path / "t.c"), "-o", str(tmp_path / "t"), "-lm"],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]

@@ -39,6 +39,7 @@ it is rounded twice, as the rest of the file (see ``docs/design.md``).
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING
@@ -47,7 +48,8 @@ from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
-from polymap.codegen.c.parallel import Path
+from polymap.codegen.c.parallel import Path, child_paths
+from polymap.passes.counting.execution import loop_coefficient
 from polymap.passes.frontend.types import combine_type
 
 
@@ -126,6 +128,7 @@ class BoxLoop:
     strict: bool = False  # rhs is an exclusive bound
     per_row: bool = False  # the bound depends on the outer box loops (a triangle's diagonal tiles)
     starts_per_row: bool = False  # so does the start (``j in i..M``): full rows only where all start alike
+    moves: bool = False  # the bound depends on the reduction loop (trmm's rows ``i < k``)
 
 
 @dataclass(frozen=True)
@@ -223,21 +226,25 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != it:
             return None
         outer_its = {b.iterator for b in box}
-        if (_ids(body.for_get_init()) | _ids(rhs)) & {node.for_get_iterator().get_id().get_name()}:
-            return None  # the box moves with the reduction loop
+        red_it = {node.for_get_iterator().get_id().get_name()}
+        if _ids(body.for_get_init()) & red_it:
+            return None  # the box starts elsewhere at each step of the reduction loop
+        moves = bool(_ids(rhs) & red_it)  # its end does: full at some steps only (emit_moving)
         starts = bool(_ids(body.for_get_init()) & outer_its)  # rows may start at different columns
         upper = ast_expr(rhs, printer.names)
         strict = cond.get_op_type() == isl.ast_expr_op_type.lt
         if strict:
             upper = f"({upper}) - 1"
         box.append(BoxLoop(it, bi.loop, int(count), body.for_get_init(), upper, rhs, strict,
-                           bool(_ids(rhs) & outer_its), starts))
+                           bool(_ids(rhs) & outer_its), starts, moves))
         inner_ids.add(it)
         body = _single(body.for_get_body())
     if not box or body is None or body.get_type() != isl.ast_node_type.user:
         return None
     if any(b.per_row or b.starts_per_row for b in box[:-1]):
         return None  # only the row loop (the innermost) may start or end per row
+    if any(b.moves for b in box) and any(b.per_row or b.starts_per_row for b in box):
+        return None  # one kind of partial box at a time
     name, args = user_statement(body)
     sm = printer.model.statement(name)
     stmt = sm.stmt
@@ -246,8 +253,9 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None
     if not _simple_value(stmt.value, decl.dtype, {d.name: d.dtype for d in printer.kernel.decls}):
         return None
-    if any(r.tensor == stmt.target.tensor for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)):
-        return None
+    if any(r.tensor == stmt.target.tensor for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)) \
+            and not any(b.moves for b in box):
+        return None  # (emit_moving checks, per step, that such a read misses the box)
     target_vars = [_vars(s) for s in stmt.target.indices]
     if info.loop in set().union(*target_vars):
         return None  # the target moves with the reduction loop
@@ -320,8 +328,18 @@ def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "
     printer.depth += 1
     for b in box:  # a start per row (the innermost loop's only): row 0's, the others compared in _variant
         printer.emit(f"const long {lo[b.iterator]} = {row_expr(printer, tile, lo, b.init, (0,) * (len(box) - 1))};")
-    if tile.lanes > 1 and not _vector_refs_ready(printer, tile):
+    moving = any(b.moves for b in box)
+    if (tile.lanes > 1 and not _vector_refs_ready(printer, tile)) or (
+            moving and (tile.lanes == 1 or printer.packs_by_rank.get(red.rank))):
         printer.for_loop(tile.reduction, path, mode, register_tiles=False)  # the panel is not live here
+    elif moving:
+        dtype = printer.decls[printer.model.statement(tile.statement).stmt.target.tensor].dtype
+        for k, (cond, nbytes, _) in enumerate(VARIANTS):
+            lanes = variant_lanes(box[-1].count, dtype, nbytes)
+            printer.lines.append(("#if " if k == 0 else "#elif " if cond else "#else") + cond
+                                 + f"  /* {nbytes}-byte vectors: {lanes} x {dtype} */")
+            emit_moving(printer, tile, lo, lanes, path, mode)
+        printer.lines.append("#endif")
     elif tile.lanes == 1:
         _variant(printer, tile, lo, 1, False, path, mode)
     else:
@@ -335,6 +353,93 @@ def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "
     printer.loop_stack = saved
     printer.depth -= 1
     printer.emit("}")
+
+
+def emit_moving(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, path: Path, mode: str) -> None:
+    """A box whose end depends on the reduction loop (trmm: ``for k { for i < k ... }``): the steps
+    of the reduction loop run in order, each either as the generic loops (a partial box) or, for a
+    run of steps where the box is full, in the vector accumulators, loaded before the run and stored
+    after it. Every element still takes its updates in the order of the reduction loop::
+
+        for (k = init; k in range && box partial at k; k++) { the box's loops }
+        if (k in range) { load; for (; k in range && box full at k; k++) { FMAs } store; }
+        for (; k in range; k++) { the box's loops }
+    """
+    red = tile.reduction
+    info = printer.analysis.info(red)
+    with printer.loop_variable(red, info) as it:
+        init = ast_expr(red.for_get_init(), printer.names)
+        cond = ast_expr(red.for_get_cond(), printer.names)
+        inc = ast_expr(red.for_get_inc(), printer.names)
+        full = []
+        for b in tile.box:  # the bounds printed here, where the reduction loop's iterator has its name
+            upper = ast_expr(b.rhs, printer.names)
+            full.append(f"({upper}){' - 1' if b.strict else ''} - {lo[b.iterator]} == {b.count - 1}")
+        disjoint = _reads_miss_box(printer, tile, lo)
+        if disjoint is None:
+            printer.for_loop(red, path, mode, register_tiles=False)
+            return
+        full_text = " && ".join(full + disjoint)
+        (body, bp), = child_paths(red, path)
+
+        def generic(more: str) -> None:
+            printer.emit(f"for (; ({cond}) && {more}; {it} += {inc}) {{")
+            printer.loop_stack[(info.level, info.loop)] = red.for_get_iterator().get_id().get_name()
+            printer.nested(body, bp, mode)
+            printer.loop_stack.pop((info.level, info.loop), None)
+            printer.emit("}")
+
+        printer.emit("{")
+        printer.depth += 1
+        printer.emit(f"long {it} = {init};")
+        generic(f"!({full_text})")
+        printer.emit(f"if ({cond}) {{")
+        printer.depth += 1
+        _accumulate(printer, tile, lo, lanes, None, run=(it, f"({cond}) && {full_text}", inc))
+        printer.depth -= 1
+        printer.emit("}")
+        generic("1")
+        printer.depth -= 1
+        printer.emit("}")
+
+
+def _reads_miss_box(printer: Printer, tile: RegisterTile, lo: dict) -> list[str] | None:
+    """C conditions that every read of the target's tensor misses the box's elements at this step
+    of the reduction loop (trmm's ``B[k, j]`` while the box holds rows ``i < k``): in some dimension
+    the read's range over the box lies outside the target's. Subscripts are affine in the box loops
+    (None otherwise: no register tile), so the ranges are the extremes over the box's corners."""
+    sm = printer.model.statement(tile.statement)
+    stmt = sm.stmt
+    reads = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref) and r.tensor == stmt.target.tensor]
+    if not reads:
+        return []
+    loops = [b.loop for b in tile.box]
+    if any(loop_coefficient(e, x) is None for r in reads + [stmt.target] for e in r.indices for x in loops):
+        return None
+    corners = list(product(*((0, b.count - 1) for b in tile.box)))
+
+    def at(corner: tuple[int, ...]) -> ValuePrinter:
+        names = dict(printer.names)
+        names.update({b.iterator: f"({lo[b.iterator]} + {off})" for b, off in zip(tile.box, corner)})
+        return ValuePrinter(printer.kernel, {v: ast_expr(a, names, top=False) for v, a in zip(sm.loops, tile.args)},
+                            None)
+
+    def extreme(f: str, texts: list[str]) -> str:
+        out = texts[0]
+        for t in texts[1:]:
+            out = f"polymap_{f}({out}, {t})"
+        return out
+
+    printers = [at(c) for c in corners]
+    out = []
+    for r in reads:
+        apart = []
+        for mine, theirs in zip(r.indices, stmt.target.indices):
+            rv = [vp.index(mine) for vp in printers]
+            tv = [vp.index(theirs) for vp in printers]
+            apart.append(f"({extreme('max', rv)} < {extreme('min', tv)} || {extreme('min', rv)} > {extreme('max', tv)})")
+        out.append("(" + " || ".join(apart) + ")")
+    return out
 
 
 def _rows(tile: RegisterTile) -> list[tuple[int, ...]]:
@@ -395,8 +500,11 @@ def _variant(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, masked:
     printer.emit("}")
 
 
-def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, count: dict | None) -> None:
-    """Load the accumulators, run the reduction loop, store them; ``count``: masked (edge box)."""
+def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, count: dict | None,
+                run: tuple[str, str, str] | None = None) -> None:
+    """Load the accumulators, run the reduction loop, store them; ``count``: masked (edge box);
+    ``run``: (iterator, condition, increment) of a run of its steps, the iterator declared outside
+    (:func:`emit_moving`)."""
     sm = printer.model.statement(tile.statement)
     stmt = sm.stmt
     dtype = printer.decls[stmt.target.tensor].dtype
@@ -446,9 +554,13 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
     for p in points:
         printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
     red = tile.reduction
-    with printer.loop_variable(red, printer.analysis.info(red)) as it:
-        printer.emit(f"for (long {it} = {ast_expr(red.for_get_init(), printer.names)}; "
-                     f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
+    named = nullcontext(run[0]) if run is not None else printer.loop_variable(red, printer.analysis.info(red))
+    with named as it:
+        if run is not None:
+            printer.emit(f"for (; {run[1]}; {run[0]} += {run[2]}) {{")
+        else:
+            printer.emit(f"for (long {it} = {ast_expr(red.for_get_init(), printer.names)}; "
+                         f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
         printer.depth += 1
         for p in points:
             vp = printer_at(p, tmask[p])
