@@ -130,22 +130,11 @@ def test_polybench_default_mapping_verifies(name, params):
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_register_tiles_under_address_sanitizer(tmp_path):
-    from tests.test_sanitizers import _driver
-
     k = gemm_kernel("f32")
     m = build_model(k)
     params = {"M": 13, "N": 21, "K": 11}
     mp = register_mapping(m, 0, HOST, params, blocking=Blocking(3, 8, 4, 6, 16))
-    src = tmp_path / "g.c"
-    src.write_text(emit_c(k, m, mp) + _driver(k, params))
-    exe = tmp_path / "g"
-    build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
-                            "-fno-sanitize-recover=all", str(src), "-o", str(exe), "-lm"],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "OMP_NUM_THREADS": "2"})
-    assert run.returncode == 0, run.stderr[-3000:]
+    _runs_clean_under_sanitizers(k, params, emit_c(k, m, mp), tmp_path)
 
 
 @pytest.mark.parametrize("name", ["syrk", "syr2k", "gemm"])
@@ -153,8 +142,6 @@ def test_triangular_and_packed_register_tiles(name, tmp_path):
     # small blocks so that every level splits: packed panels (A[j, k] laid out [k][j]), masked
     # diagonal boxes whose rows end at different columns, edge boxes; checked against the reference
     # and under AddressSanitizer/UBSan
-    from tests.test_sanitizers import _driver
-
     k = load_program(ROOT / "examples" / "polybench" / f"{name}.loop").kernels[0]
     m = build_model(k)
     params = {p.name: {"M": 37, "N": 45}.get(p.name, 29) for p in k.params}
@@ -163,6 +150,13 @@ def test_triangular_and_packed_register_tiles(name, tmp_path):
     src = emit_c(k, m, mp)
     assert "polymap_acc_" in src and "polymap_pk_" in src and "polymap_mload_" in src
     assert verify(k, params, targets=("c",), mapping=mp, model=m).passed
+    _runs_clean_under_sanitizers(k, params, src, tmp_path)
+
+
+def _runs_clean_under_sanitizers(k, params, src: str, tmp_path: Path) -> None:
+    """``src`` with a driver that calls it on ``params``, built and run under AddressSanitizer/UBSan."""
+    from tests.test_sanitizers import _driver
+
     (tmp_path / "t.c").write_text(src + _driver(k, params))
     build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
                             "-fno-sanitize-recover=all", str(tmp_path / "t.c"), "-o", str(tmp_path / "t"), "-lm"],
@@ -239,8 +233,6 @@ def test_register_tiles_whose_rows_start_on_the_diagonal(tmp_path):
     # covariance's triangle: row i starts at column j = i, so a box cut by the diagonal has rows starting
     # at different columns (the generic loops), every other box the vector accumulators; sizes that no
     # block divides. Against the reference execution, and under AddressSanitizer/UBSan
-    from tests.test_sanitizers import _driver
-
     k = parse(UPPER_TRIANGLE, "t.loop").kernels[0]
     m = build_model(k)
     params = {"M": 45, "N": 29}
@@ -249,14 +241,7 @@ def test_register_tiles_whose_rows_start_on_the_diagonal(tmp_path):
     src = emit_c(k, m, mp)
     assert "polymap_acc_" in src and "polymap_fma_f64" in src
     assert verify(k, params, targets=("c",), mapping=mp, model=m).passed
-    (tmp_path / "t.c").write_text(src + _driver(k, params))
-    build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
-                            "-fno-sanitize-recover=all", str(tmp_path / "t.c"), "-o", str(tmp_path / "t"), "-lm"],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "OMP_NUM_THREADS": "2"})
-    assert run.returncode == 0, run.stderr[-3000:]
+    _runs_clean_under_sanitizers(k, params, src, tmp_path)
 
 
 SHIFTED_TRMM = """
@@ -280,8 +265,6 @@ def test_register_tiles_whose_rows_end_with_the_reduction_loop(text, tmp_path):
     # (B[k, j]): a step runs in registers only when that read misses the box's rows (with B[k - 1, j]
     # the first full step reads the box's last row, which is then left to the generic loops). Against the
     # reference execution, and under AddressSanitizer/UBSan
-    from tests.test_sanitizers import _driver
-
     k = (load_program(ROOT / "examples" / "polybench" / "trmm.loop") if text is None else parse(text, "s.loop")).kernels[0]
     m = build_model(k)
     params = {p.name: {"M": 45, "N": 37}.get(p.name, p.default) for p in k.params}
@@ -292,11 +275,4 @@ def test_register_tiles_whose_rows_end_with_the_reduction_loop(text, tmp_path):
     src = emit_c(k, m, mp)
     assert "polymap_fma_f64" in src
     assert verify(k, params, targets=("c",), mapping=mp, model=m).passed
-    (tmp_path / "t.c").write_text(src + _driver(k, params))
-    build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
-                            "-fno-sanitize-recover=all", str(tmp_path / "t.c"), "-o", str(tmp_path / "t"), "-lm"],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr
-    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "OMP_NUM_THREADS": "2"})
-    assert run.returncode == 0, run.stderr[-3000:]
+    _runs_clean_under_sanitizers(k, params, src, tmp_path)
