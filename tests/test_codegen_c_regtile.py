@@ -155,12 +155,10 @@ def test_triangular_and_packed_register_tiles(name, tmp_path):
 
 def _runs_clean_under_sanitizers(k, params, src: str, tmp_path: Path) -> None:
     """``src`` with a driver that calls it on ``params``, built and run under AddressSanitizer/UBSan."""
-    from tests.test_sanitizers import _driver
+    from tests.test_sanitizers import _driver, sanitized_build
 
     (tmp_path / "t.c").write_text(src + _driver(k, params))
-    build = subprocess.run(["cc", "-O1", "-g", "-march=native", "-fopenmp", "-fsanitize=address,undefined",
-                            "-fno-sanitize-recover=all", str(tmp_path / "t.c"), "-o", str(tmp_path / "t"), "-lm"],
-                           capture_output=True, text=True)
+    build = sanitized_build(tmp_path / "t.c", tmp_path / "t", "-march=native")
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "OMP_NUM_THREADS": "2"})

@@ -33,6 +33,7 @@ from polymap.machine.hostinfo import CPUINFO, cpu_flags
 from polymap.passes.search.choice import fit_keeps
 from polymap.passes.search.register_mapping import cache_blocking, register_mapping, register_shape
 from polymap.poly import build_model
+from test_sanitizers import sanitized_build
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -101,9 +102,7 @@ def test_gemm_shape_sanitized(tmp_path: Path, shape: str, build: str, dtype: str
     assert f"polymap_fma_{dtype}x" in src
     (tmp_path / "g.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + DRIVER)
     exe = tmp_path / "g"
-    cc = subprocess.run(["cc", "-O1", "-g", "-fopenmp", *flags, "-fsanitize=address,undefined",
-                         "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", str(tmp_path / "g.c"),
-                         "-o", str(exe), "-lm"], capture_output=True, text=True)
+    cc = sanitized_build(tmp_path / "g.c", exe, *flags)
     assert cc.returncode == 0, cc.stderr[-3000:]
     if needs not in FLAGS:
         pytest.skip(f"this processor has no {needs}: the {build} build was compiled but cannot run here")

@@ -52,6 +52,17 @@ def _driver(kernel: ir.Kernel, params: dict[str, int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: -O0: the sanitizers check every access and operation the C states (the optimiser removes none), and
+#: the build takes a quarter of -O1's time (gemm's register-tiled C: 2.2 s of CPU against 8.4 s)
+SANITIZE = ("-O0", "-g", "-fopenmp", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+            "-fno-omit-frame-pointer")
+
+
+def sanitized_build(src: Path, exe: Path, *flags: str) -> subprocess.CompletedProcess:
+    """``src`` built into the executable ``exe`` under AddressSanitizer and UBSan (``flags`` added)."""
+    return subprocess.run(["cc", *SANITIZE, *flags, str(src), "-o", str(exe), "-lm"], capture_output=True, text=True)
+
+
 def _small(kernel: ir.Kernel) -> dict[str, int]:
     return {p.name: min(p.default or 6, 6) for p in kernel.params}
 
@@ -77,9 +88,7 @@ def test_sanitized_run(path: Path, tmp_path: Path):
             src = tmp_path / f"{kernel.name}.c"
             src.write_text(emit_c(code_kernel, code_model, mappings) + _driver(kernel, params))
             exe = tmp_path / kernel.name
-            build = subprocess.run(["cc", "-O1", "-g", "-fopenmp", "-fsanitize=address,undefined",
-                                    "-fno-sanitize-recover=all", str(src), "-o", str(exe), "-lm"],
-                                   capture_output=True, text=True)
+            build = sanitized_build(src, exe)
             assert build.returncode == 0, build.stderr
             env = {**os.environ, "OMP_NUM_THREADS": "2", "ASAN_OPTIONS": "detect_leaks=1"}
             run = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=60)
@@ -112,9 +121,7 @@ def test_sanitized_compile_output(name: str, tmp_path: Path):
     src = tmp_path / f"{kernel.name}_sanitized.c"
     src.write_text(written + _driver(kernel, params))
     exe = tmp_path / kernel.name
-    build = subprocess.run(["cc", "-O1", "-g", "-fopenmp", "-fsanitize=address,undefined",
-                            "-fno-sanitize-recover=all", str(src), "-o", str(exe), "-lm"],
-                           capture_output=True, text=True)
+    build = sanitized_build(src, exe)
     assert build.returncode == 0, build.stderr
     env = {**os.environ, "OMP_NUM_THREADS": "2", "ASAN_OPTIONS": "detect_leaks=1"}
     run = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)

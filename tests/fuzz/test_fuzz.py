@@ -23,9 +23,10 @@ def test_fuzz_fast_commands(tmp_path, block):
 
 
 @pytest.mark.slow
-def test_fuzz_compile(tmp_path):
+@pytest.mark.parametrize("block", range(3))  # seeds 0-11 in three tests, so that both workers share them
+def test_fuzz_compile(tmp_path, block):
     problems = []
-    for seed in range(12):
+    for seed in range(block * 4, block * 4 + 4):
         outcome = run_case(make_case(seed, commands=("compile",), budget=30), tmp_path / str(seed), budget=30)
         if outcome.problem:
             problems.append(f"seed {seed} ({' '.join(outcome.case.argv)}): {outcome.problem}")
