@@ -67,8 +67,10 @@ from polymap import ir
 from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, resolved_tile
+from polymap.mapping.schedule import coordinate_map, statement_loops
 from polymap.passes.dependences.loop_classes import loop_classes
-from polymap.poly import KernelModel, cached
+from polymap.islcheck import isl
+from polymap.poly import Access, KernelModel, StatementModel, cached
 
 Num = TypeVar("Num", int, float, np.ndarray)
 
@@ -248,6 +250,66 @@ def chains(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]
             box = box and k == last
     return best
 
+
+Steps = list[tuple[StatementModel, Access, isl.Set]]
+
+
+def walk_steps(model: KernelModel, coords: Iterable[tuple[StatementModel, isl.Map]], loops: tuple[str, ...],
+               inner: str, wave: tuple[str, ...] = ()) -> Steps:
+    """``(statement, access, deltas)``: how each access's element moves from one iteration of the
+    walk's innermost loop ``inner`` to the next (empty deltas: the statement does not move along it).
+    ``coords``: each statement's map to the points of ``loops``; ``wave`` ``(a, b)`` with ``inner``
+    = ``b``: the walk goes by diagonals, so the next point has ``a`` one smaller."""
+    a = [f"a{j}" for j in range(len(loops))]
+    b = [f"{a[j]} + 1" if x == inner else f"{a[j]} - 1" if wave and x == wave[0] else a[j]
+         for j, x in enumerate(loops)]
+    step = isl.Map(f"{{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+    out = []
+    for st, cm in coords:
+        moved = cm.apply_range(step.align_params(cm.get_space())).apply_range(cm.reverse())
+        for acc in st.accesses:
+            out.append((st, acc, acc.relation.reverse().apply_range(moved).apply_range(acc.relation).deltas()))
+    return out
+
+
+def reduces(steps: Steps) -> bool:
+    """Does an update (``A[i][j] -= ...``) keep its target from one iteration of the walk's
+    innermost loop to the next (``steps``: :func:`walk_steps`)? Then every iteration waits for
+    the last one's update: one accumulator in flight."""
+    for st, acc, deltas in steps:
+        if acc.kind == "write" and accumulates(st.context.stmt) and not deltas.is_empty():
+            zero = isl.Set(f"{{ {deltas.get_tuple_name()}[{', '.join(['0'] * deltas.dim(isl.dim_type.set))}] }}")
+            if deltas.is_subset(zero.align_params(deltas.get_space())):
+                return True
+    return False
+
+
+def _rescheduled_chain(model: KernelModel, mapping: Mapping, walk: list[tuple[int, str, int]]) -> bool:
+    """A mapping with a ``schedule`` walks new loops, which :func:`chains` (reading the statements' own
+    loops) cannot follow. Exact, in the schedule's coordinates: does the innermost walked loop along
+    which each update moves keep its target (doitgen's isl schedule ``s4 = p + s``, then constants that
+    only order the statements: ``sum[p]`` along ``s4``, one accumulator, as in the original)? Every
+    update, not some: a point walk that frees the main update (cholesky's ``j`` innermost: 64
+    updates in flight) is not charged for a minor one's chain (its diagonal's, N^2 of N^3/6 instances)."""
+    if not mapping.schedule:
+        return False
+    kept = None
+    for st in model.statements:
+        loops = statement_loops(mapping, st)
+        if st.context.nest not in mapping.mapped_nests or not accumulates(st.context.stmt):
+            continue
+        cm = coordinate_map(model, mapping, st, loops)
+        for k, inner, _ in reversed(walk):
+            if inner not in loops:
+                continue
+            wave = mapping.levels[k].wavefront
+            wave = wave if len(wave) == 2 and wave[1] == inner and wave[0] in loops else ()
+            steps = walk_steps(model, [(st, cm)], loops, inner, wave)
+            if all(d.is_empty() for _, _, d in steps):
+                continue  # the statement stays put along it (a constant ordering the statements)
+            kept = reduces(steps) and kept is not False
+            break
+    return bool(kept)
 
 def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
     """The loops among ``loops`` that ``ref``'s subscripts depend on."""
@@ -467,6 +529,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
             why.append(f"{x} innermost, not vectorised: one lane")
     lanes = max(1, min(lanes, arch.compute.instances // threads))
     found = chains(stmts, walk, last)
+    if found is None and _rescheduled_chain(model, mapping, walk):
+        found = (1, True)  # one accumulator along the innermost loop, in a register at best
     elements, registers = found if found is not None else (None, True)
     latency = latency_factor(elements, lanes, arch.compute.ops_per_cycle, registers)
     if latency > 1:

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Iterator, Mapping as MappingT
+from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.mapping.schedule import ScheduleEntry, coords_map, expression_isl
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.schedule_order import conflict_pairs
-from polymap.passes.counting.execution import accumulates
+from polymap.passes.counting.execution import Steps, reduces, walk_steps
 from polymap.passes.counting.footprint import ENUMERATION_LIMIT
 from polymap.machine.arch import Architecture
-from polymap.poly import Access, KernelModel, StatementModel, count, to_int
+from polymap.poly import KernelModel, count, to_int
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
 #: compile must stay within a few).
@@ -352,10 +352,10 @@ def point_walks(model: KernelModel, sched: IslSchedule) -> list[PointWalk]:
 
     def walk(order: tuple[str, ...], wave: tuple[str, ...]) -> PointWalk:
         inner = [x for x in order if x not in sched.constant][-1]
-        steps = list(_steps(model, sched, inner, wave))  # one ISL pass, read by the three predicates
+        steps = _steps(model, sched, inner, wave)  # one ISL pass, read by the three predicates
         return PointWalk(order, wave, inner, _carried(chains, sched, order, wave, inner),
                          _unit_stride(steps), _carried(conflicts, sched, order, wave, inner),
-                         _reduces(steps), _unit_stride(steps, stores=True))
+                         reduces(steps), _unit_stride(steps, stores=True))
 
     own = walk(sched.loops, ())
     if len(band) < 2 or (not own.chain and own.unit and not own.reduces):
@@ -433,35 +433,13 @@ def _carried(conflicts: isl.UnionMap, sched: IslSchedule, order: tuple[str, ...]
     return not conflicts.intersect(probe.align_params(conflicts.get_space())).is_empty()
 
 
-def _steps(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]
-           ) -> Iterator[tuple[StatementModel, Access, isl.Set]]:
-    """``(statement, access, deltas)``: how each access's element moves from one iteration of the
-    walk's innermost loop ``inner`` to the next (empty deltas: the statement does not move along it)."""
-    n = len(sched.loops)
-    a = [f"a{j}" for j in range(n)]
-    b = [f"{a[j]} + 1" if x == inner else f"{a[j]} - 1" if wave and x == wave[0] else a[j]
-         for j, x in enumerate(sched.loops)]
-    step = isl.Map(f"{{ [{', '.join(a)}] -> [{', '.join(b)}] }}")
+def _steps(model: KernelModel, sched: IslSchedule, inner: str, wave: tuple[str, ...]) -> Steps:
+    """:func:`polymap.passes.counting.execution.walk_steps` of the schedule's statements."""
+    coords = []
     for e in sched.entries:
         st = model.statement(e.statement)
-        cm = coords_map(model, st, dict(zip(e.loops, e.isl)), sched.loops)
-        moved = cm.apply_range(step.align_params(cm.get_space())).apply_range(cm.reverse())
-        for acc in st.accesses:
-            yield st, acc, acc.relation.reverse().apply_range(moved).apply_range(acc.relation).deltas()
-
-
-Steps = list[tuple[StatementModel, Access, isl.Set]]
-
-
-def _reduces(steps: Steps) -> bool:
-    """Does an update (``A[i][j] -= ...``) keep its target from one iteration of the walk's
-    innermost loop to the next (``steps``: :func:`_steps`)?"""
-    for st, acc, deltas in steps:
-        if acc.kind == "write" and accumulates(st.context.stmt) and not deltas.is_empty():
-            zero = isl.Set(f"{{ {deltas.get_tuple_name()}[{', '.join(['0'] * deltas.dim(isl.dim_type.set))}] }}")
-            if deltas.is_subset(zero.align_params(deltas.get_space())):
-                return True
-    return False
+        coords.append((st, coords_map(model, st, dict(zip(e.loops, e.isl)), sched.loops)))
+    return walk_steps(model, coords, sched.loops, inner, wave)
 
 
 def _unit_stride(steps: Steps, *, stores: bool = False) -> bool:
