@@ -3,6 +3,7 @@ other choice by exact counts at reduced sizes, said so in the report; the choice
 to run (work budgets, not seconds) and compile writes no counts it did not compute."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -65,19 +66,20 @@ def test_beyond_the_budget_isl_candidates_are_ranked_at_reduced_sizes(small_budg
     isl = [c for c in nest.candidates if c.source.startswith("isl schedule")]
     assert isl and all(c.report is None for c in isl)  # no counts at the given sizes
     assert all(c.problems[0].startswith("ranked at reduced sizes (N=10)") for c in isl)
-    # the numbers of the note are the exact counts at the reduced sizes, for both sides
+    # the numbers of the note are the exact counts at the reduced sizes, for both sides, without what a
+    # call costs at any size (the team's start and barriers: test_reduced_sizes_rank_without_the_per_call_cycles)
     small = {"TSTEPS": 6, "N": 10}
     model = choice.model
     for c in isl:
         counts = count_mapping(model, c.counted, host, params=small)
         run = mapping_execution(model, c.counted, host, mapping_loop_extents(model.kernel, c.counted, small, model=model))
-        assert f"cycles {evaluate(counts, host, execution=run).cycles:.3g} against" in c.problems[0]
+        assert f"cycles {evaluate(counts, host, execution=dataclasses.replace(run, sync=1.0)).cycles:.3g} against" in c.problems[0]
     base = nest.chosen if not nest.chosen.ranked_at else next(
         c for c in nest.candidates if c.source == nest.chosen.problems[0].split("for '")[1].split("'")[0])
     counted = base.counted if base.mapping is not None else original_mapping(model.kernel, 0, host)
     counts = count_mapping(model, counted, host, params=small)
     run = mapping_execution(model, counted, host, mapping_loop_extents(model.kernel, counted, small, model=model))
-    assert f"against {evaluate(counts, host, execution=run).cycles:.3g} for" in isl[0].problems[0]
+    assert f"against {evaluate(counts, host, execution=dataclasses.replace(run, sync=1.0)).cycles:.3g} for" in isl[0].problems[0]
     # the winner (if isl's) is the one with the fewest cycles there, and only it keeps ranked_at
     assert sum(bool(c.ranked_at) for c in nest.candidates) <= 1
     assert choose(_kernel(), host, SIZES, options=FAST).nests[0].chosen.source == nest.chosen.source
@@ -92,3 +94,36 @@ def test_compile_writes_no_cost_for_a_mapping_ranked_elsewhere(small_budgets: No
     assert chosen.ranked_at and chosen.source.startswith("isl schedule")  # it has fewer cycles there
     assert doc["cost"] == [None] and result.costs == (None,)
     assert result.verification is None or result.verification.passed
+
+
+
+def test_reduced_sizes_rank_without_the_per_call_cycles(monkeypatch: pytest.MonkeyPatch):
+    """The team's start and barriers cost a call the same at any size, so at reduced sizes they
+    would outweigh the shrunk work and rank by thread count (PolyBench gemm at LARGE: its register
+    tiles, two threads, ranked 35x behind a one-thread isl tiling at 31x17x18 and lost 2x at run
+    time). Given the same candidates, the ranking there must not move however large those fixed
+    costs are, while at the given sizes they do count."""
+    from polymap.budget import Budget
+    from polymap.passes.counting import execution
+    from polymap.passes.search import choice as choice_module
+    kernel = parse((ROOT / "examples/polybench/gemm.loop").read_text(), "gemm.loop").kernels[0]
+    sizes = {"NI": 64, "NJ": 48, "NK": 40}
+    host = load_architecture("host")
+    model = build_model(distinct_loop_names(kernel))
+    tiles = next(c for c in choose(kernel, host, sizes, options=FAST).nests[0].candidates
+                 if c.source == "register tiles")
+    assert tiles.report.execution.threads > 1  # its fixed costs are there to leave out
+    scheduled, _ = isl_schedule.isl_proposals(model, 0, host, sizes, to_count=False)
+    assert scheduled
+
+    def ranked() -> list[tuple[str, str]]:
+        out = choice_module._rank_beyond_budget(model, 0, host, sizes, tiles, scheduled, FAST, Budget())
+        return [(c.source, c.problems[0]) for c in out]
+
+    plain = ranked()
+    assert all(note.startswith("ranked at reduced sizes") for _, note in plain)
+    monkeypatch.setattr(execution, "FORK_CYCLES", execution.FORK_CYCLES * 1000)
+    monkeypatch.setattr(execution, "BARRIER_CYCLES", execution.BARRIER_CYCLES * 1000)
+    assert ranked() == plain
+    at_given = choice_module._evaluate(model, "register tiles", tiles.mapping, tiles.counted, host, sizes)
+    assert at_given.report.cycles > tiles.report.cycles  # where the sizes are real, the team's costs count
