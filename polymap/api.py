@@ -70,6 +70,7 @@ from polymap.passes.counting.variance import Variance, variance
 from polymap.passes.dependences.depgraph import dependence_graph
 from polymap.passes.dependences.dependences import Dependence, dependences as find_dependences, group
 from polymap.passes.dependences.loop_classes import DependenceFacts, LoopClass, dependence_facts, loop_classes
+from polymap.passes.frontend.expansion import kernel_for
 from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import Verdict, check_mapping, is_legal_schedule, schedule_violations
 from polymap.passes.schedule.suggest import suggested_mapping
@@ -328,6 +329,8 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Map
                                                              params=values))
     arch_obj = architecture(arch) if arch is not None else None
     found = mappings_of(kernel, mapping, arch_obj or "host")
+    kernel = kernel_for(kernel, found)  # the kernel the mappings map (scalars they expand)
+    m = build_model(kernel)
     return _join([_with_fusion_note(kernel, mp.nest, check_mapping(m, mp, arch=arch_obj, params=values))
                   for mp in found])
 
@@ -392,6 +395,7 @@ def cost_nests(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | s
     """
     arch_obj = architecture(arch)
     found = mappings_of(kernel, mapping, arch_obj)
+    kernel = kernel_for(kernel, found)
     values = _values(kernel, params)
     m = build_model(kernel)
     reports = []
@@ -477,6 +481,7 @@ def cost_details(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg, param
     and :func:`is_legal` (raises :class:`~polymap.errors.InvalidMapping` when one does not fit)."""
     arch_obj = architecture(arch)
     mappings = mappings_of(kernel, mapping, arch_obj, limits=limits)
+    kernel = kernel_for(kernel, mappings)
     if limits is not None:
         require_tractable(kernel, limits=limits, model=build_model(kernel), what="the counts")
     reports = cost_nests(kernel, mappings, arch=arch_obj, params=params, options=options, budget=budget)
@@ -486,7 +491,7 @@ def cost_details(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg, param
 
 def is_legal(kernel: ir.Kernel, mapping: Mapping) -> bool:
     """Does ``mapping`` keep every reaching and final writer (no witnesses, for notes)?"""
-    m = build_model(kernel)
+    m = build_model(kernel_for(kernel, (mapping,)))
     return is_legal_schedule(m, mapped_schedule(m, mapping))
 
 
@@ -579,6 +584,9 @@ def transform(kernel: ir.Kernel, mapping: MappingArg, *, arch: Architecture | st
     if limits is not None:
         require_tractable(kernel, limits=limits, model=m, what="the legality checks")
     mp = mapping_of(kernel, mapping, arch)
+    if mp.expand:
+        kernel = kernel_for(kernel, (mp,))
+        m = build_model(kernel)
     _refuse_illegal(kernel, m, (mp,), _values(kernel, params) if _all_sized(kernel, params) else None)
     given = dict(params or {})
     shown = dataclasses.replace(kernel, params=tuple(
@@ -689,6 +697,15 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
                           warnings + found.warnings)
 
 
+def _written(original: ir.Kernel, choice: KernelChoice | None, mapping: Mapping) -> Mapping:
+    """``mapping`` as ``NAME.json`` records it: said of the kernel as written (renamed loops become schedule
+    entries), with the scalars the choice expanded (``expand``), so that every command reading it maps the
+    kernel compile mapped."""
+    if choice is None:  # a given mapping: already of the kernel as written, with its own expand
+        return mapping
+    return dataclasses.replace(in_original_terms(original, choice.kernel, mapping), expand=choice.expanded)
+
+
 def _fingerprint(arch: ArchArg, arch_obj: Architecture) -> str:
     """What remembered choices are keyed by: the ``--arch`` text (host's processor, a file's content), or an
     object's data."""
@@ -724,8 +741,9 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
     values = _values(kernel, params)
     original = kernel
     if mapping is not None:
-        m = build_model(kernel)
         mappings = mappings_of(kernel, mapping, arch_obj)
+        kernel = kernel_for(kernel, mappings)
+        m = build_model(kernel)
         _refuse_illegal(kernel, m, mappings, values)
         for mp in mappings:
             _refuse_unfit(kernel, fanout_problems(mp, arch_obj, loop_extents_of(m, mp, values)))
@@ -752,12 +770,12 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
     numpy_source = emit_numpy(kernel, m, numpy_mapping_arg(numpy_maps), reassociate=options.reassociate)
     recorded: dict[str, Any] = {}
     if choice is not None:  # mappings said of the kernel as written (renamed loops become schedule entries)
-        recorded["numpy_mappings"] = [in_original_terms(original, kernel, mp).to_dict() for mp in numpy_maps]
+        recorded["numpy_mappings"] = [_written(original, choice, mp).to_dict() for mp in numpy_maps]
     recorded["register_tiles"] = register_tile_doc(m, mappings, arch_obj)
     recorded.update(extra or {})
     result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
                             c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps,
-                            tuple(in_original_terms(original, kernel, mp) for mp in mappings))
+                            tuple(_written(original, choice, mp) for mp in mappings))
     verification = None
     out = None if out_dir is None else Path(out_dir)
     if out is not None:
@@ -824,8 +842,9 @@ def run(kernel: ir.Kernel, arrays: MappingT[str, np.ndarray], *, params: Mapping
         raise InputError(f"--target {target}: expected reference, c or numpy")
     arch_obj = architecture(arch)
     if mapping is not None:
-        m = build_model(kernel)
         mappings = mappings_of(kernel, mapping, arch_obj, limits=limits)
+        kernel = kernel_for(kernel, mappings)
+        m = build_model(kernel)
         _refuse_illegal(kernel, m, mappings, values)
     else:
         chosen = choose(kernel, arch_obj, values, options=choice)
@@ -907,11 +926,13 @@ def measure(kernel: ir.Kernel, mappings: Sequence[MappingArg], *, arch: ArchArg 
     mps = [mapping_of(kernel, m, arch_obj) for m in mappings]
     if not mps:
         raise TypeError("measure() needs at least one mapping")
+    others = tuple(mapping_of(kernel, m, arch_obj) for m in fixed)
+    kernel = kernel_for(kernel, mps + list(others))
     preds = list(predicted_s) if predicted_s is not None else [None] * len(mps)
     names = list(sources) if sources is not None else [f"#{k + 1}" for k in range(len(mps))]
     cands = [TuneCandidate(s, m, p) for s, m, p in zip(names, mps, preds)]
     return tune(cands, kernel=kernel, model=build_model(kernel), nest=mps[0].nest, arch=arch_obj, params=values,
-                fixed=tuple(mapping_of(kernel, m, arch_obj) for m in fixed), options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
+                fixed=others, options=options if options is not None else TuneOptions(k=len(mps)), timer=timer, progress=progress)
 
 
 def calibrate(*, arch: ArchArg = "host", probe: Probe | None = None, timer: Timer | None = None,
@@ -960,7 +981,9 @@ def report_facts(kernels: Sequence[ir.Kernel], *, arch: ArchArg = "host", mappin
     for k in kernels:
         values = _values(k, params)
         if mapping is not None:
-            kernel, m, mappings, source = k, build_model(k), mappings_of(k, mapping, arch_obj), "given"
+            mappings = mappings_of(k, mapping, arch_obj)
+            kernel = kernel_for(k, mappings)
+            m, source = build_model(kernel), "given"
         else:
             chosen = choose(k, arch_obj, values, options=choice, progress=progress, budget=budget)
             kernel, m, mappings, source = chosen.kernel, chosen.model, chosen.mappings, "compile's choice"
@@ -1027,4 +1050,5 @@ def export_timeloop(kernel: ir.Kernel, mapping: MappingArg, *, arch: ArchArg,
                     params: MappingT[str, int] | None = None) -> str:
     """A mapping as the text of a Timeloop mapping file (``cost --export timeloop``)."""
 
-    return export_mapping(kernel, mapping_of(kernel, mapping, arch), param_values(kernel, dict(params or {})))
+    mp = mapping_of(kernel, mapping, arch)
+    return export_mapping(kernel_for(kernel, (mp,)), mp, param_values(kernel, dict(params or {})))

@@ -185,3 +185,97 @@ def test_expansion_matches_brute_force_dataflow(init_at, carry, m, n):
         assert all(w[x] == r[x] for w, r in flows)
         assert expand_scalars(k, along).decl("s").shape
     _same_results(k, params)
+
+
+# --------------------------------------------------------------------------- the mapping records the expansion
+
+def _cli(capsys: pytest.CaptureFixture, *argv: object) -> tuple[int, str, str]:
+    from polymap.cli import main
+
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_a_mapping_that_expands_means_the_same_to_check_cost_transform_and_compile(
+        tmp_path: Path, capsys: pytest.CaptureFixture):
+    """symm's order i, k, j is legal only with temp2[j]: a mapping file saying ``expand: {temp2: j}`` is
+    legal for check, counted by cost, printed by transform and compiled by compile --mapping (whose code
+    the reference execution of the kernel as written checks); without ``expand`` check refuses it."""
+    import json
+
+    path = ROOT / "examples" / "polybench" / "symm.loop"
+    k = load_program(path).kernels[0]
+    arch = load_architecture("host")
+    expanded_kernel, model, done = expanded(k)
+    mp = interchange_mapping(model, 0, arch, ("i", "k", "j"))
+    data = mp.to_dict()
+    data["expand"] = dict(done)
+    with_expand, without = tmp_path / "with.json", tmp_path / "without.json"
+    with_expand.write_text(json.dumps(data))
+    without.write_text(json.dumps(mp.to_dict()))
+    sizes = ["-D", "M=7", "-D", "N=9"]
+    rc, out, err = _cli(capsys, "check", path, "--mapping", with_expand, *sizes)
+    assert rc == 0, out + err
+    rc, out, err = _cli(capsys, "check", path, "--mapping", without, *sizes)
+    assert rc == 1, out + err  # the kernel as written: temp2 is one scalar
+    rc, out, err = _cli(capsys, "cost", path, "--arch", "host", "--mapping", with_expand, *sizes, "--json")
+    assert rc == 0, err
+    counted = json.loads(out)
+    # the counts of temp2[j], as a step-by-step simulation of the expanded kernel under the mapping counts them
+    from simulator import simulate
+
+    sim = simulate(expanded_kernel, mp, {"M": 7, "N": 9})
+    for level, want in zip(counted["levels"], sim["levels"]):
+        for tensor, counts in level["tensors"].items():
+            assert counts == want["tensors"][tensor], (level["name"], tensor)
+    assert any(lv["tensors"].get("temp2", {}).get("writebacks") == 9 for lv in counted["levels"])  # 9, not 1
+    rc, out, err = _cli(capsys, "transform", path, "--mapping", with_expand, *sizes)
+    assert rc == 0, err
+    printed = parse(out, "t.loop").kernels[0]
+    assert printed.decl("temp2").shape  # the printed kernel holds the array it maps
+    ins = random_inputs(k, {"M": 7, "N": 9}, seed=3)
+    want = execute(k, ins, {"M": 7, "N": 9}, vectorize=False)
+    got = execute(printed, ins, {"M": 7, "N": 9}, vectorize=False)
+    assert np.array_equal(want["C"], got["C"])
+    rc, out, err = _cli(capsys, "compile", path, "--mapping", with_expand, "-o", tmp_path / "out", *sizes)
+    assert rc == 0, err  # verified against the reference execution of the kernel as written
+    assert json.loads((tmp_path / "out" / "symm.json").read_text())["mappings"][0]["expand"] == {"temp2": "j"}
+
+
+def test_compile_records_the_expansion_it_mapped(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """NAME.json's mappings say ``expand`` when the choice expanded a scalar (gemm_scalar_acc's t[j]), and
+    every command reading it accepts the chosen mapping (before, transform refused it as illegal)."""
+    import json
+
+    path = ROOT / "examples" / "gemm_scalar_acc.loop"
+    sizes = ["-D", "M=9", "-D", "N=20", "-D", "K=5"]
+    rc, out, err = _cli(capsys, "compile", path, "-o", tmp_path, "--target", "c", "--search-evaluations", "0",
+                        *sizes)
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "gemm_scalar_acc.json").read_text())
+    assert doc["choice"]["expanded"] == {"t": "j"}
+    assert all(m["expand"] == {"t": "j"} for m in doc["mappings"])
+    name_json = tmp_path / "gemm_scalar_acc.json"
+    for argv in (("check",), ("transform",), ("cost", "--arch", "host")):
+        rc, out, err = _cli(capsys, *argv[:1], path, *argv[1:], "--mapping", name_json, *sizes)
+        assert rc == 0, (argv, out, err)
+
+
+@pytest.mark.parametrize("expand,says", [({"temp2": "i"}, "along loop 'j'"),
+                                         ({"C": "j"}, "not a local scalar"),
+                                         (["temp2"], "SCALAR: LOOP")])
+def test_an_expansion_that_could_change_the_results_is_a_located_refusal(
+        tmp_path: Path, capsys: pytest.CaptureFixture, expand: object, says: str):
+    import json
+
+    path = ROOT / "examples" / "polybench" / "symm.loop"
+    k = load_program(path).kernels[0]
+    model = build_model(k)
+    data = interchange_mapping(model, 0, load_architecture("host"), ("i", "j", "k")).to_dict()
+    data["expand"] = expand
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(data))
+    rc, out, err = _cli(capsys, "check", path, "--mapping", f, "-D", "M=4", "-D", "N=5")
+    assert rc == 2 and says in err and "m.json" in err, err
+    assert "Traceback" not in err

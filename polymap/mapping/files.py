@@ -13,11 +13,13 @@ from typing import Any, Iterable
 from polymap import ir
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.passes.frontend.expansion import expansions
+from polymap.poly import build_model
 from polymap.mapping.schedule_files import mapping_loops, read_nests, read_schedule, read_wavefront
 from polymap.yamlsource import YamlDocument, read_yaml
 from polymap.limits import Limits
 
-MAPPING_KEYS = ("kernel", "nest", "nests", "schedule", "levels")
+MAPPING_KEYS = ("kernel", "nest", "nests", "schedule", "expand", "levels")
 ENTRY_KEYS = ("level", "tile", "order", "spatial", "wavefront", "keep")
 
 
@@ -188,7 +190,26 @@ def mapping_from_dict(data: Any, *, kernel: ir.Kernel | ir.Program | Iterable[ir
         wavefront = read_wavefront(doc, path + ("wavefront",), entry.get("wavefront"), what,
                                    _given(entry, "order", []), loops, chosen, nests, schedule)
         levels.append(LevelMapping(entry["level"], tile, order, spatial, keep, wavefront))
-    return Mapping(chosen.name, nest, loops, tuple(levels), nests if len(nests) > 1 else (), schedule)
+    return Mapping(chosen.name, nest, loops, tuple(levels), nests if len(nests) > 1 else (), schedule,
+                   _expand(doc, data.get("expand"), chosen))
+
+
+def _expand(doc: YamlDocument, value: Any, kernel: ir.Kernel) -> tuple[tuple[str, str], ...]:
+    """``expand: {SCALAR: LOOP}``: only the expansions that keep every result (``expansions``, the one rule)."""
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        doc.fail(("expand",), "expand: expected entries SCALAR: LOOP, like {temp2: j}")
+    exact = expansions(build_model(kernel))
+    for name, loop in value.items():
+        if name not in exact:
+            doc.fail(("expand", name), f"expand: '{name}' is not a local scalar of kernel '{kernel.name}' that "
+                                       f"passes no value between the iterations of a loop; expanding it could "
+                                       f"change the results", key=True)
+        if loop != exact[name]:
+            doc.fail(("expand", name), f"expand: {name} is expanded along loop '{exact[name]}' (the innermost "
+                                       f"loop it passes no value across), not '{loop}'")
+    return tuple(sorted(value.items()))
 
 
 def load_mapping(path: str | Path, *, kernel: ir.Kernel | ir.Program | Iterable[ir.Kernel],

@@ -85,6 +85,10 @@ class Mapping:
     """Consecutive top-level nests mapped together (fused); empty means ``(nest,)``."""
     schedule: tuple[ScheduleEntry, ...] = ()
     """New coordinates of the listed statements, in textual order (no identity entries)."""
+    expand: tuple[tuple[str, str], ...] = ()
+    """Local scalars the mapping treats as arrays, each with the loop that indexes it (``(("temp2", "j"),)``):
+    the mapping is of the kernel with them expanded (:func:`polymap.passes.frontend.expansion.kernel_for`),
+    which computes the same results bit for bit."""
 
     @property
     def mapped_nests(self) -> tuple[int, ...]:
@@ -149,6 +153,8 @@ class Mapping:
             out["nest"] = self.nest
         if self.schedule:
             out["schedule"] = {e.statement: dict(zip(e.loops, e.exprs)) for e in self.schedule}
+        if self.expand:
+            out["expand"] = dict(self.expand)
         out["levels"] = levels
         return out
 

@@ -56,7 +56,8 @@ def choice_json(choice: KernelChoice) -> dict[str, Any]:
                       "original_schedule": nc.chosen.mapping is None, "stopped": list(nc.stopped),
                       "skipped": list(nc.skipped),
                       "candidates": cands})
-    return {"renamed": {str(n): list(x) for n, x in choice.renamed}, "nests": nests}
+    return {"renamed": {str(n): list(x) for n, x in choice.renamed},
+            "expanded": {s: loop for s, loop in choice.expanded}, "nests": nests}
 
 
 def compile_document(kernel: str, params: MappingT[str, int], arch: Architecture, why: str,
@@ -159,6 +160,9 @@ def summary_lines(kernel: str, why: str, mappings: Sequence[Mapping], extents: S
     if choice is not None:
         for nest, names in choice.renamed:
             lines.append(f"  nest {nest}: loops sharing a name ({', '.join(names)}) renamed apart")
+        for scalar, loop in choice.expanded:
+            lines.append(f"  scalar {scalar} expanded along loop {loop} ({scalar}[{loop}]): no value passes "
+                         f"between iterations of {loop}, so {loop} may move")
         for nc in choice.nests:
             lines += ["  " + line for line in nest_choice_lines(nc)]
             if nc.chosen.mapping is not None:  # a schedule (skew, shift, fusion) in words

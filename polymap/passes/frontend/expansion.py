@@ -39,7 +39,7 @@ the innermost is used: one dimension, the least storage that frees a loop
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping as MappingT
+from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
 from polymap.islcheck import isl
@@ -79,14 +79,32 @@ def expand_scalars(kernel: ir.Kernel, along: MappingT[str, str]) -> ir.Kernel:
     if not along:
         return kernel
     extents = {}
-    for ctx in kernel.statements():
+    for ctx in kernel.statements():  # the loop around the scalar's own statements (loops may share a name)
+        used = {r.tensor for r in ir.subexpressions(ctx.stmt.value) if isinstance(r, ir.Ref)} | {ctx.stmt.target.tensor}
         for lp in ctx.loops:
-            if lp.var in along.values():
-                extents[lp.var] = lp.upper[0]
-    decls = tuple(dataclasses.replace(d, shape=(extents[along[d.name]],)) if d.name in along else d
+            for name in used & along.keys():
+                if lp.var == along[name]:
+                    extents[name] = lp.upper[0]
+    decls = tuple(dataclasses.replace(d, shape=(extents[d.name],)) if d.name in along and d.is_scalar else d
                   for d in kernel.decls)
     body = tuple(_node(n, along) for n in kernel.body)
     return dataclasses.replace(kernel, decls=decls, body=body)
+
+
+def kernel_for(kernel: ir.Kernel, mappings: Iterable[Any]) -> ir.Kernel:
+    """The kernel ``mappings`` map: ``kernel`` with the scalars their ``expand`` entries name expanded
+    (``kernel`` itself when none does). Every command that takes a mapping maps this kernel, so that
+    a mapping compile chose on the expanded kernel (``NAME.json`` records ``expand``) means the same
+    to ``cost``, ``check``, ``transform`` and ``compile --mapping``."""
+    return expand_scalars(kernel, {s: x for mp in mappings for s, x in mp.expand})
+
+
+def kernel_expansions(kernel: ir.Kernel) -> tuple[tuple[str, str], ...]:
+    """``(scalar, loop)`` per expandable scalar of ``kernel`` as written (:func:`expansions`; no model is
+    built for a kernel without local scalars)."""
+    if not any(d.role == "local" and d.is_scalar for d in kernel.decls):
+        return ()
+    return tuple(sorted(expansions(build_model(kernel)).items()))
 
 
 def expanded(kernel: ir.Kernel) -> tuple[ir.Kernel, KernelModel, tuple[tuple[str, str], ...]]:

@@ -51,6 +51,7 @@ from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, 
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
+from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.search.default_mapping import choose_mapping
@@ -134,6 +135,9 @@ class KernelChoice:
     """The sizes the candidates' reports were counted at (empty: unknown, e.g. a remembered choice)."""
     counted_for: Architecture | None = None
     """The architecture they were counted for (None: unknown)."""
+    expanded: tuple[tuple[str, str], ...] = ()
+    """Local scalars expanded into arrays before the choice, each with the loop that indexes it, in the
+    names of the kernel as written (``(("temp2", "j"),)``); what the written mappings' ``expand`` says."""
 
     @property
     def mappings(self) -> tuple[Mapping, ...]:
@@ -159,6 +163,15 @@ def original_mapping(kernel: ir.Kernel, nest: int, arch: Architecture) -> Mappin
     return Mapping(kernel.name, nest, tuple(loops), levels)
 
 
+def kernel_to_map(kernel: ir.Kernel) -> tuple[ir.Kernel, tuple[tuple[str, str], ...]]:
+    """The kernel compile maps, and the scalars expanded in it: loops sharing a name renamed apart, and
+    each local scalar that passes no value between the iterations of a loop an array along it (symm's
+    ``temp2[j]``: the same results bit for bit, and the loop may then move). The written mappings
+    record the expansion (``Mapping.expand``), so every command that reads them maps this kernel."""
+    expanded = kernel_expansions(kernel)
+    return distinct_loop_names(expand_scalars(kernel, dict(expanded))), expanded
+
+
 def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
            options: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None,
            budget: Budget | None = None) -> KernelChoice:
@@ -170,7 +183,7 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
     """
     budget = budget if budget is not None else Budget()
     renamed = tuple(sorted(repeated_loop_names(kernel).items()))
-    kernel = distinct_loop_names(kernel)
+    kernel, expanded = kernel_to_map(kernel)
     model = build_model(kernel)
     nests = []
     for nest in range(len(kernel.nests())):
@@ -179,7 +192,8 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
         if progress:
             progress(f"choosing a mapping for nest {nest}...")
         nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
-    return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch)
+    return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch,
+                        expanded)
 
 
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,

@@ -26,11 +26,11 @@ from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.passes.counting.fit import fit_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
-from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, original_mapping
+from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping
 from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
 from polymap.codegen.verify import verify as check_against_reference
-from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
+from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
@@ -106,7 +106,7 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     where = f"cache entry {cache.path(key)}"
     if not isinstance(entry.get("k"), int) or entry["k"] < k:
         return Recall("miss", None, ())  # tuned over fewer candidates: tune again
-    renamed = distinct_loop_names(kernel)
+    renamed, expanded = kernel_to_map(kernel)  # the kernel choose maps
     model = build_model(renamed)
     nests = []
     try:
@@ -117,7 +117,8 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     wanted = {n for n in range(len(renamed.nests())) if nest_loops(renamed, n)}
     if {nc.nest for nc in nests} != wanted:
         return Recall("miss", None, (f"{where} ignored: it does not map the kernel's nests",))
-    choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())))
+    choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())),
+                          expanded=expanded)
     if verify:
         result = check_against_reference(renamed, dict(params), targets=("c",), mapping=choice.mappings,
                                          model=model, raise_on_failure=False)
