@@ -1,6 +1,6 @@
 """The register-blocked GEMM kernel in both vector shapes, under AddressSanitizer and UBSan, against NumPy.
 
-The AVX-512 shape (14 x 32 f32, 14 x 16 f64) and the AVX2 shape (6 x 16,
+The AVX-512 shape (6 x 64 f32, 6 x 32 f64) and the AVX2 shape (6 x 16,
 6 x 8) are each built twice: with ``-mavx512f`` (the 64-byte variant and
 its masked edges) and with ``-mavx2 -mfma`` (the 32-byte variant and
 maskload/maskstore), so that every shape runs in every variant; one more

@@ -4,22 +4,25 @@ from __future__ import annotations
 import pytest
 
 from polymap.machine.arch import Architecture, Compute, Level, VectorUnit
-from polymap.passes.search.register_mapping import cache_blocking, host_blockings, register_shape
+from polymap.passes.search.register_mapping import cache_blocking, register_shape
 
 AVX512 = VectorUnit("avx512", 64, 32, True)
 AVX2 = VectorUnit("avx2", 32, 16, True)
 SSE = VectorUnit("sse", 16, 16, False)
 
 
-@pytest.mark.parametrize("unit,dtype,mr,nr", [
-    (AVX512, "f32", 14, 32), (AVX512, "f64", 14, 16),   # 28 zmm accumulators + 2 B vectors + 1 broadcast
-    (AVX2, "f32", 6, 16), (AVX2, "f64", 6, 8),          # 12 ymm accumulators
-    (SSE, "f32", 6, 8), (SSE, "f64", 6, 4),
+@pytest.mark.parametrize("unit,dtype,mr,nr,vectors", [
+    # 32 zmm: 4 vectors per row leave (32 - 4 - 1) / 4 = 6 rows; 5 would leave 5
+    (AVX512, "f32", 6, 64, 4), (AVX512, "f64", 6, 32, 4),   # 24 accumulators + 4 B vectors + 1 broadcast
+    # 16 registers: 3 vectors would leave (16 - 4) / 3 = 4 rows, so 2 vectors and 6 rows
+    (AVX2, "f32", 6, 16, 2), (AVX2, "f64", 6, 8, 2),        # 12 ymm accumulators
+    (SSE, "f32", 6, 8, 2), (SSE, "f64", 6, 4, 2),
 ])
-def test_register_shape(unit, dtype, mr, nr):
+def test_register_shape(unit, dtype, mr, nr, vectors):
     shape = register_shape(unit, dtype)
     assert (shape.mr, shape.nr) == (mr, nr)
-    assert 2 * shape.mr + 3 <= unit.registers
+    assert shape.nr == vectors * shape.lanes
+    assert shape.mr * vectors + vectors + 1 <= unit.registers  # accumulators, B's vectors, A's broadcast
     assert unit.isa in shape.why
 
 
@@ -37,10 +40,12 @@ def test_cache_blocking_avx2_f32():
     assert (b.mr, b.nr, b.kc, b.mc, b.nc) == (6, 16, 256, 252, 4096)
 
 
-def test_cache_blocking_avx512_f64_and_neighbours():
+def test_cache_blocking_avx512_f64_square_block_of_a():
     arch = _arch(48 * 1024, 2 ** 20, 32 * 2 ** 20, AVX512)
     b = cache_blocking(arch, "f64", register_shape(AVX512, "f64"))
-    # KC: 24 KiB / (16 x 8) = 192; MC: 512 KiB / (192 x 8) = 341 -> 336 (multiple of 14)
-    assert (b.kc, b.mc) == (192, 336)
-    kcs = [x.kc for _, x in host_blockings(arch, "f64")]
-    assert kcs == [192, 96, 384]
+    # KC: B's panel in half of L1 gives 24 KiB / (32 x 8) = 96; A's block square in half of L2 gives
+    # sqrt(512 KiB / 8) = 256; the larger wins. MC: 512 KiB / (256 x 8) = 256 -> 252 (multiple of 6)
+    assert (b.mr, b.nr, b.kc, b.mc) == (6, 32, 256, 252)
+    f32 = cache_blocking(arch, "f32", register_shape(AVX512, "f32"))
+    # f32: 24 KiB / (64 x 4) = 96; sqrt(512 KiB / 4) = 362 -> 352 (multiple of 16); MC 524288 / 1408 = 372
+    assert (f32.kc, f32.mc) == (352, 372)

@@ -1,13 +1,13 @@
 """The NumPy target's own mapping: blocks so large that each innermost tile is one whole-array expression.
 
-The C target wants register tiles (14 x 32 walked millions of times); in
+The C target wants register tiles (6 x 64 walked millions of times); in
 generated NumPy every innermost tile costs a Python-level statement, so
 the NumPy target gets the opposite: every loop whole, in the original order,
 and the innermost level's box handed to the vectoriser
 (:mod:`polymap.codegen.numpy.vectorize`) as one ``@``/``einsum`` or
 whole-array expression. A block is split only to bound the temporaries::
 
-    gemm 1024^3 on host (C target: 14 x 32 register tiles)
+    gemm 1024^3 on host (C target: 6 x 64 register tiles)
       NumPy: every level whole  ->  C[0:M, 0:N] += A[0:M, 0:K] @ B[0:K, 0:N]   (one call)
 
 With ``reassociate`` (``compile --reassociate``) a contraction (a product of

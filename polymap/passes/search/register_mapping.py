@@ -29,22 +29,25 @@ the nest is walked at the DRAM level.
 
 The register tile is shaped by the architecture's vector unit
 (:class:`polymap.machine.arch.VectorUnit`, read from the CPU on ``host``):
-NR is two vectors of the element type, MR as many rows as the registers
-hold after two vectors of B and one broadcast of A, at most 14::
+NR is the most vectors of the element type that still leave 6 rows, MR as
+many rows as the registers then hold after NR's vectors of B and one
+broadcast of A, at most 14::
 
-    AVX-512, 32 zmm:  f32 14 x 32 (28 accumulators), f64 14 x 16
+    AVX-512, 32 zmm:  f32  6 x 64 (24 accumulators), f64  6 x 32
     AVX2,    16 ymm:  f32  6 x 16 (12 accumulators), f64  6 x 8
     SSE,     16 xmm:  f32  6 x 8,                    f64  6 x 4
 
-KC, MC and NC come from the capacities (:func:`cache_blocking`): the KC x NR
-panel of B in half of L1, the MC x KC block of A in half of L2, the KC x NC
-panel of B in half of the last level per core; the candidates around them
-are ranked by compile's exact counts. A box that cannot be vectorised
+KC, MC and NC come from the capacities (:func:`cache_blocking`): KC the
+larger of the KC x NR panel of B in half of L1 and a square MC x KC block
+of A in half of L2, MC x KC of A in half of L2, the KC x NC panel of B in a
+quarter of the last level per core; compile ranks this candidate with the
+others by the exact counts. A box that cannot be vectorised
 (``j`` not unit stride in some read) gets at most 16 scalar accumulators.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Mapping as MappingT, Sequence
 
@@ -96,39 +99,53 @@ class TileShape:
     why: str
 
 
+#: the fewest rows of C a register tile keeps (the rows that share each vector of B): BLIS's 6
+MIN_ROWS = 6
+
+
 def register_shape(vector: VectorUnit | None, dtype: str) -> TileShape:
-    """MR x NR from the vector unit (see the module docstring); AVX2's 6 x 16 f32 when unknown."""
+    """MR x NR from the vector unit (see the module docstring); AVX2's 6 x 16 f32 when unknown.
+
+    NR: the most vectors per row that still leave MIN_ROWS rows (MR rows x V vectors of
+    accumulators + V vectors of B + 1 broadcast of A in the registers); MR: as many rows as then fit,
+    at most 14. 16 registers: 2 vectors, 6 rows (12 + 2 + 1); 32: 4 vectors, 6 rows (24 + 4 + 1).
+    Why not 14 x 2 vectors with 32 registers (28 + 2 + 1, the most accumulators): on the Zen 4 host
+    the tile alone runs at the same rate in L1 in every shape (6 x 4, 8 x 3, 12 x 2, 14 x 2, 24 x 1
+    vectors: 107-111 GFLOP/s f32), but the whole GEMM ran 6-10% faster with 6 x 4 (f32 1024 and
+    f64 1024, single thread, interleaved; RESULTS.md "session 20 (blas5)"): a tile of fewer, longer
+    rows of C, whose rows at a power-of-two stride all fall in the same L1 sets, loads and stores
+    C in fewer sets and pages.
+    """
     vector = vector if vector is not None else VectorUnit("avx2", 32, 16, True)
     lanes = max(2, vector.lanes(dtype))
-    nr = 2 * lanes
-    mr = max(1, min(14, (vector.registers - 3) // 2))
+    width = 2
+    while (vector.registers - (width + 1) - 1) // (width + 1) >= MIN_ROWS:
+        width += 1
+    nr = width * lanes
+    mr = max(1, min(14, (vector.registers - width - 1) // width))
     why = (f"{vector.isa}: {vector.registers} registers of {vector.vector_bytes} bytes, {lanes} x {dtype} "
-           f"each; NR = 2 vectors, MR = {mr} rows: {mr * 2} accumulators + 2 vectors of B + 1 broadcast "
-           f"of A <= {vector.registers}")
-    return TileShape(mr, nr, lanes, 2 * mr, why)
+           f"each; NR = {width} vectors (the most that leave {MIN_ROWS} rows), MR = {mr} rows: "
+           f"{mr * width} accumulators + {width} vectors of B + 1 broadcast of A <= {vector.registers}")
+    return TileShape(mr, nr, lanes, width * mr, why)
 
 
 def cache_blocking(arch: Architecture, dtype: str, shape: TileShape) -> Blocking:
-    """KC, MC, NC from the capacities of L1, L2 and the last level (per core), rounded to tiles."""
+    """KC, MC, NC from the capacities of L1, L2 and the last level (per core), rounded to tiles.
+
+    KC: the larger of (1) the KC x NR panel of B in half of L1 and (2) A's MC x KC block square in
+    half of L2 (MC = KC: per flop, B's refills fall as 1 / MC and C's as 1 / KC; for a given block
+    size their sum is least when the two are equal). (1) decided alone before; with 4-vector rows
+    (NR 64 f32 on AVX-512) it gives KC 64, and KC 256-352 measured 5-10% faster (RESULTS.md
+    "session 20 (blas5)"); on AVX2 with 512 KiB of L2 (1) still decides (256 for f32 and f64).
+    """
     size = _ITEMSIZE[dtype]
     caps = {lv.name: lv.capacity_bytes for lv in arch.levels if lv.capacity_bytes is not None}
     l1, l2 = caps.get("L1", 32 * 1024), caps.get("L2", 256 * 1024)
     llc = caps.get("LLC", 4 * l2)
-    kc = max(16, (l1 // 2) // (shape.nr * size) // 16 * 16)
+    kc = max(16, (l1 // 2) // (shape.nr * size) // 16 * 16, math.isqrt((l2 // 2) // size) // 16 * 16)
     mc = max(shape.mr, (l2 // 2) // (kc * size) // shape.mr * shape.mr)
     nc = max(shape.nr, min(4096, (llc // 4) // (kc * size)) // shape.nr * shape.nr)
     return Blocking(shape.mr, shape.nr, kc, mc, nc, group_columns(l2, kc, mc, shape.nr, size))
-
-
-def host_blockings(arch: Architecture, dtype: str) -> list[tuple[str, Blocking]]:
-    """The capacity blocking and neighbours (KC halved and doubled), for the counts to rank."""
-    shape = register_shape(arch.vector, dtype)
-    b = cache_blocking(arch, dtype, shape)
-    out = [("", b)]
-    for kc in (b.kc // 2, b.kc * 2):
-        mc = max(b.mr, b.mc * b.kc // kc // b.mr * b.mr)
-        out.append((f" kc={kc}", dataclasses.replace(b, kc=kc, mc=mc)))
-    return out
 
 
 #: B's columns packed at once (grouped panels): 128 reads each row of B as 512 B (f32) or 1 KiB (f64),
@@ -196,12 +213,14 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
 
 def register_mappings(model: KernelModel, nest: int, arch: Architecture,
                       params: MappingT[str, int]) -> list[tuple[str, Mapping | None]]:
-    """Candidates for compile: the capacity blocking and its neighbours, labelled ``register tiles[ kc=..]``."""
-    roles = find_roles(model, nest, loop_extents(model.kernel, nest, params))
-    if roles is None or not roles.vector or arch.vector is None:
-        return [("register tiles", register_mapping(model, nest, arch, params))]
-    return [(f"register tiles{label}", register_mapping(model, nest, arch, params, blocking=b))
-            for label, b in host_blockings(arch, roles.dtype)]
+    """compile's candidate: the capacity blocking (:func:`cache_blocking`), labelled ``register tiles``.
+
+    Its neighbours (KC halved and doubled) were candidates too (blas4), for the counts to rank; with
+    the square-block KC rule the counts chose them where they measured slower (f32 1024: KC 704,
+    0.89 of NumPy against 0.94 for the capacity KC 352; f64 2048: KC 128 by energy at equal cycles,
+    1.11 against 1.16 single-threaded): the per-tile cost of loading C, which a larger KC amortises,
+    is not in the counts."""
+    return [("register tiles", register_mapping(model, nest, arch, params))]
 
 
 def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
