@@ -50,7 +50,6 @@ from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, 
                                    resolved_tile)
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
-from polymap.passes.counting.footprint import DTYPE_BYTES
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
@@ -173,81 +172,6 @@ def kernel_to_map(kernel: ir.Kernel) -> tuple[ir.Kernel, tuple[tuple[str, str], 
     return distinct_loop_names(expand_scalars(kernel, dict(expanded))), expanded
 
 
-def natural_original_mapping(model: KernelModel, nest: int, arch: Architecture,
-                             params: MappingT[str, int]) -> Mapping:
-    """The original order with the reuse any cache gives it: each level between the backing store and
-    the innermost holds the largest block of the innermost loops (whole loops inside, a piece of the
-    next when every statement has it and every loop inside it) whose bounding boxes fit it, within
-    the level above; the order is the program's, so the schedule is the original's (strip-mined
-    only: a piece of a loop around a statement that lacks an inner loop would move that statement,
-    ``mapping.md``; checked by brute force in ``tests/test_original_reuse.py``)::
-
-        atax (M=1900, N=2100) on host: LLC the whole nest; L2 i=1, j and j_2 whole; L1 single iterations
-
-    :func:`original_mapping` (tile 1 below the backing store) assumes no reuse at all: its DRAM
-    traffic there is 20 M elements where A (4 M) is read once.
-    """
-    kernel = model.kernel
-    base = original_mapping(kernel, nest, arch)
-    loops = base.loops
-    extents = mapping_loop_extents(kernel, base, params, model=model)
-    sizes = {t: DTYPE_BYTES.get(kernel.decl(t).dtype, 4) for t in nest_tensors(kernel, nest)}
-
-    def fits(tile: dict[str, int], level: int) -> bool:
-        elements = {t: _box(model, nest, t, tile) for t in sizes}
-        return not arch.levels[level].exceeded_by(sum(elements.values()),
-                                                  sum(n * sizes[t] for t, n in elements.items()))
-
-    stmts = model.nest_statements(nest)
-    # loops that every statement has, with every loop inside them: only these may be cut in pieces
-    perfect = {x for j, x in enumerate(loops) if stmts and all(set(loops[j:]) <= set(s.loops) for s in stmts)}
-    levels = list(base.levels)
-    outer = {x: max(1, extents[x]) for x in loops}
-    for k in range(1, len(levels) - 1):
-        tile = {x: 1 for x in loops}
-        for x in reversed(loops):
-            tile[x] = outer[x]
-            if fits(tile, k):
-                continue
-            lo, hi = 1, outer[x] if x in perfect else 1  # a piece of x would reorder a statement lacking a loop
-            while lo < hi:
-                tile[x] = (lo + hi + 1) // 2
-                lo, hi = (tile[x], hi) if fits(tile, k) else (lo, tile[x] - 1)
-            tile[x] = lo
-            break
-        levels[k] = dataclasses.replace(levels[k], tile=tuple(tile[x] for x in loops))
-        outer = tile
-    return dataclasses.replace(base, levels=tuple(levels))
-
-
-def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int],
-                      candidate: Candidate, original: Candidate) -> bool:
-    """Does ``candidate`` beat the original order by more than threads (``docs/design.md``, slow5)?
-
-    Yes when its slowest memory level moves less than the original's, counted with the reuse the
-    original's own order has (:func:`natural_original_mapping`), or when its compute term is
-    smaller per thread. Otherwise all it has over the original is its threads, and those the model
-    overrates where a nest is shared out only in part (atax's tiles: the reduction runs in ``omp
-    single``; 4x slower than the original on one thread, which the model did not see).
-    """
-    if candidate.report is None or original.report is None:
-        return True
-    kernel = model.kernel
-    base = original.counted
-    natural = natural_original_mapping(model, nest, arch, params)
-    counts = count_mapping(model, natural, arch, params=dict(params))
-    extents = mapping_loop_extents(kernel, base, params, model=model)
-    mine = evaluate(counts, arch, execution=mapping_execution(model, base, arch, extents))
-
-    def memory(r: CostReport) -> float:
-        return max((c for name, c in r.cycle_terms if name != "compute"), default=0.0)
-
-    def per_thread(r: CostReport) -> float:
-        return dict(r.cycle_terms)["compute"] * r.execution.threads
-
-    return memory(candidate.report) < memory(mine) or per_thread(candidate.report) < per_thread(mine)
-
-
 def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
            options: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None,
            budget: Budget | None = None) -> KernelChoice:
@@ -331,16 +255,6 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                                     key=lambda c: rank(model, nest, c, params, options.objective)),
                              options.objective)
     chosen = usable[0] if usable else candidates[0]
-    if chosen.mapping is not None and usable and usable[-1] is not chosen:
-        kept = next((c for c in usable if c.mapping is None), None)
-        if kept is not None and not budget.run(gains_on_original, (model, nest, arch, params, chosen, kept), {},
-                                               limit=limit, timed_out=True,
-                                               what=f"the original order's own reuse in nest {nest}"):
-            why = ("kept: the chosen candidate's only gain was threads (no less traffic than the original order "
-                   "holding what fits, no faster per thread)")
-            kept = dataclasses.replace(kept, problems=kept.problems + (why,))
-            usable = [kept] + [c for c in usable if c.mapping is not None]
-            chosen = kept
     if beyond and scheduled and chosen.legal:
         ranked = _rank_beyond_budget(model, nest, arch, params, chosen, scheduled, options, budget)
         winner = [c for c in ranked if c.ranked_at]
