@@ -49,3 +49,21 @@ def test_cache_blocking_avx512_f64_square_block_of_a():
     f32 = cache_blocking(arch, "f32", register_shape(AVX512, "f32"))
     # f32: 24 KiB / (64 x 4) = 96; sqrt(512 KiB / 4) = 362 -> 352 (multiple of 16); MC 524288 / 1408 = 372
     assert (f32.kc, f32.mc) == (352, 372)
+
+
+def test_a_mapping_without_a_register_box_is_not_documented_as_a_register_tile():
+    """compile's JSON listed symm's interchange (no tile at the innermost level) as "register tile 1xNone"."""
+    from pathlib import Path
+    from polymap.driver import parse
+    from polymap.machine.presets import load_architecture
+    from polymap.passes.search.choice import original_mapping
+    from polymap.passes.search.register_mapping import register_mappings, register_tile_doc
+    from polymap.poly import build_model
+    kernel = parse((Path(__file__).resolve().parent.parent / "examples/gemm.loop").read_text(), "gemm.loop").kernels[0]
+    host = load_architecture("host")
+    model = build_model(kernel)
+    sizes = {p: 64 for p in kernel.param_names}
+    assert register_tile_doc(model, [original_mapping(kernel, 0, host)], host) == []
+    tiled = [m for _, m in register_mappings(model, 0, host, sizes)][:1]
+    doc = register_tile_doc(model, tiled, host)
+    assert len(doc) == 1 and "None" not in doc[0]["tile"]

@@ -311,6 +311,7 @@ def _rescheduled_chain(model: KernelModel, mapping: Mapping, walk: list[tuple[in
             break
     return bool(kept)
 
+
 def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
     """The loops among ``loops`` that ``ref``'s subscripts depend on."""
     return frozenset(x for x in loops if any(loop_coefficient(e, x) != 0 for e in ref.indices))

@@ -349,7 +349,10 @@ def register_tile_doc(model: KernelModel, mappings: Sequence[Mapping], arch: Arc
         if roles is None or len(m.levels) < 4:
             continue
         rf = dict(zip(m.loops, m.levels[-1].tile))
-        tile = f"{rf.get(roles.i, 1) if roles.i else 1}x{rf.get(roles.j)}"
+        rows, cols = (rf.get(roles.i, 1) if roles.i else 1), rf.get(roles.j)
+        if not isinstance(rows, int) or not isinstance(cols, int) or rows * cols <= 1:
+            continue  # no box of accumulators at the innermost level (the original order, symm's interchange)
+        tile = f"{rows}x{cols}"
         shape = register_shape(arch.vector, roles.dtype)
         out.append({"nest": m.nest, "tile": tile, "dtype": roles.dtype, "vectorised": roles.vector,
                     "vector_unit": arch.vector.to_dict() if arch.vector is not None else None,
