@@ -175,8 +175,11 @@ def parse_dump(text: str) -> dict[str, np.ndarray]:
         if start < 0:
             return out
         head = start + len("begin dump: ")
-        name = re.match(r"\w+", text[head:head + 200]).group(0)
-        end = text.find(f"end   dump: {name}", head)
+        # the name from the end marker: trisolv prints its first value right after "begin dump: x"
+        # (no newline), so a word read at the start would be "x0" for x[0] = 0.5
+        end = text.find("end   dump: ", head)
+        name = re.match(r"\w+", text[end + len("end   dump: "):end + 200]).group(0)
+        assert text.startswith(name, head), f"dump of {name} does not begin with its name"
         out[name] = np.array(text[head + len(name):end].split(), dtype=np.float64)
         at = end + 1
 

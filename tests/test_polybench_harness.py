@@ -69,3 +69,13 @@ def test_every_example_finds_its_polybench_function() -> None:
     for kernel in polybench_large.KERNELS:
         text = polybench_large.find_source(POLYBENCH, kernel).read_text()
         assert polybench_large.kernel_parameters(text, kernel), kernel
+
+
+def test_a_dump_whose_first_value_follows_its_name_parses() -> None:
+    """trisolv prints x[0] right after ``begin dump: x`` (its newline comes after the value, every
+    20th): the harness read the name as ``x0`` and failed on ``end``. Text as PolyBench's macros print it."""
+    text = ("==BEGIN DUMP_ARRAYS==\nbegin dump: x0.5 \n1.5 2.5 \nend   dump: x\n"
+            "begin dump: A\n1 2 \nend   dump: A\n==END   DUMP_ARRAYS==\n")
+    dumps = polybench_large.parse_dump(text)
+    assert list(dumps) == ["x", "A"]
+    assert dumps["x"].tolist() == [0.5, 1.5, 2.5] and dumps["A"].tolist() == [1.0, 2.0]
