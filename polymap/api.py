@@ -329,8 +329,9 @@ def check(kernel: ir.Kernel, *, order: Sequence[str] | None = None, mapping: Map
                                                              params=values))
     arch_obj = architecture(arch) if arch is not None else None
     found = mappings_of(kernel, mapping, arch_obj or "host")
-    kernel = kernel_for(kernel, found)  # the kernel the mappings map (scalars they expand)
-    m = build_model(kernel)
+    if any(mp.expand for mp in found):  # the kernel the mappings map (scalars they expand)
+        kernel = kernel_for(kernel, found)
+        m = build_model(kernel)
     return _join([_with_fusion_note(kernel, mp.nest, check_mapping(m, mp, arch=arch_obj, params=values))
                   for mp in found])
 

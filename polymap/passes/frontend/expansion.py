@@ -108,14 +108,12 @@ def kernel_expansions(kernel: ir.Kernel) -> tuple[tuple[str, str], ...]:
 
 
 def expanded(kernel: ir.Kernel) -> tuple[ir.Kernel, KernelModel, tuple[tuple[str, str], ...]]:
-    """The kernel compile maps: ``kernel`` with its expandable scalars expanded, its model, and
-    ``(scalar, loop)`` per expansion (empty, and ``kernel`` itself, when there is none)."""
-    model = build_model(kernel)
-    along = expansions(model)
-    if not along:
-        return kernel, model, ()
-    new = expand_scalars(kernel, along)
-    return new, build_model(new), tuple(sorted(along.items()))
+    """``kernel`` with its expandable scalars expanded (:func:`kernel_expansions`), its model, and
+    ``(scalar, loop)`` per expansion (empty, and ``kernel`` itself, when there is none). compile maps
+    this kernel with its loops also renamed apart (``choice.kernel_to_map``)."""
+    done = kernel_expansions(kernel)
+    new = expand_scalars(kernel, dict(done))
+    return new, build_model(new), done
 
 
 def _common_loops(chains: list[tuple[ir.Loop, ...]]) -> tuple[ir.Loop, ...]:
