@@ -107,10 +107,18 @@ def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[st
     stmts = model.nest_statements(mapping.nest)
     written = {s.stmt.target.tensor for s in stmts}
     refs: dict[str, set] = {}
+    once: dict[tuple[str, tuple[str, ...] | None], bool] = {}
     for s in stmts:
         for r in ir.subexpressions(s.stmt.value):
             if isinstance(r, ir.Ref) and r.indices:
-                refs.setdefault(r.tensor, set()).add(_bare(r))
+                view = _bare(r)
+                refs.setdefault(r.tensor, set()).add(view)
+                # distinct bare subscripts over every loop of the statement: each element read once
+                key = (r.tensor, view)
+                once[key] = once.get(key, True) and view is not None and set(view) == set(s.loops)
+    # a view read once per element in the whole nest has no reuse a copy could serve: the copy only adds
+    # a pass over the tensor (and a buffer to fault in). mvt's A at LARGE: 16 MB panels malloc'd per tile
+    refs = {t: {v for v in views if v is None or not once[(t, v)]} for t, views in refs.items()}
     out = {}
     for tensor, views in refs.items():
         if tensor in written or None in views:
