@@ -115,7 +115,7 @@ class Probe(Protocol):
 class NativeProbe:
     """The C kernels above, built once, best of a few runs each."""
 
-    def __init__(self, vector_bytes: int, *, runs: int = 3) -> None:
+    def __init__(self, vector_bytes: int, *, runs: int = 7) -> None:
         import numpy as np
 
 
@@ -217,6 +217,8 @@ class Sample:
     measured_s: float
     predicted_before_s: float  # under the architecture calibration started from
     group: str = ""  # the kernel and sizes whose candidates these are ("": a group of its own)
+    # cycles of the compute term no factor scales (the team's start and barriers, Execution.sync_cycles)
+    fixed: float = 0.0
 
     @property
     def kernel(self) -> str:
@@ -253,40 +255,42 @@ def within_kernels(samples: Sequence[Sample], predicted: Sequence[float]) -> flo
     return sum(rhos) / len(rhos) if rhos else None
 
 
-def _factors(rows: Sequence[Sequence[float]], measured: Sequence[float], ridge: float | None) -> tuple[float, ...]:
-    """Per-term factors fitted with ``ridge``; None: one common factor, the geometric mean of
-    measured over predicted (least squares in log space of a single scale)."""
+def _factors(rows: Sequence[Sequence[float]], measured: Sequence[float], ridge: float | None,
+             offsets: Sequence[float]) -> tuple[float, ...]:
+    """Per-term factors fitted with ``ridge``; None: one common factor (least squares in log space
+    of a single scale; without offsets the geometric mean of measured over predicted). ``offsets``:
+    seconds of each row's compute term that no factor scales."""
     if not rows:
         return ()
-    if ridge is None:
-        base = predict(rows, [1.0] * len(rows[0]))
-        common = math.exp(sum(math.log(m / b) for m, b in zip(measured, base)) / len(measured))
-        return (common,) * len(rows[0])
-    return fit_derating(rows, measured, ridge=ridge).factors
+    return fit_derating(rows, measured, ridge=ridge or 0.0, offsets=offsets, common=ridge is None).factors
 
 
-def held_out(samples: Sequence[Sample], rows: Sequence[Sequence[float]], ridge: float | None
-             ) -> tuple[float | None, float | None]:
+def held_out(samples: Sequence[Sample], rows: Sequence[Sequence[float]], ridge: float | None,
+             offsets: Sequence[float] | None = None) -> tuple[float | None, float | None]:
     """Leave one kernel out: each kernel's samples predicted by factors fitted (with ``ridge``) to
-    the other kernels'; (median |log error|, mean Spearman within a kernel) of those predictions."""
+    the other kernels'; (median |log error|, mean Spearman within a kernel) of those predictions.
+    ``offsets``: seconds of each row's compute term that no factor scales (none: 0)."""
     kernels = sorted({s.kernel for s in samples})
     if len(kernels) < 2:
         return None, None
+    offsets = [0.0] * len(samples) if offsets is None else offsets
     predicted = [0.0] * len(samples)
     for name in kernels:
         train = [k for k, s in enumerate(samples) if s.kernel != name]
-        factors = _factors([rows[k] for k in train], [samples[k].measured_s for k in train], ridge)
+        factors = _factors([rows[k] for k in train], [samples[k].measured_s for k in train], ridge,
+                           [offsets[k] for k in train])
         test = [k for k, s in enumerate(samples) if s.kernel == name]
-        for k, p in zip(test, predict([rows[k] for k in test], factors)):
+        for k, p in zip(test, predict([rows[k] for k in test], factors, [offsets[k] for k in test])):
             predicted[k] = float(p)
     measured = [s.measured_s for s in samples]
     return log_error(predicted, measured), within_kernels(samples, predicted)
 
 
-def choose_ridge(samples: Sequence[Sample], rows: Sequence[Sequence[float]]) -> tuple[float | None, dict]:
+def choose_ridge(samples: Sequence[Sample], rows: Sequence[Sequence[float]],
+                 offsets: Sequence[float] | None = None) -> tuple[float | None, dict]:
     """The ridge of :data:`RIDGES` whose held-out predictions rank best (then err least), and the
     held-out numbers of each; with fewer than two kernels, the smallest ridge (nothing to hold out)."""
-    scores = {r: held_out(samples, rows, r) for r in RIDGES}
+    scores = {r: held_out(samples, rows, r, offsets) for r in RIDGES}
     if all(v == (None, None) for v in scores.values()):
         return RIDGES[-1], scores
 
@@ -308,11 +312,13 @@ def fit(samples: Sequence[Sample], measured_arch: Architecture, bw: Bandwidths, 
     (:func:`choose_ridge`), and report the error before and after, in sample and held out."""
     names = term_names(measured_arch)
     f = measured_arch.compute.frequency
-    rows = [[dict(s.terms).get(t, 0.0) / f for t in names] for s in samples]
+    # the compute term's work only: its team start and barriers (Sample.fixed) are a time no factor scales
+    rows = [[(dict(s.terms).get(t, 0.0) - (s.fixed if t == "compute" else 0.0)) / f for t in names] for s in samples]
+    offsets = [s.fixed / f for s in samples]
     measured = [s.measured_s for s in samples]
-    ridge, scores = choose_ridge(samples, rows)
-    factors = dict(zip(names, _factors(rows, measured, ridge)))
-    after = [float(p) for p in predict(rows, [factors[t] for t in names])]
+    ridge, scores = choose_ridge(samples, rows, offsets)
+    factors = dict(zip(names, _factors(rows, measured, ridge, offsets)))
+    after = [float(p) for p in predict(rows, [factors[t] for t in names], offsets)]
     before = [s.predicted_before_s for s in samples]
     return Calibration(bw, derated_architecture(measured_arch, factors, name=name), tuple(factors.items()),
                        tuple(samples), log_error(before, measured), log_error(after, measured),

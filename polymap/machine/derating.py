@@ -16,6 +16,14 @@ bandwidth is 3x optimistic and compute 2x::
 
     T = [[10, 2], [10, 40], [1, 50]]   (columns: compute, L1), measured = [20, 120, 150]
     fit_derating(T, measured) -> (2.0, 3.0)
+
+The compute term may carry an offset per kernel that no factor scales (the
+team's start and barriers: cycles of waiting, not of work)::
+
+    predicted[k] = max(d_compute * T[k, compute] + offset[k], max over levels d_t * T[k, t])
+
+its derivative in ``log d_compute`` is then the work's share of the term,
+so a kernel whose time is mostly the team's start barely moves the factor.
 """
 from __future__ import annotations
 
@@ -33,44 +41,65 @@ class DeratingFit:
     iterations: int
 
 
-def predict(terms: np.ndarray, factors: Sequence[float]) -> np.ndarray:
-    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind)."""
-    return np.max(np.asarray(terms, dtype=float) * np.asarray(factors, dtype=float)[None, :], axis=1)
+def predict(terms: np.ndarray, factors: Sequence[float], offsets: Sequence[float] | None = None) -> np.ndarray:
+    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind), the first term (compute)
+    plus ``offsets[k]`` when given: cycles no factor scales (the team's start and barriers)."""
+    scaled = np.asarray(terms, dtype=float) * np.asarray(factors, dtype=float)[None, :]
+    if offsets is not None:
+        scaled[:, 0] += np.asarray(offsets, dtype=float)
+    return np.max(scaled, axis=1)
 
 
-def _residuals(logt: np.ndarray, logm: np.ndarray, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _residuals(logt: np.ndarray, logm: np.ndarray, theta: np.ndarray, offsets: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Residuals, the binding term of each row, and d log(predicted) / d theta of that term (1, or
+    less for the compute term by the share of its offset)."""
     scored = logt + theta[None, :]
+    scaled0 = np.exp(scored[:, 0])
+    scored[:, 0] = np.log(scaled0 + offsets)
     binding = np.argmax(scored, axis=1)
-    return scored[np.arange(len(logm)), binding] - logm, binding
+    slope = np.where(binding == 0, scaled0 / np.maximum(scaled0 + offsets, 1e-300), 1.0)
+    return scored[np.arange(len(logm)), binding] - logm, binding, slope
 
 
 def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *, ridge: float = 1e-3,
-                 iterations: int = 100) -> DeratingFit:
-    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t]`` against ``measured``."""
+                 iterations: int = 100, offsets: Sequence[float] | None = None, common: bool = False) -> DeratingFit:
+    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t]`` (the first term plus
+    ``offsets[k]``, which no factor scales) against ``measured``; ``common``: one factor for every
+    term (it corrects the bias and, without offsets, reorders nothing), no ridge."""
     t = np.asarray(terms, dtype=float)
     m = np.asarray(measured, dtype=float)
     if t.ndim != 2 or t.shape[0] != m.shape[0] or t.shape[0] == 0:
         raise ValueError("fit_derating: one row of terms per measurement")
     if np.any(m <= 0) or np.any(t < 0):
         raise ValueError("fit_derating: measurements must be positive and terms non-negative")
+    off = np.zeros(len(m)) if offsets is None else np.asarray(offsets, dtype=float)
+    if off.shape != m.shape or np.any(off < 0):
+        raise ValueError("fit_derating: one non-negative offset per measurement")
     with np.errstate(divide="ignore"):
         logt = np.where(t > 0, np.log(np.where(t > 0, t, 1.0)), -np.inf)
     logm = np.log(m)
     theta = np.zeros(t.shape[1])
+    if common:
+        ridge = 0.0
 
     def objective(th: np.ndarray) -> float:
-        r, _ = _residuals(logt, logm, th)
+        r, _, _ = _residuals(logt, logm, th, off)
         return float(r @ r + ridge * th @ th)
 
     done = 0
     for done in range(1, iterations + 1):
-        r, binding = _residuals(logt, logm, theta)
-        jac = np.zeros((len(m), t.shape[1]))
-        jac[np.arange(len(m)), binding] = 1.0
-        # [J; sqrt(ridge) I] step = -[r; sqrt(ridge) theta], minimum norm when a term never binds
-        lhs = np.vstack([jac, np.sqrt(ridge) * np.eye(t.shape[1])])
-        rhs = -np.concatenate([r, np.sqrt(ridge) * theta])
-        step = np.linalg.lstsq(lhs, rhs, rcond=None)[0]
+        r, binding, slope = _residuals(logt, logm, theta, off)
+        if common:  # one parameter, every term's log factor
+            g = float(slope @ slope)
+            step = np.full(t.shape[1], -float(slope @ r) / g if g > 0 else 0.0)
+        else:
+            jac = np.zeros((len(m), t.shape[1]))
+            jac[np.arange(len(m)), binding] = slope
+            # [J; sqrt(ridge) I] step = -[r; sqrt(ridge) theta], minimum norm when a term never binds
+            lhs = np.vstack([jac, np.sqrt(ridge) * np.eye(t.shape[1])])
+            rhs = -np.concatenate([r, np.sqrt(ridge) * theta])
+            step = np.linalg.lstsq(lhs, rhs, rcond=None)[0]
         now, scale = objective(theta), 1.0
         while scale > 1e-6 and objective(theta + scale * step) > now - 1e-15:
             scale /= 2
@@ -79,6 +108,6 @@ def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *,
         theta = theta + scale * step
         if np.max(np.abs(scale * step)) < 1e-10:
             break
-    before = float(np.median(np.abs(np.log(predict(t, np.ones(t.shape[1])) / m))))
-    after = float(np.median(np.abs(np.log(predict(t, np.exp(theta)) / m))))
+    before = float(np.median(np.abs(np.log(predict(t, np.ones(t.shape[1]), off) / m))))
+    after = float(np.median(np.abs(np.log(predict(t, np.exp(theta), off) / m))))
     return DeratingFit(tuple(float(x) for x in np.exp(theta)), before, after, done)

@@ -14,11 +14,12 @@ does with the mapping (:mod:`polymap.passes.counting.execution`): on an
 accelerator the trip counts of its spatial loops; on a CPU its threads (the
 spatial loops, else OpenMP's loop) times the vector lanes of its innermost
 loop, capped by the compute instances. The compute term divides the
-busiest unit's work, ``instances x waste x latency x sync / active units`` (partial
+busiest unit's work, ``instances x waste x latency / active units`` (partial
 vectors and uneven thread shares, exact from the tiles; the issue slots lost
-to accumulation chains too short to hide the add's latency; the team's start and
-barriers), by the ops per cycle;
-utilization is active units over the compute instances.
+to accumulation chains too short to hide the add's latency), by the ops per
+cycle, and adds the cycles of the team's start and barriers
+(``Execution.sync_cycles``: a time, which neither the ops per cycle nor
+calibration's compute factor scales); utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -215,7 +216,11 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
     units = capped_units(arch, execution.units)
-    terms = [("compute", compute_cycles(arch, counts.instances, units, execution.slowdown))]
+    work = compute_cycles(arch, counts.instances, units, execution.waste * execution.latency)
+    # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
+    # compute rate (on the one the execution was found for, the same as stretching by execution.sync)
+    team = 0.0 if execution.sync <= 1 else execution.sync_cycles or work * (execution.sync - 1)
+    terms = [("compute", work + team)]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:

@@ -110,6 +110,9 @@ class Execution:
     chains: int | None = None  # accumulator elements in flight (None: no accumulation chain)
     syncs: int = 0  # executions of the shared-out loop (each a barrier; 0: one thread)
     sync: float = 1.0  # the compute term's stretch by the team's start and barriers (>= 1; sync_factor)
+    # those cycles themselves (team_cycles): a time, not work, so evaluate adds them to the compute term
+    # unscaled on any architecture (another clock rate, calibration's compute factor)
+    sync_cycles: float = 0.0
 
     @property
     def slowdown(self) -> float:
@@ -123,7 +126,8 @@ class Execution:
     def to_json(self) -> dict:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
-                "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "why": self.why}
+                "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
+                "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -374,14 +378,20 @@ def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_re
     return max(1.0, ops_per_cycle * (LATENCY + (0 if in_registers else STORE_FORWARD)) / vectors)
 
 
-def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
-    """``1 + (FORK_CYCLES + (syncs - 1) x BARRIER_CYCLES) / compute cycles``: the compute term
-    (``instances x busy / (units x ops)``, ``busy`` the waste times the latency factor) stretched by
-    what starting the team and each barrier cost; 1 with one thread. Numbers or NumPy arrays."""
-    work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
-    extra = FORK_CYCLES + np.maximum(syncs - 1, 0) * BARRIER_CYCLES
-    out = np.where(np.asarray(threads) > 1, 1.0 + extra / np.maximum(work, 1e-300), 1.0)
+def team_cycles(syncs: Num, threads: Num) -> Num:
+    """``FORK_CYCLES + (syncs - 1) x BARRIER_CYCLES`` with more than one thread, else 0: what starting
+    the team and each further barrier cost a call. Numbers or NumPy arrays."""
+    out = np.where(np.asarray(threads) > 1, FORK_CYCLES + np.maximum(syncs - 1, 0) * BARRIER_CYCLES, 0.0)
     return out if out.ndim else float(out)
+
+
+def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
+    """``1 + team_cycles / compute cycles``: the compute term (``instances x busy / (units x ops)``,
+    ``busy`` the waste times the latency factor) stretched by what starting the team and each
+    barrier cost (:func:`team_cycles`); 1 with one thread. Numbers or NumPy arrays."""
+    work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
+    out = 1.0 + team_cycles(syncs, threads) / np.maximum(work, 1e-300)
+    return out if np.ndim(out) else float(out)
 
 
 def issue_slots(size: int, lanes: int) -> int:
@@ -548,7 +558,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency, arch.compute.ops_per_cycle)
     if sync > 1:
         why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
-    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync)
+    return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
+                     team_cycles(syncs, threads))
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
