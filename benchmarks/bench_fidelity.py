@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -60,20 +61,25 @@ from polymap.passes.search.remember import exact_form
 from polymap.passes.search.tune import distinct, usable_candidates, widen
 
 ROOT = Path(__file__).resolve().parent.parent
+#: two sizes per kernel, where the fastest candidates run about 1 ms and the slowest tens of ms (session 21,
+#: quiet: gemm 256^3's 0.35-15 ms, conv2d 16 x 16 x 14 x 14's 0.22-0.66 ms and 2mm 128^4's 0.3-0.4 ms were
+#: mostly below that, where the team's start alone is 0.15 ms)
 CASES = {
-    "gemm": ("examples/gemm.loop", [{"M": 256, "N": 256, "K": 256}, {"M": 512, "N": 512, "K": 512}]),
-    "conv2d": ("examples/conv2d.loop", [{"C": 16, "K": 16, "P": 14, "Q": 14},
+    "gemm": ("examples/gemm.loop", [{"M": 384, "N": 384, "K": 384}, {"M": 512, "N": 512, "K": 512}]),
+    "conv2d": ("examples/conv2d.loop", [{"C": 32, "K": 32, "P": 14, "Q": 14},
                                          {"C": 32, "K": 32, "P": 28, "Q": 28}]),
     # compile ranks isl's wavefronts at reduced sizes here (beyond 20,000 instances) and counts nothing
     # at these: counted(), below, counts them exactly (barvinok, 20-50 s each); at T=16, N=1024 (33M
     # instances) that would not finish, so the second size is T=8, N=352 (1.96M)
     "jacobi-2d": ("examples/jacobi2d.loop", [{"T": 8, "N": 256}, {"T": 8, "N": 352}]),
-    "2mm": ("examples/2mm.loop", [{"NI": 128, "NJ": 128, "NK": 128, "NL": 128},
+    "2mm": ("examples/2mm.loop", [{"NI": 192, "NJ": 192, "NK": 192, "NL": 192},
                                    {"NI": 256, "NJ": 256, "NK": 256, "NL": 256}]),
     "syrk": ("examples/polybench/syrk.loop", [{"M": 200, "N": 240}, {"M": 500, "N": 600}]),
 }
 #: the first run of each candidate: does it build, run and finish (one sample, no repeats)
 SCREEN = SamplingPolicy(warmup=0, min_repeats=2, max_repeats=2, max_seconds=0.0)
+#: screening children at once (each builds its candidate; the machine's two cores)
+SCREEN_WORKERS = 2
 #: a run shorter than this is repeated inside one sample
 MIN_SAMPLE_S = 0.002
 #: interleaved rounds go on past ``--rounds`` (in forward-backward pairs) until every candidate's median
@@ -228,11 +234,16 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
     choice = choose(kernel, host, values, options=ChoiceOptions(search_top=min(top, 8)), budget=Budget(seconds=budget_s))
+    phases = {"choice": time.monotonic() - t0}
     out = []
     for nc in choice.nests:
+        t1 = time.monotonic()
         nc = counted(choice.model, nc, host, values, seconds=min(budget_s, 300.0))
+        t2 = time.monotonic()
         nc = widen(choice.model, nc, host, values, k=top, seconds=widen_s)
         pool = distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values, limit=top)
+        t3 = time.monotonic()
+        phases.update(counted=t2 - t1, widen=t3 - t2)
         if len(pool) < 2:
             out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                         "note": "fewer than two counted candidates"})
@@ -244,13 +255,19 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
             jobs.append(TimingJob(c.source, choice.kernel, emit_c(choice.kernel, choice.model, mappings, arch=host,
                                                                   params=dict(values)), dict(values), SCREEN))
         errors: list[str | None] = []
-        for i, job in enumerate(jobs):  # built, run once, alone: a crash or hang drops only this one
-            m = timer(job)
-            errors.append(m.error)
-            print(f"    screened {i + 1}/{len(jobs)} {job.source}: "
-                  f"{m.error or f'{m.seconds * 1e3:.3f} ms'}", file=sys.stderr, flush=True)
+        # built and run in a child each: a crash or hang drops only this one. Two at a time: the screen
+        # keeps no time (the interleaved child measures), and its cost is the C compiler's (1-2 s a
+        # candidate, the build cached for the interleaved child), which the second core halves
+        with ThreadPoolExecutor(max_workers=SCREEN_WORKERS) as pool_:
+            for i, (job, m) in enumerate(zip(jobs, pool_.map(timer, jobs))):
+                errors.append(m.error)
+                print(f"    screened {i + 1}/{len(jobs)} {job.source}: "
+                      f"{m.error or f'{m.seconds * 1e3:.3f} ms'}", file=sys.stderr, flush=True)
         alive = [k for k, e in enumerate(errors) if e is None]
+        t4 = time.monotonic()
         got = interleaved([jobs[k] for k in alive], rounds, limit_s=900.0)
+        phases.update(screen=t4 - t3, interleaved=time.monotonic() - t4)
+        print("    phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), file=sys.stderr, flush=True)
         measured: list[float | None] = [None] * len(pool)
         fastest: list[float | None] = [None] * len(pool)
         cpu: list[float | None] = [None] * len(pool)
@@ -271,7 +288,7 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                "before": stats(pool, measured, host, fastest=fastest, cpu=cpu),
                "after": stats(pool, measured, calibrated, fastest=fastest, cpu=cpu),
                "dropped": [e for e in errors if e], "rounds": max(len(s) for s in samples),
-               "seconds": round(time.monotonic() - t0, 1),
+               "seconds": round(time.monotonic() - t0, 1), "phases": {k: round(v, 1) for k, v in phases.items()},
                "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
                            "predicted_after_s": seconds_on(c, calibrated), "measured_s": m,
                            "min_s": min(smp) if smp else None, "cpu_s": t, "samples": smp,
@@ -341,7 +358,10 @@ def main(argv: list[str] | None = None) -> int:
                    # what the machine measured before the fit; host's assumed peak: FMA-pipe lanes x 2 pipes
                    "measured_fma_per_cycle": cal.bandwidths.fma_per_cycle,
                    "assumed_fma_per_cycle": host.compute.instances * host.compute.ops_per_cycle,
-                   "measured_bandwidths": dict(cal.bandwidths.per_level)}
+                   "measured_bandwidths": dict(cal.bandwidths.per_level),
+                   "samples": [{"label": smp.label, "measured_s": smp.measured_s,
+                                "predicted_before_s": smp.predicted_before_s, "terms": dict(smp.terms),
+                                "team_cycles": smp.fixed} for smp in cal.samples]}
         print(f"measured {cal.bandwidths.fma_per_cycle:.1f} FMA/cycle (host assumes "
               f"{host.compute.instances * host.compute.ops_per_cycle:g}); bandwidths (elements/cycle) "
               + ", ".join(f"{n} {b:.3g}" for n, b in cal.bandwidths.per_level))
