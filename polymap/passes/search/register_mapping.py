@@ -57,10 +57,14 @@ from polymap.mapping.model import (
     LevelMapping,
     Mapping,
     loop_extents,
+    mapping_loop_extents,
     nest_loops,
     nest_tensors,
+    resolved_tile,
 )
-from polymap.passes.counting.fit import fanout_problems
+from polymap.pretty import expr as print_expr
+from polymap.passes.counting.execution import ref_loops
+from polymap.passes.counting.fit import exceeds, fanout_problems
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
 from polymap.codegen.c.regtile import _unit_last
@@ -234,9 +238,21 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     roles = find_roles(model, nest, extents)
     if roles is None:
         return None
-    if blocking is None and roles.vector and arch.vector is not None:
-        blocking = cache_blocking(arch, roles.dtype, register_shape(arch.vector, roles.dtype))
-    b = blocking or (BLOCKINGS[roles.dtype] if roles.vector else SCALAR_BLOCKING)
+    if blocking is None:
+        shape = register_shape(arch.vector, roles.dtype) if roles.vector and arch.vector is not None else None
+        b = cache_blocking(arch, roles.dtype, shape) if shape is not None else \
+            (BLOCKINGS[roles.dtype] if roles.vector else SCALAR_BLOCKING)
+        # the box the registers hold is the whole innermost level: every statement's references in it
+        # (covariance's mirror ``cov[j, i] = cov[i, j]`` doubles cov's 6 x 32 box to 385 elements in
+        # 256). A box that overflows is counted as accumulating through the caches (its target
+        # bypasses the registers: fit_keeps), which the code does not do; rows of fewer vectors fit
+        least = shape.lanes if shape is not None else 1
+        while True:
+            out = register_mapping(model, nest, arch, params, blocking=b)
+            if out is None or b.nr // 2 < least or not _overflows_registers(model, out, arch, params):
+                return out
+            b = dataclasses.replace(b, nr=b.nr // 2)
+    b = blocking
     i, j, k = roles.i, roles.j, roles.k
     mr = b.mr if i is not None else 1
     others = tuple(x for x in loops if x not in (i, j, k))
@@ -313,6 +329,26 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         levels[n - 4] = dataclasses.replace(levels[n - 4], spatial=())
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out
+
+
+def _overflows_registers(model: KernelModel, mapping: Mapping, arch: Architecture,
+                         params: MappingT[str, int]) -> bool:
+    """Can the innermost level's box (the register tile) hold more than the level's capacity? An
+    upper bound, without ISL (outside the fast counter's class the exact footprint is seconds of
+    barvinok): each distinct reference of the nest touches at most the points of the box's loops it
+    depends on (covariance 6 x 32: cov[i, j] 192 + cov[j, i] 192 + data[k, i] 6 + data[k, j] 32 +
+    float_n 1 = 423 f64 in 256; 6 x 16: 215)."""
+    spec = arch.levels[-1]
+    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
+    box = resolved_tile(mapping, len(mapping.levels) - 1, extents)
+    refs = {}
+    for st in model.nest_statements(mapping.nest):
+        for a in st.accesses:
+            key = (a.ref.tensor, tuple(print_expr(e) for e in a.ref.indices))
+            refs[key] = math.prod(box.get(x, 1) for x in ref_loops(a.ref, box))
+    elements = sum(refs.values())
+    nbytes = sum(n * _ITEMSIZE.get(model.kernel.decl(t).dtype, 8) for (t, _), n in refs.items())
+    return bool(exceeds(spec, elements, nbytes))
 
 
 def _grouped(arch: Architecture, n: int, b: Blocking, roles: Roles, rows: int | None,
