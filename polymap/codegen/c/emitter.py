@@ -278,6 +278,21 @@ class _Printer:
         wave = m.levels[info.level].wavefront
         return bool(wave) and info.loop == wave[1]
 
+    def _uneven(self, n: isl.AstNode, info: LoopInfo) -> bool:
+        """Do the loop's iterations do unequal work: a loop of another of the mapping's loops inside
+        it has bounds that depend on it (covariance's rows ``i <= j`` under its column panels)? Those
+        are dealt round-robin too: contiguous chunks gave one thread 75% of the triangle. Mappings
+        with a ``schedule`` (skewed tiles, whose bounds all depend on the outer tiles) keep theirs."""
+        m = self.mappings_by_rank.get(info.rank)
+        if m is None or m.schedule:
+            return False
+        it = n.for_get_iterator().get_id().get_name()
+        for f in walk(n.for_get_body()):
+            if f.get_type() == isl.ast_node_type.for_ and self.analysis.info(f).loop != info.loop \
+                    and it in regtile.ids(f.for_get_init()) | regtile.ids(f.for_get_cond()):
+                return True
+        return False
+
     def _for_loop(self, n: isl.AstNode, info: LoopInfo, it: str, path: tuple, mode: str) -> None:
         init = ast_expr(n.for_get_init(), self.names)
         cond = ast_expr(n.for_get_cond(), self.names)
@@ -286,7 +301,7 @@ class _Printer:
         simd = info.innermost and self._unit_stride(info) and (
             info.parallel or (info.rank >= 0 and self.analysis.lockstep(info.rank, info.dim)))
         body_mode = mode
-        deal = "schedule(static, 1)" if self._on_diagonal(info) else "schedule(static)"
+        deal = "schedule(static, 1)" if self._on_diagonal(info) or self._uneven(n, info) else "schedule(static)"
         if mode == "serial" and path in self.plan.parallel_for:
             self.emit("#pragma omp parallel for" + (" simd" if simd else "") + f" {deal}")
             body_mode = "inside"

@@ -157,12 +157,13 @@ def _single(n: isl.AstNode) -> isl.AstNode | None:
             return n
 
 
-def _ids(e: isl.AstExpr) -> set[str]:
+def ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers an AST expression reads."""
     t = e.get_type()
     if t == isl.ast_expr_type.id:
         return {e.get_id().get_name()}
     if t == isl.ast_expr_type.op:
-        return set().union(*(_ids(a) for a in expr_args(e)))
+        return set().union(*(ids(a) for a in expr_args(e)))
     return set()
 
 
@@ -227,16 +228,16 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
             return None
         outer_its = {b.iterator for b in box}
         red_it = {node.for_get_iterator().get_id().get_name()}
-        if _ids(body.for_get_init()) & red_it:
+        if ids(body.for_get_init()) & red_it:
             return None  # the box starts elsewhere at each step of the reduction loop
-        moves = bool(_ids(rhs) & red_it)  # its end does: full at some steps only (emit_moving)
-        starts = bool(_ids(body.for_get_init()) & outer_its)  # rows may start at different columns
+        moves = bool(ids(rhs) & red_it)  # its end does: full at some steps only (emit_moving)
+        starts = bool(ids(body.for_get_init()) & outer_its)  # rows may start at different columns
         upper = ast_expr(rhs, printer.names)
         strict = cond.get_op_type() == isl.ast_expr_op_type.lt
         if strict:
             upper = f"({upper}) - 1"
         box.append(BoxLoop(it, bi.loop, int(count), body.for_get_init(), upper, rhs, strict,
-                           bool(_ids(rhs) & outer_its), starts, moves))
+                           bool(ids(rhs) & outer_its), starts, moves))
         inner_ids.add(it)
         body = _single(body.for_get_body())
     if not box or body is None or body.get_type() != isl.ast_node_type.user:

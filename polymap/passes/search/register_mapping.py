@@ -278,6 +278,11 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     step = mr if par == i else b.nr
     chunk = -(-max(1, extents.get(par or j, 1)) // cores)
     chunk = -(-chunk // step) * step
+    if par is not None and par != i and bounds_coupled(kernel, nest, par):
+        # a triangle (covariance's rows i <= j under its columns j): one contiguous chunk per core
+        # left one thread 75% of the work; panels of one register tile, which the code deals
+        # round-robin (the OpenMP loop over them is uneven: emitter._uneven)
+        chunk = step
     rows = b.mc if i is not None else None
     whole = tuple(None for _ in loops)
     outer_first = others + tuple(x for x in loops if x not in others)  # every loop once
@@ -349,6 +354,27 @@ def _overflows_registers(model: KernelModel, mapping: Mapping, arch: Architectur
     elements = sum(refs.values())
     nbytes = sum(n * _ITEMSIZE.get(model.kernel.decl(t).dtype, 8) for (t, _), n in refs.items())
     return bool(exceeds(spec, elements, nbytes))
+
+
+def bounds_coupled(kernel: ir.Kernel, nest: int, loop: str) -> bool:
+    """Does the work per iteration of ``loop`` vary: a bound of another loop of the nest depends on
+    it, or its own bounds on another loop (``for i, j in i..M``: ``j`` and ``i`` both)?"""
+    found = False
+
+    def walk(nodes: Sequence[ir.Node], outer: frozenset) -> None:
+        nonlocal found
+        for node in nodes:
+            if isinstance(node, ir.Loop):
+                used = set().union(*(_vars(e) for e in node.lower + node.upper))
+                if (node.var == loop and used & outer) or (node.var != loop and loop in used):
+                    found = True
+                walk(node.body, outer | {node.var})
+            elif isinstance(node, ir.If):
+                walk(node.then, outer)
+                walk(node.orelse, outer)
+
+    walk((kernel.nests()[nest],), frozenset())
+    return found
 
 
 def _grouped(arch: Architecture, n: int, b: Blocking, roles: Roles, rows: int | None,
