@@ -1,0 +1,125 @@
+"""Register tiles over triangles (covariance, correlation): a box the registers hold, panels dealt round-robin.
+
+Each rule against something independent: the register box against the exact (ISL) footprint of the
+register level, the triangle test against the work per iteration counted point by point, the
+round-robin code against the reference execution.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from polymap.codegen.c.emitter import emit_c
+from polymap.codegen.verify import verify
+from polymap.driver import load_program
+from polymap.machine.presets import load_architecture
+from polymap.mapping.model import loop_extents, nest_loops
+from polymap.passes.counting.fit import capacity_problems
+from polymap.passes.search.choice import fit_keeps, kernel_to_map
+from polymap.passes.search.register_mapping import (
+    bounds_coupled,
+    cache_blocking,
+    find_roles,
+    register_mapping,
+    register_shape,
+)
+from polymap.poly import build_model, fix_params, points
+
+ROOT = Path(__file__).parent.parent
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+HOST = load_architecture("host")
+
+
+def polybench(name: str):
+    kernel, _ = kernel_to_map(load_program(ROOT / "examples" / "polybench" / f"{name}.loop").kernels[0])
+    return kernel, build_model(kernel)
+
+
+def main_nest(name: str) -> int:
+    return {"covariance": 2, "correlation": 3}.get(name, 0)
+
+
+@pytest.mark.parametrize("name", ["covariance", "correlation", "gemm", "trmm", "syrk"])
+def test_the_register_box_fits_the_register_level_exactly(name):
+    # the exact footprint (ISL) of the register level, not the bound the rule uses: the box compile
+    # proposes fits, so its accumulators' tensor stays there in the counts (fit_keeps keeps it);
+    # the box shaped by the vector unit alone is taken unless it overflows exactly
+    kernel, model = polybench(name)
+    nest = main_nest(name)
+    params = {p.name: 45 if i % 2 == 0 else 29 for i, p in enumerate(kernel.params)}
+    made = register_mapping(model, nest, HOST, params)
+    assert made is not None
+    last = len(HOST.levels) - 1
+    assert all(p.level_index != last for p in capacity_problems(model, made, HOST, params))
+    roles = find_roles(model, nest, loop_extents(kernel, nest, params))
+    target = {s.stmt.target.tensor for s in (st.context for st in model.nest_statements(nest))
+              if s.stmt.is_reduction}
+    assert target <= set(fit_keeps(model, made, HOST, params).levels[last].keep)
+    if HOST.vector is None:
+        return
+    full = register_mapping(model, nest, HOST, params,
+                            blocking=cache_blocking(HOST, roles.dtype, register_shape(HOST.vector, roles.dtype)))
+    overflows = any(p.level_index == last for p in capacity_problems(model, full, HOST, params))
+    assert (made.levels[last].tile != full.levels[last].tile) == overflows
+
+
+def brute_force_varies(kernel, model, nest: int, loop: str, params) -> bool:
+    """Does the number of statement instances differ between two values of ``loop`` (enumerated)?"""
+    per: Counter = Counter()
+    values = set()
+    for st in model.nest_statements(nest):
+        if loop not in st.loops:
+            continue
+        at = st.loops.index(loop)
+        for p in points(fix_params(st.domain, model, params)):
+            per[p[at]] += 1
+            values.add(p[at])
+    return len({per[v] for v in values}) > 1
+
+
+@pytest.mark.parametrize("name", ["covariance", "correlation", "gemm", "trmm", "syrk", "syr2k", "symm", "2mm"])
+def test_bounds_coupled_is_work_that_varies_per_iteration(name):
+    kernel, model = polybench(name)
+    params = {p.name: 7 + 2 * i for i, p in enumerate(kernel.params)}
+    for nest in range(len(kernel.nests())):
+        for loop in nest_loops(kernel, nest):
+            assert bounds_coupled(kernel, nest, loop) == brute_force_varies(kernel, model, nest, loop, params), \
+                (name, nest, loop)
+
+
+def shared_loops(src: str) -> list[tuple[str, str]]:
+    """(schedule clause, the loop header after it) of every ``omp parallel for``."""
+    lines = src.splitlines()
+    return [(re.search(r"schedule\([^)]*\)", ln).group(0), lines[k + 1].strip())
+            for k, ln in enumerate(lines) if "omp parallel for" in ln]
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("name", ["covariance", "correlation"])
+def test_a_triangles_column_panels_are_dealt_round_robin(name):
+    # covariance's rows i <= j under a column panel: the panels are the shared-out loop, dealt one at
+    # a time (contiguous chunks gave one thread 75% of the triangle); sizes that no tile divides, so
+    # full boxes, diagonal boxes and edge boxes all run, on 2 threads, against the reference
+    kernel, model = polybench(name)
+    nest = main_nest(name)
+    params = {"M": 45, "N": 29}
+    made = register_mapping(model, nest, HOST, params)
+    assert made is not None and not made.levels[1].spatial
+    src = emit_c(kernel, model, (made,))  # without sizes nothing is kept on one thread for being small
+    deals = shared_loops(src)
+    assert ("schedule(static, 1)", deals[-1][1]) in deals and "polymap_acc_" in src
+    assert verify(kernel, params, targets=("c",), mapping=made, model=model).passed
+
+
+def test_a_rectangles_loops_keep_contiguous_chunks():
+    kernel, model = polybench("gemm")
+    params = {"NI": 45, "NJ": 53, "NK": 29}
+    made = register_mapping(model, 0, HOST, params)
+    src = emit_c(kernel, model, (made,))
+    assert shared_loops(src) and all(clause == "schedule(static)" for clause, _ in shared_loops(src))
+    assert not any(bounds_coupled(kernel, 0, x) for x in nest_loops(kernel, 0))
