@@ -53,6 +53,7 @@ from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
 from polymap.mapping.model import mapping_loop_extents
 from polymap.passes.counting.cost_model import evaluate
+from polymap.passes.counting.execution import BARRIER_CYCLES, FORK_CYCLES
 from polymap.passes.counting.variance import variance
 from polymap.passes.search.choice import ChoiceOptions, choose, evaluate_candidate
 from polymap.passes.search.fidelity import bias, spearman
@@ -316,6 +317,10 @@ def _line(r: dict) -> str:
             f"regret {b['regret']:6.2f} -> {a['regret']:6.2f}   best {r['best_s'] * 1e3:8.3f} ms   {r['seconds']:.0f} s")
 
 
+def _g(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
 def _sign(b: float | None) -> str:
     return "-" if b is None else "optimistic" if b > 1 else "pessimistic"
 
@@ -353,25 +358,31 @@ def main(argv: list[str] | None = None) -> int:
                 yaml.safe_dump(calibrated.to_dict(), sort_keys=False))
         summary = {"factors": dict(cal.factors), "error": [cal.error_before, cal.error_after],
                    "spearman": [cal.spearman_before, cal.spearman_after], "ridge": cal.ridge,
-                   "spearman_within_kernels": [cal.ranking_before, cal.ranking_after],
+                   "spearman_within_kernels": [cal.ranking_before, cal.ranking_after], "rates": cal.rates,
+                   "held_out_measured_rates": list(cal.held_out_measured),
                    "held_out": list(cal.held_out), "held_out_common_factor": list(cal.held_out_without),
                    # what the machine measured before the fit; host's assumed peak: FMA-pipe lanes x 2 pipes
                    "measured_fma_per_cycle": cal.bandwidths.fma_per_cycle,
                    "assumed_fma_per_cycle": host.compute.instances * host.compute.ops_per_cycle,
                    "measured_bandwidths": dict(cal.bandwidths.per_level),
+                   "team_start_cycles": [cal.bandwidths.team_cycles, FORK_CYCLES],  # measured bare, assumed
+                   "barrier_cycles": [cal.bandwidths.barrier_cycles, BARRIER_CYCLES],
                    "samples": [{"label": smp.label, "measured_s": smp.measured_s,
                                 "predicted_before_s": smp.predicted_before_s, "terms": dict(smp.terms),
                                 "team_cycles": smp.fixed} for smp in cal.samples]}
         print(f"measured {cal.bandwidths.fma_per_cycle:.1f} FMA/cycle (host assumes "
               f"{host.compute.instances * host.compute.ops_per_cycle:g}); bandwidths (elements/cycle) "
-              + ", ".join(f"{n} {b:.3g}" for n, b in cal.bandwidths.per_level))
+              + ", ".join(f"{n} {b:.3g}" for n, b in cal.bandwidths.per_level)
+              + f"; bare team start {_g(cal.bandwidths.team_cycles)} cycles, barrier {_g(cal.bandwidths.barrier_cycles)}"
+                f" (the model assumes {FORK_CYCLES:.3g}, {BARRIER_CYCLES:.3g})")
         print(f"calibration ({time.monotonic() - t0:.0f} s): factors "
               + ", ".join(f"{n} {f:.3g}" for n, f in cal.factors)
               + f"; error {_f(cal.error_before)} -> {_f(cal.error_after)}, "
                 f"Spearman {_f(cal.spearman_before)} -> {_f(cal.spearman_after)} over {len(cal.samples)} kernels, "
                 f"within a kernel {_f(cal.ranking_before)} -> {_f(cal.ranking_after)}; held out (ridge {cal.ridge}): "
                 f"error {_f(cal.held_out[0])}, within {_f(cal.held_out[1])} (common factor {_f(cal.held_out_without[0])}, "
-                f"{_f(cal.held_out_without[1])})")
+                f"{_f(cal.held_out_without[1])}); the factors derate the {cal.rates} rates "
+                f"(held out with the measured ones: error {_f(cal.held_out_measured[0])})")
     rows = []
     timer = ProcessTimer()
     for name in args.kernels:

@@ -53,7 +53,7 @@ from polymap.budget import Budget
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
 from polymap.limits import Limits, require_integers, require_tractable
 from polymap.machine.arch import Architecture
-from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit, measure_bandwidths, measured_architecture
+from polymap.machine.calibrate import Calibration, NativeProbe, Probe, fit_rates, measure_bandwidths, measured_architecture
 from polymap.machine.calibration_set import KERNELS, calibration_samples
 from polymap.machine.hostinfo import host_info
 from polymap.machine.presets import load_architecture, presets
@@ -959,7 +959,7 @@ def calibrate(*, arch: ArchArg = "host", probe: Probe | None = None, timer: Time
     if len(samples) < 2:
 
         raise EnvironmentProblem("calibrate: fewer than two calibration kernels could be timed")
-    return fit(samples, measured, bw, name=f"{before.name}-calibrated")
+    return fit_rates(samples, before, measured, bw, name=f"{before.name}-calibrated")
 
 
 # --------------------------------------------------------------------------- the HTML report

@@ -327,3 +327,31 @@ def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measure
     assert bias([p for _, p in predicted.values()], measured) > 1.2
     after = [evaluate(r.counts, cal.architecture, execution=r.execution).seconds for r in reports]
     assert bias(after, measured) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_calibration_keeps_the_assumed_rates_when_the_probes_measured_a_busy_machine():
+    """The kernels run 1.5x slower than the starting architecture predicts in every term; the probes,
+    on a busy machine, measured the compute rate 4x too low (terms under the measured architecture:
+    compute x4). Fitted to the measured terms the held-out error stays large (no factor makes the
+    compute-bound and the DRAM-bound kernels agree); to the assumed ones it is ~0: those are kept and
+    the calibrated architecture predicts the kernels. When the measured terms are the right ones
+    (the truth follows them), the measured rates are kept."""
+    from dataclasses import replace as dc_replace
+    from polymap.machine.calibrate import fit_rates
+
+    toy = load_architecture("toy")
+    bw = Bandwidths((("DRAM", 8.0), ("GLB", 32.0)), 16.0)
+    measured = measured_architecture(toy, bw)
+    names, f = term_names(toy), toy.compute.frequency
+    rng = np.random.default_rng(7)
+    base = _kernel_samples(rng, names, {n: 1.5 for n in names}, f, kernels=4, per_kernel=4)
+    loaded = [dc_replace(s, terms=tuple((n, v * (4 if n == "compute" else 1)) for n, v in s.terms),
+                         terms_before=s.terms) for s in base]
+    cal = fit_rates(loaded, toy, measured, bw)
+    assert cal.rates == "assumed" and cal.held_out[0] < 0.01 < cal.held_out_measured[0]
+    assert dict(cal.factors)["compute"] == pytest.approx(1.5, rel=1e-3)
+    # the truth follows the measured terms: the assumed ones (compute / 4) are the wrong ones
+    right = [dc_replace(s, terms_before=tuple((n, v / (4 if n == "compute" else 1)) for n, v in s.terms))
+             for s in base]
+    cal = fit_rates(right, toy, measured, bw)
+    assert cal.rates == "measured" and cal.held_out[0] < 0.01

@@ -22,6 +22,7 @@ import yaml
 from polymap import api
 from polymap.codegen.timing import ProcessTimer, timing_environment
 from polymap.commands.common import progress_printer
+from polymap.passes.counting.execution import BARRIER_CYCLES, FORK_CYCLES
 from polymap.errors import InputError
 
 HEADER = """\
@@ -29,8 +30,14 @@ HEADER = """\
 # Measured: each level's bandwidth (a streaming read sized to the level, all threads) and the
 # compute rate (FMA chains in vector registers), then divided by the derating factor fitted
 # to the calibration kernels (least squares in log space): {factors}.
+# The rates derated: {rates}.
 # Read from the OS: capacities, instances, clock. Assumed (not measured): every energy.
 """
+
+
+_RATES = {"measured": "the measured ones above",
+          "assumed": "the starting architecture's assumed ones (they predicted the held-out calibration "
+                     "kernels better than the measured ones: a busy machine?)"}
 
 
 def main(args: argparse.Namespace) -> int:
@@ -43,7 +50,7 @@ def main(args: argparse.Namespace) -> int:
     arch = result.architecture
     factors = ", ".join(f"{n} {f:.3g}" for n, f in result.factors)
     try:
-        out.write_text(HEADER.format(factors=factors) + yaml.safe_dump(arch.to_dict(), sort_keys=False))
+        out.write_text(HEADER.format(factors=factors, rates=_RATES[result.rates]) + yaml.safe_dump(arch.to_dict(), sort_keys=False))
     except OSError as exc:
         raise InputError(f"-o {out}: cannot write: {exc.strerror or exc}") from None
     if args.json:
@@ -54,6 +61,10 @@ def main(args: argparse.Namespace) -> int:
     units = arch.compute.instances
     print(f"measured bandwidth (elements/cycle, all instances):  {bw}")
     print(f"measured compute: {fmas:.3g} FMA lanes/cycle ({fmas / units:.3g} per unit of {units})")
+    bw_ = result.bandwidths
+    if bw_.team_cycles is not None:
+        print(f"measured bare team start {bw_.team_cycles:.3g} cycles, barrier {bw_.barrier_cycles:.3g} "
+              f"(the model assumes {FORK_CYCLES:.3g} and {BARRIER_CYCLES:.3g}; not fitted: design.md)")
     print(f"fitted derating (> 1: the model was optimistic):  {factors}")
     print(f"model error over {len(result.samples)} calibration kernels "
           "(median |log(measured/predicted)|, Spearman's rho):")
@@ -65,6 +76,10 @@ def main(args: argparse.Namespace) -> int:
     print(f"held out (each kernel predicted by a fit to the others; ridge {ridge}): error "
           f"{_f(result.held_out[0])}, Spearman within a kernel {_f(result.held_out[1])} "
           f"(one common factor: {_f(result.held_out_without[0])}, {_f(result.held_out_without[1])})")
+    if result.rates == "assumed":
+        print(f"  the factors derate {args.arch}'s assumed rates: they predicted the held-out kernels better "
+              f"(error {_f(result.held_out[0])}) than the measured ones ({_f(result.held_out_measured[0])}); "
+              "is the machine busy?")
     print(f"wrote {out} (use it with --arch {out})")
     return 0
 
@@ -77,11 +92,16 @@ def _document(result: api.Calibration, out: Path) -> dict:
     return {"architecture": str(out),
             "bandwidth_elements_per_cycle": dict(result.bandwidths.per_level),
             "fma_per_cycle": result.bandwidths.fma_per_cycle,
+            "team_start_cycles": {"measured": result.bandwidths.team_cycles, "assumed": FORK_CYCLES},
+            "barrier_cycles": {"measured": result.bandwidths.barrier_cycles, "assumed": BARRIER_CYCLES},
             "factors": dict(result.factors),
             "error": {"before": result.error_before, "after": result.error_after},
             "spearman": {"before": result.spearman_before, "after": result.spearman_after},
             "spearman_within_kernels": {"before": result.ranking_before, "after": result.ranking_after},
             "ridge": result.ridge,
+            "rates": result.rates,
+            "held_out_measured_rates": {"error": result.held_out_measured[0],
+                                        "spearman_within_kernels": result.held_out_measured[1]},
             "held_out": {"error": result.held_out[0], "spearman_within_kernels": result.held_out[1],
                          "error_common_factor": result.held_out_without[0],
                          "spearman_common_factor": result.held_out_without[1]},

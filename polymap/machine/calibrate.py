@@ -5,7 +5,9 @@ Three steps, each on generated C built like compile's code::
     1. bandwidth of every level      a streaming read (OpenMP threads, SIMD sum) over an array
                                      sized to half the level (DRAM: 4x the last cache), in
                                      elements per cycle across the level's inner boundary
-    2. compute peak                  independent FMA chains in vector registers on every thread
+    2. compute peak                  independent FMA chains in vector registers on every thread;
+                                     the team's start (an empty parallel region, the threads
+                                     asleep before it) and a barrier, reported, not fitted
     3. derating, one factor a level  mapped kernels (gemm, jacobi-2d, conv2d at small sizes;
                                      compile's candidates for each) built and timed; the
                                      factors of :mod:`polymap.machine.derating` fitted to them
@@ -88,6 +90,33 @@ double polymap_fma(long iters, float bv, float cv, float start) {
   }
   return total;
 }
+/* the team's start: each call's parallel region wakes the sleeping threads (OMP_WAIT_POLICY=passive)
+   and joins them, timed alone into seconds[c]; ``gap`` steps of the caller alone between calls, so that
+   the threads are asleep again, as between a kernel's calls */
+double polymap_team(long calls, long gap, double *seconds) {
+  double total = 0;
+  volatile double spin = 0;
+  for (long c = 0; c < calls; c++) {
+    double t0 = omp_get_wtime();
+    #pragma omp parallel reduction(+:total)
+    { total += omp_get_thread_num(); }
+    seconds[c] = omp_get_wtime() - t0;
+    for (long g = 0; g < gap; g++) spin += 1.0;
+  }
+  return total + spin;
+}
+/* one team, ``executions`` worksharing loops of one iteration per thread: a barrier each */
+double polymap_barriers(long executions) {
+  double total = 0;
+  #pragma omp parallel reduction(+:total)
+  {
+    for (long e = 0; e < executions; e++) {
+      #pragma omp for schedule(static)
+      for (int t = 0; t < omp_get_num_threads(); t++) total += t;
+    }
+  }
+  return total;
+}
 int polymap_threads(void) {
   int t = 1;
   #pragma omp parallel
@@ -100,6 +129,8 @@ int polymap_threads(void) {
 """
 
 FMA_CHAINS = 12
+#: calls of the team's start (and further barriers) timed: 200 x ~0.1 ms
+TEAM_CALLS = 200
 
 
 class Probe(Protocol):
@@ -128,6 +159,10 @@ class NativeProbe:
         self.lib.polymap_fma.argtypes = [ctypes.c_long, ctypes.c_float, ctypes.c_float, ctypes.c_float]
         self.lib.polymap_fma.restype = ctypes.c_double
         self.lib.polymap_threads.restype = ctypes.c_int
+        self.lib.polymap_team.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.POINTER(ctypes.c_double)]
+        self.lib.polymap_team.restype = ctypes.c_double
+        self.lib.polymap_barriers.argtypes = [ctypes.c_long]
+        self.lib.polymap_barriers.restype = ctypes.c_double
         self.runs = runs
 
     def stream(self, elements: int, reps: int) -> float:
@@ -143,6 +178,18 @@ class NativeProbe:
     def threads(self) -> int:
         return int(self.lib.polymap_threads())
 
+    def team(self, calls: int) -> float:
+        """Median seconds of a call's empty parallel region, the caller alone for ~0.1 ms between calls."""
+        seconds = (ctypes.c_double * calls)()
+        self.lib.polymap_team(calls, 100_000, seconds)
+        return sorted(seconds)[calls // 2]
+
+    def barrier(self, executions: int) -> float:
+        """Seconds per further worksharing loop (its barrier) inside one team."""
+        one = min(_timed(lambda: self.lib.polymap_barriers(1)) for _ in range(self.runs))
+        many = min(_timed(lambda: self.lib.polymap_barriers(executions + 1)) for _ in range(self.runs))
+        return max(many - one, 0.0) / executions
+
 
 def _timed(fn: Callable[[], object]) -> float:
     t0 = time.perf_counter()
@@ -156,6 +203,10 @@ class Bandwidths:
 
     per_level: tuple[tuple[str, float], ...]
     fma_per_cycle: float
+    # cycles of an empty parallel region's start and of a further barrier, measured bare (None: the probe
+    # has no threads); reported next to execution.FORK_CYCLES / BARRIER_CYCLES, not fitted (design.md)
+    team_cycles: float | None = None
+    barrier_cycles: float | None = None
 
 
 def stream_sizes(arch: Architecture) -> list[tuple[str, int]]:
@@ -181,7 +232,10 @@ def measure_bandwidths(arch: Architecture, probe: Probe, *, bytes_per_level: flo
     seconds = probe.fma(fma_iterations)
     lanes = getattr(probe, "lanes", 16)
     fmas = probe.threads() * fma_iterations * FMA_CHAINS * lanes
-    return Bandwidths(tuple(levels), fmas / seconds / f)
+    team = barrier = None
+    if hasattr(probe, "team") and probe.threads() > 1:
+        team, barrier = probe.team(TEAM_CALLS) * f, probe.barrier(TEAM_CALLS) * f
+    return Bandwidths(tuple(levels), fmas / seconds / f, team, barrier)
 
 
 def measured_architecture(arch: Architecture, bw: Bandwidths) -> Architecture:
@@ -219,6 +273,8 @@ class Sample:
     group: str = ""  # the kernel and sizes whose candidates these are ("": a group of its own)
     # cycles of the compute term no factor scales (the team's start and barriers, Execution.sync_cycles)
     fixed: float = 0.0
+    # the cycle terms under the architecture calibration started from (its assumed rates; empty: unknown)
+    terms_before: tuple[tuple[str, float], ...] = ()
 
     @property
     def kernel(self) -> str:
@@ -242,6 +298,10 @@ class Calibration:
     # each kernel predicted by a fit to the others: (median |log error|, mean Spearman within a kernel)
     held_out: tuple[float | None, float | None] = (None, None)
     held_out_without: tuple[float | None, float | None] = (None, None)  # one common factor
+    # whose rates the factors derate: "measured" (the probes') or "assumed" (the starting architecture's,
+    # kept when they predict the held-out calibration kernels better: a loaded machine's probes)
+    rates: str = "measured"
+    held_out_measured: tuple[float | None, float | None] = (None, None)  # the measured rates' held-out numbers
 
 
 def within_kernels(samples: Sequence[Sample], predicted: Sequence[float]) -> float | None:
@@ -325,3 +385,21 @@ def fit(samples: Sequence[Sample], measured_arch: Architecture, bw: Bandwidths, 
                        spearman(before, measured), spearman(after, measured), ridge,
                        within_kernels(samples, before), within_kernels(samples, after),
                        scores[ridge], scores[None])
+
+
+def fit_rates(samples: Sequence[Sample], before: Architecture, measured_arch: Architecture, bw: Bandwidths, *,
+              name: str = "host-calibrated") -> Calibration:
+    """:func:`fit` to the measured rates, unless a fit to the rates ``before`` assumed (the samples'
+    ``terms_before``) predicts the held-out calibration kernels with a smaller error: the probes run
+    on whatever else the machine is doing (under load 6 they measured 11.6 FMA/cycle where the quiet
+    machine does 40, and the calibrated model's error rose from 0.81 to 0.93), the kernels' fastest
+    samples much less so."""
+    on_measured = fit(samples, measured_arch, bw, name=name)
+    if not samples or any(not s.terms_before for s in samples):
+        return on_measured
+    assumed = fit([replace(s, terms=s.terms_before) for s in samples], before, bw, name=name)
+    worse = on_measured.held_out[0] is not None and assumed.held_out[0] is not None \
+        and assumed.held_out[0] < on_measured.held_out[0]
+    chosen = assumed if worse else on_measured
+    return replace(chosen, rates="assumed" if worse else "measured", held_out_measured=on_measured.held_out)
+

@@ -91,5 +91,5 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                     group = f"{name} {','.join(f'{k}={v}' for k, v in size.items())} nest {nc.nest}"
                     team = cand.report.execution.sync_cycles if cand.report.execution.sync > 1 else 0.0
                     samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds, group,
-                                          team))
+                                          team, tuple(old.cycle_terms)))
     return samples
