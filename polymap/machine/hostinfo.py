@@ -30,7 +30,9 @@ read; the pipe width is a rule by vendor and family (assumed where the rule
 does not know the core: the register width); two FMA pipes, the bandwidths
 and energies are assumed. ``polymap calibrate`` measures the bandwidths and
 the FMA rate (its FMA loop: independent chains in registers on every thread)
-and writes them over these.
+and writes them over these. The team's start and barrier cycles the model
+charges two-thread code (``execution.FORK_CYCLES``, ``BARRIER_CYCLES``) are
+assumed too; calibrate measures the bare ones and reports them, unfitted.
 """
 from __future__ import annotations
 
