@@ -67,6 +67,12 @@ def no_team_costs(monkeypatch):
     monkeypatch.setattr(execution_module, "BARRIER_CYCLES", 0.0)
 
 
+@pytest.fixture
+def no_pass_costs(monkeypatch):
+    """A pass of a box of accumulators costs nothing beyond its steps: tests of the other terms' formulas."""
+    monkeypatch.setattr(execution_module, "PASS_CYCLES", 0.0)
+
+
 def gemm_mapping(order_rf, tiles_l1, tiles_rf, *, l2_order=("i", "j", "k"), spatial=(), tiles_l2=None, kernel=GEMM):
     names = [lv.name for lv in HOST.levels]
     levels = [{"level": names[0], "order": ["i", "j", "k"]},
@@ -154,7 +160,7 @@ def test_accelerator_keeps_spatial_units():
     assert (ex.threads, ex.lanes, ex.waste) == (16, 1, 1.0)
 
 
-def test_compute_term_sees_the_lanes(no_team_costs):
+def test_compute_term_sees_the_lanes(no_team_costs, no_pass_costs):
     """Same tiles, j or k innermost: the compute terms differ by the lanes and the waste, exactly."""
     values = param_values(GEMM, {"M": 64, "N": 64, "K": 64})
     ext = loop_extents(GEMM, 0, values)
@@ -277,7 +283,7 @@ def test_chain_elements_simulated(order_rf, ti, tj, tk, sizes):
         assert fewest == n
 
 
-def test_latency_stretches_short_chains_only(no_team_costs):
+def test_latency_stretches_short_chains_only(no_team_costs, no_pass_costs):
     values = param_values(GEMM_ACC, {"M": 256, "N": 256, "K": 256})
     model = build_model(GEMM_ACC)
     ext = loop_extents(GEMM_ACC, 0, values)
@@ -464,7 +470,7 @@ def test_parallel_loops_are_those_of_the_mapped_nest():
     assert re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(long i = ", code)
 
 
-def test_lanes_weigh_the_statements_that_stride():
+def test_lanes_weigh_the_statements_that_stride(no_pass_costs):
     # which statements the C runs in an ``omp simd`` loop, and their instances counted by enumeration,
     # give the share of the compute term the scalar ones add (sizes: whole vectors, even thread shares)
     import sys
@@ -492,3 +498,106 @@ def test_lanes_weigh_the_statements_that_stride():
     eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
     units, slowdown = batch_execution(model, mp, HOST, ext, eff)
     assert int(units[0]) == ex.units and float(slowdown[0]) == pytest.approx(ex.waste * ex.latency)
+
+
+# ---- passes of a box of accumulators (pass_factor), against a walk of the tiled loops
+
+def _walk_points(extents, tiles, orders):
+    """The instances (i, j, k) in the order the tiled loops run them: level ``k`` walks the tiles of
+    level ``k + 1`` (``tiles[k + 1]``, None: the whole extent; the last level's points are ones) inside
+    its own tile, in ``orders[k]``; edge tiles are clipped."""
+    loops = ("i", "j", "k")
+    sizes = [{x: (t or {}).get(x) or extents[x] for x in loops} for t in tiles] + [{x: 1 for x in loops}]
+    for k in range(1, len(sizes)):
+        sizes[k] = {x: min(sizes[k][x], sizes[k - 1][x]) for x in loops}
+
+    def walk(level, lo, hi):
+        if level == len(orders):
+            yield lo["i"], lo["j"], lo["k"]
+            return
+        step = sizes[level + 1]
+        ranges = {x: range(lo[x], hi[x], step[x]) for x in loops}
+
+        def nest(d, at):
+            if d == 3:
+                yield from walk(level + 1, at, {x: min(at[x] + step[x], hi[x]) for x in loops})
+                return
+            x = orders[level][d]
+            for v in ranges[x]:
+                yield from nest(d + 1, {**at, x: v})
+        yield from nest(0, dict(lo))
+    yield from walk(0, {x: 0 for x in loops}, dict(extents))
+
+
+def _passes_walked(points):
+    """(passes, elements a step): a step is a run of instances at one k; consecutive steps over the same
+    C elements at k + 1 continue a pass (the box stays in registers), anything else starts one."""
+    steps, last = [], None
+    for i, j, k in points:
+        if last is None or k != last[0]:
+            steps.append((k, set()))
+            last = steps[-1]
+        last[1].add((i, j))
+    passes = sum(1 for a, b in zip([None] + steps, steps) if a is None or b[0] != a[0] + 1 or b[1] != a[1])
+    sizes = {len(s) for _, s in steps}
+    assert len(sizes) == 1  # tiles that divide the extents: every step the same box
+    return passes, sizes.pop()
+
+
+@pytest.mark.parametrize("l1, rf_order, rf", [
+    ({"i": 8, "j": 32, "k": 16}, "kij", {"i": 4, "j": 16, "k": 1}),   # the search's 4 x 16 box, KC 16
+    ({"i": 8, "j": 32, "k": 64}, "kij", {"i": 4, "j": 16, "k": 1}),   # the same, KC 64: a quarter of the passes
+    ({"i": 16, "j": 32, "k": 32}, "kij", {"i": 8, "j": 32, "k": 1}),  # 8 x 32
+    ({"i": 8, "j": 16, "k": 64}, "ijk", {"i": 1, "j": 1, "k": 64}),   # k innermost: one accumulator a pass
+])
+def test_accumulator_passes_walked(l1, rf_order, rf, no_team_costs):
+    """The pass factor's passes are the tiled loops' own: instances / (box elements x steps a pass)
+    equals the passes a walk of the loops finds (:func:`_passes_walked`), and the factor is
+    ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass)`` with the walk's box."""
+    from polymap.passes.counting.execution import PASS_CYCLES
+    ext = {"i": 16, "j": 64, "k": 128}
+    names = [lv.name for lv in HOST.levels]
+    mp = mapping_from_dict({"kernel": "gemm", "levels": [
+        {"level": names[0], "order": ["i", "j", "k"]}, {"level": names[1], "order": ["i", "j", "k"]},
+        {"level": names[2], "order": ["i", "j", "k"]},
+        {"level": names[3], "tile": l1, "order": ["i", "j", "k"]},
+        {"level": names[4], "tile": rf, "order": list(rf_order)}]}, kernel=GEMM_ACC, arch=HOST)
+    points = list(_walk_points(ext, [None, None, None, l1, rf], ["ijk", "ijk", "ijk", "ijk", rf_order]))
+    assert sorted(points) == [(i, j, k) for i in range(16) for j in range(64) for k in range(128)]
+    passes, elements = _passes_walked(points)
+    model = build_model(GEMM_ACC)
+    ex = execution(model, mp, HOST, ext)
+    steps = len(points) / (passes * elements)
+    rows = rf["i"] if rf["j"] > 1 else 1
+    vectors = rows * ceil(rf["j"] / ex.lanes) if rf["j"] > 1 else elements
+    assert ex.passes == pytest.approx(1 + PASS_CYCLES * HOST.compute.ops_per_cycle / (vectors * steps * ex.latency))
+    # the batch form agrees
+    eff = np.array([[[t[x] for x in mp.loops] for t in effective_tiles(mp, ext)]])
+    _, slowdown = batch_execution(model, mp, HOST, ext, eff)
+    assert slowdown[0] == pytest.approx(ex.slowdown)
+
+
+def test_search_box_at_kc_32_behind_register_tiles():
+    """gemm f32 1024 on an AVX-512 host: the search's 4 x 16 box with KC 32 ran 0.53-0.69x of the
+    6 x 64 register tiles (RESULTS.md "session 20, end", "session 21 (blas6)") while the model put it
+    0.6% ahead; its passes (1024 FMAs of 8 lanes a pass, against 16,896) now cost it more than the
+    register tiles' thread imbalance (516 + 508 rows)."""
+    h = load_architecture("host")
+    avx512 = replace(h, compute=replace(h.compute, instances=16, ops_per_cycle=2),
+                     levels=tuple(replace(lv, instances=2) if k >= 2 else lv for k, lv in enumerate(h.levels)),
+                     vector=VectorUnit("avx512", 64, 32, True))
+    ext = {"i": 1024, "j": 1024, "k": 1024}
+    names = [lv.name for lv in avx512.levels]
+
+    def mp(l1, rf, l1_order="ikj"):
+        return mapping_from_dict({"kernel": "gemm", "levels": [
+            {"level": names[0], "order": ["i", "k", "j"]},
+            {"level": names[1], "order": ["i", "k", "j"], "spatial": ["i"], "tile": {"i": 512}},
+            {"level": names[2], "order": ["i", "k", "j"], "tile": {"i": 64, "j": 256, "k": 256}},
+            {"level": names[3], "tile": l1, "order": list(l1_order)},
+            {"level": names[4], "tile": rf, "order": ["k", "i", "j"]}]}, kernel=GEMM_ACC, arch=avx512)
+    model = build_model(GEMM_ACC)
+    small = execution(model, mp({"i": 64, "j": 16, "k": 32}, {"i": 4, "j": 16, "k": 1}), avx512, ext)
+    large = execution(model, mp({"i": 64, "j": 64, "k": 256}, {"i": 4, "j": 64, "k": 1}), avx512, ext)
+    assert small.passes > 1.15 and large.passes < 1.01
+    assert small.slowdown > 1.008 * large.slowdown  # the register tiles' 516 / 512 rows

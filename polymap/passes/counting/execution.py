@@ -35,6 +35,11 @@ the mapping, by the same rules it applies:
   element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
   reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
   memory, one lane): 2.25x; a register tile: 1.
+* **passes**: a box of accumulators in registers is loaded before each pass of its reduction loop
+  and stored after it; the chains wait for those loads. Each pass costs :data:`PASS_CYCLES` beyond
+  its steps, a factor ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x the
+  steps' latency or loads factor)`` (:func:`pass_factor`): gemm's 4 x 16 box (8 operations of 8
+  lanes a step) with KC 32: 1.19; the 6 x 64 register tile with KC 352: 1.003.
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
   for each further execution of the shared-out loop (the product of the trips
@@ -85,6 +90,13 @@ LATENCY = 4
 STORE_FORWARD = 5
 #: Loads a core issues per cycle (vector or broadcast; two on Zen 3 and Skylake for 32-byte loads; assumed).
 LOADS_PER_CYCLE = 2
+#: Cycles one pass of a box of accumulators over its reduction loop costs beyond its steps: the box is
+#: loaded before the loop (its chains wait for those loads: C's rows come from L2, 14+ cycles on Zen 4)
+#: and stored after it, plus the loop's set-up and edge test. Measured on the session-21 Zen 4 host:
+#: gemm f32 1024 with the search's 4 x 16 box (4 zmm chains) at KC 32 ran 1.16x the time of the same
+#: mapping at KC 256 (single thread, CPU time, load 2.2), i.e. 24 cycles a pass of 128 zmm FMAs
+#: (RESULTS.md "session 21 (blas6)").
+PASS_CYCLES = 24.0
 #: Cycles a call's shared-out loop costs the team before its threads compute: waking the idle OpenMP
 #: threads (``OMP_WAIT_POLICY=passive``, timing's default: they sleep in the kernel) and the processors
 #: they sleep on (a virtual machine that halts an idle vCPU at once, ``guest_halt_poll_ns=0``, wakes it
@@ -113,11 +125,12 @@ class Execution:
     # those cycles themselves (team_cycles): a time, not work, so evaluate adds them to the compute term
     # unscaled on any architecture (another clock rate, calibration's compute factor)
     sync_cycles: float = 0.0
+    passes: float = 1.0  # the stretch by loading and storing a box of accumulators every pass (pass_factor)
 
     @property
     def slowdown(self) -> float:
-        """What the compute term multiplies an even, fully issued share by: waste x latency x sync."""
-        return self.waste * self.latency * self.sync
+        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x sync."""
+        return self.waste * self.latency * self.passes * self.sync
 
     @property
     def units(self) -> int:
@@ -127,7 +140,7 @@ class Execution:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
-                "why": self.why}
+                "passes": self.passes, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -321,6 +334,55 @@ def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
     return frozenset(x for x in loops if any(loop_coefficient(e, x) != 0 for e in ref.indices))
 
 
+def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tuple[dict[str, int], str, int] | None:
+    """``(box, reduction loop, its trips)`` of an accumulating statement: the trips of the loops inside
+    its innermost reduction loop (``walk``'s order) while its target depends on them, the reduction
+    loop and its trips at that level (the steps of one pass); None when it does not accumulate along
+    a loop that walks."""
+    if not accumulates(ctx.stmt):
+        return None
+    own = {lp.var for lp in ctx.loops}
+    deps = target_loops(ctx.stmt, own)
+    box: dict[str, int] = {}
+    for _, x, trips in reversed(walk):
+        if x not in own:
+            continue
+        if x not in deps:
+            return box, x, trips
+        box[x] = box.get(x, 1) * trips
+    return None
+
+
+def _issued(box: MappingT[str, int], vloop: str | None, lanes: int):
+    """Operations a step issues over some of the box's loops: in vectors along the vector loop."""
+    width = lanes if vloop in box else 1
+
+    def issued(loops: Iterable[str]) -> int:
+        return prod(ceil(box[x] / width) if x == vloop else box[x] for x in loops if x in box)
+    return issued
+
+
+def pass_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
+                lanes: int, ops_per_cycle: float, in_registers: bool, stretch: float = 1.0) -> float:
+    """The compute term's stretch by the passes of a box of accumulators in registers over its
+    reduction loop: ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x stretch)``
+    (module docstring; ``stretch``: the steps' own, the latency or loads factor, so that a pass's
+    cost is added to the cycles its steps take), the largest over the accumulating statements; 1
+    when the accumulators live in memory (every link loads and stores: :data:`STORE_FORWARD`). The
+    passes this amortises, instances / (box elements x steps), are what a walk of the tiled loops
+    counts (a test does)."""
+    if not in_registers:
+        return 1.0
+    worst = 1.0
+    for ctx in stmts:
+        found = _step_box(ctx, walk)
+        if found is None:
+            continue
+        box, _, steps = found
+        worst = max(worst, 1.0 + PASS_CYCLES * ops_per_cycle / (_issued(box, vloop, lanes)(box) * steps * stretch))
+    return worst
+
+
 def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
                 lanes: int, ops_per_cycle: float, in_registers: bool) -> float:
     """The compute term's stretch when a step of the innermost reduction loop loads more than the core
@@ -334,27 +396,13 @@ def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str,
     the accumulating statements."""
     worst = 1.0
     for ctx in stmts:
-        if not accumulates(ctx.stmt):
+        found = _step_box(ctx, walk)
+        if found is None:
             continue
-        own = [lp.var for lp in ctx.loops]
-        deps = target_loops(ctx.stmt, own)
-        box: dict[str, int] = {}
-        reduction = None
-        for _, x, trips in reversed(walk):
-            if x not in own:
-                continue
-            if x not in deps:
-                reduction = x
-                break
-            box[x] = box.get(x, 1) * trips
-        if reduction is None:
-            continue
-        width = lanes if vloop in box else 1
-
-        def issued(loops: Iterable[str]) -> int:
-            return prod(ceil(box[x] / width) if x == vloop else box[x] for x in loops if x in box)
-
+        box, reduction, _ = found
+        issued = _issued(box, vloop, lanes)
         vectors = issued(box)
+        own = [lp.var for lp in ctx.loops]
         target = (ctx.stmt.target.tensor, tuple(print_expr(e) for e in ctx.stmt.target.indices))
         reads = {(r.tensor, tuple(print_expr(e) for e in r.indices)): r
                  for r in ir.subexpressions(ctx.stmt.value) if isinstance(r, ir.Ref)}
@@ -554,12 +602,16 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     if loads > latency:
         why.append(f"loads per step: x{loads:g}")
         latency = loads
+    passes = pass_factor(stmts, walk, vloop, lanes, arch.compute.ops_per_cycle, registers, latency)
+    if passes > 1.005:
+        why.append(f"accumulators loaded and stored every pass: x{passes:.3g}")
     syncs = executions if threads > 1 else 0
-    sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency, arch.compute.ops_per_cycle)
+    sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes,
+                       arch.compute.ops_per_cycle)
     if sync > 1:
         why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads))
+                     team_cycles(syncs, threads), passes)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -675,7 +727,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     vectors = np.ceil(elements / lanes)
     wait = LATENCY + np.where(registers, 0, STORE_FORWARD)
     latency = np.where(np.isfinite(elements), np.maximum(1.0, arch.compute.ops_per_cycle * wait / vectors), 1.0)
-    # loads per step (load_factor), row by row as there
+    # loads per step (load_factor) and passes (pass_factor), row by row as there
+    pass_steps = []
     for ctx in stmts:
         if not accumulates(ctx.stmt):
             continue
@@ -684,6 +737,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         tb = {j: np.ones(B) for j in range(m)}
         inbox = {j: np.zeros(B, dtype=bool) for j in range(m)}
         red = np.full(B, -1)
+        steps = np.ones(B)  # the reduction loop's trips: the steps of one pass (pass_factor)
         stopped = np.zeros(B, dtype=bool)
         for k, j in reversed(positions):
             x = loops[j]
@@ -695,6 +749,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 inbox[j] |= live
             else:
                 red = np.where(live, j, red)
+                steps = np.where(live, trips[:, k, j], steps)
                 stopped |= live
         found = red >= 0
         vin = np.zeros(B, dtype=bool)
@@ -723,7 +778,12 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             loads = loads + np.where(touched, issued(walked), 0.0)
         factor = loads * arch.compute.ops_per_cycle / (LOADS_PER_CYCLE * ops_vectors)
         latency = np.where(found, np.maximum(latency, factor), latency)
-    busy = twaste * vwaste * latency
+        pass_steps.append((found & registers, ops_vectors * steps))
+    passes = np.ones(B)  # after every statement's loads: a pass adds to the cycles its steps take
+    for found, work in pass_steps:
+        passes = np.where(found, np.maximum(passes, 1.0 + PASS_CYCLES * arch.compute.ops_per_cycle
+                                            / (work * latency)), passes)
+    busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
                        arch.compute.ops_per_cycle)
     return threads * lanes, busy * sync
