@@ -57,6 +57,7 @@ from polymap.codegen.ast_ir import (
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from polymap.codegen.numpy.values import NP_TYPES, PRELUDE, py_condition, py_index
 from polymap.codegen.numpy.vectorize import Axis, StatementPrinter, axis_var, chain_is_legal
+from polymap.passes.frontend.contraction import pure_contraction
 from polymap.tensors import allocate, numpy_dtype, validate_inputs
 from polymap.machine.arch import Architecture
 
@@ -69,8 +70,11 @@ def emit_numpy(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Map
     mappings of different nests. ``arch`` is accepted for symmetry with the
     C emitter; tile sizes come from the mapping. ``reassociate`` false (the
     default) folds every floating-point reduction in its original order
-    (``ufunc.accumulate``); true lets it use ``sum``, ``einsum`` and ``@``,
-    which add in another order (see ``docs/design.md``).
+    (``ufunc.accumulate``) except a pure contraction
+    (:func:`polymap.passes.frontend.contraction.pure_contraction`: gemm's
+    ``C += A @ B``), which is one ``@``/``einsum``; true lets every reduction
+    use ``sum``, ``einsum`` and ``@``, which add in another order (see
+    ``docs/design.md``).
     """
     model = model if model is not None else build_model(kernel)
     mappings = as_mappings(mapping)
@@ -274,7 +278,8 @@ class _Printer:
                 env[x] = e
         stmt = sm.stmt
         sub = ir.Assign(stmt.label, substitute(stmt.target, env), stmt.op, substitute(stmt.value, env))
-        printer = StatementPrinter(self.dtypes, self.py, axes, reassociate=self.reassociate)
+        printer = StatementPrinter(self.dtypes, self.py, axes,
+                                   reassociate=self.reassociate or pure_contraction(self.kernel, stmt))
         lines = printer.statement(sub)
         if lines is None:
             return False

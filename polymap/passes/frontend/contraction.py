@@ -52,6 +52,15 @@ def _reads(e: ir.Expr, tensor: str) -> bool:
     return any(isinstance(r, ir.Ref) and r.tensor == tensor for r in ir.subexpressions(e))
 
 
+def folds_in_any_order(kernel: ir.Kernel, stmt: ir.Assign, reassociate: bool) -> bool:
+    """May the NumPy target fold ``stmt``'s reduction as one ``@``/``einsum`` (another order of
+    additions)? With ``reassociate`` (``compile --reassociate``) every product update may; without
+    it, a pure contraction."""
+    if reassociate:
+        return stmt.op in FOLDED and is_product(stmt.value)
+    return pure_contraction(kernel, stmt)
+
+
 def pure_contraction(kernel: ir.Kernel, stmt: ir.Assign) -> bool:
     """Is ``stmt`` a pure contraction of ``kernel`` (module docstring)?"""
     if stmt.op not in FOLDED or not is_product(stmt.value) or _reads(stmt.value, stmt.target.tensor):
@@ -61,7 +70,7 @@ def pure_contraction(kernel: ir.Kernel, stmt: ir.Assign) -> bool:
         return False
     for ctx in kernel.statements():
         other = ctx.stmt
-        if other is stmt:
+        if other.label == stmt.label:
             continue
         if _reads(other.value, stmt.target.tensor) or any(_reads(i, stmt.target.tensor) for i in other.target.indices):
             return False

@@ -10,10 +10,12 @@ whole-array expression. A block is split only to bound the temporaries::
     gemm 1024^3 on host (C target: 6 x 64 register tiles)
       NumPy: every level whole  ->  C[0:M, 0:N] += A[0:M, 0:K] @ B[0:K, 0:N]   (one call)
 
-With ``reassociate`` (``compile --reassociate``) a contraction (a product of
-references) is one ``@``/``einsum`` and materialises only its target's box
-(kept under :data:`MAX_TARGET_ELEMENTS`); without it the emitter keeps the
-original rounding by folding the products in order (``ufunc.accumulate``
+A pure contraction (:mod:`polymap.passes.frontend.contraction`: gemm's
+``C[i, j] += A[i, k] * B[k, j]``, whose result is an output nothing else
+reads), and with ``reassociate`` (``compile --reassociate``) any contraction (a
+product of references), is one ``@``/``einsum`` and materialises only its
+target's box (kept under :data:`MAX_TARGET_ELEMENTS`); otherwise the emitter
+keeps the original rounding by folding the products in order (``ufunc.accumulate``
 over the whole box), so, like any other statement, the box is kept at most
 :data:`MAX_ELEMENTS` elements by halving its longest loop: the module is
 then a short Python loop over blocks, bounded in memory, and far slower
@@ -28,6 +30,7 @@ from math import prod
 from typing import Mapping as MappingT
 
 from polymap import ir
+from polymap.passes.frontend.contraction import folds_in_any_order
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
 from polymap.poly import KernelModel
 from polymap.passes.legality.legality import is_legal
@@ -43,15 +46,6 @@ def _vars(e: ir.Expr) -> set[str]:
     return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
 
 
-def _is_product(e: ir.Expr) -> bool:
-    match e:
-        case ir.BinOp(op="*", lhs=a, rhs=b):
-            return _is_product(a) and _is_product(b)
-        case ir.Ref() | ir.Const():
-            return True
-    return False
-
-
 def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int], *,
                  reassociate: bool = False) -> dict[str, int | None]:
     """Per loop, the block (None: whole) that bounds every statement's temporaries."""
@@ -60,7 +54,7 @@ def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int], *,
     tiles = {x: max(1, extents.get(x, 1)) for x in loops}
     for s in model.nest_statements(nest):
         stmt = s.stmt
-        if reassociate and stmt.op in ("+=", "-=") and _is_product(stmt.value):
+        if folds_in_any_order(model.kernel, stmt, reassociate):
             box, limit = [x for x in s.loops if any(x in _vars(i) for i in stmt.target.indices)], MAX_TARGET_ELEMENTS
         else:
             box, limit = list(s.loops), MAX_ELEMENTS
