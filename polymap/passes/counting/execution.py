@@ -353,6 +353,14 @@ def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tup
     return None
 
 
+def _boxes(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]]):
+    """``(statement, box, reduction loop, steps a pass)`` of every statement :func:`_step_box` finds."""
+    for ctx in stmts:
+        found = _step_box(ctx, walk)
+        if found is not None:
+            yield (ctx, *found)
+
+
 def _issued(box: MappingT[str, int], vloop: str | None, lanes: int):
     """Operations a step issues over some of the box's loops: in vectors along the vector loop."""
     width = lanes if vloop in box else 1
@@ -374,11 +382,7 @@ def pass_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str,
     if not in_registers:
         return 1.0
     worst = 1.0
-    for ctx in stmts:
-        found = _step_box(ctx, walk)
-        if found is None:
-            continue
-        box, _, steps = found
+    for _, box, _, steps in _boxes(stmts, walk):
         worst = max(worst, 1.0 + PASS_CYCLES * ops_per_cycle / (_issued(box, vloop, lanes)(box) * steps * stretch))
     return worst
 
@@ -395,11 +399,7 @@ def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str,
     vector for 8 FMAs: 9 x 2 / (2 x 8) = 1.125; its 6 x 16 tile: 6 + 2 for 12: 1. The largest over
     the accumulating statements."""
     worst = 1.0
-    for ctx in stmts:
-        found = _step_box(ctx, walk)
-        if found is None:
-            continue
-        box, reduction, _ = found
+    for ctx, box, reduction, _ in _boxes(stmts, walk):
         issued = _issued(box, vloop, lanes)
         vectors = issued(box)
         own = [lp.var for lp in ctx.loops]
