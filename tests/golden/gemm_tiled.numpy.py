@@ -38,4 +38,4 @@ def gemm(*, A, B, C, M, N, K):
                     _lo1 = (32 * i0); _n1 = _max(0, _min(M, ((32 * i0) + 32)) - _lo1)
                     _lo2 = (32 * j0); _n2 = _max(0, _min(N, ((32 * j0) + 32)) - _lo2)
                     if _n0 > 0 and _n1 > 0 and _n2 > 0:  # acc, vectorised
-                        C[_lo1:_lo1 + _n1, _lo2:_lo2 + _n2] = _np.add.accumulate(_np.concatenate((_np.asarray(C[_lo1:_lo1 + _n1, _lo2:_lo2 + _n2], dtype=_np.float32)[..., None], _np.transpose(_np.broadcast_to(_np.asarray((_np.transpose(A[_lo1:_lo1 + _n1, _lo0:_lo0 + _n0], (1, 0))[:, :, None] * B[_lo0:_lo0 + _n0, _lo2:_lo2 + _n2][:, None, :]), dtype=_np.float32), (_n0, _n1, _n2,)), (1, 2, 0)).reshape((_n1, _n2, -1))), axis=-1), axis=-1)[..., -1]
+                        C[_lo1:_lo1 + _n1, _lo2:_lo2 + _n2] += (A[_lo1:_lo1 + _n1, _lo0:_lo0 + _n0] @ B[_lo0:_lo0 + _n0, _lo2:_lo2 + _n2])
