@@ -14,8 +14,9 @@ packed panels), and for f32 at the first size the NumPy module ``compile``
 writes (its own choice) against ``a @ b``. By default the code keeps the
 original order of every element's updates as compile does (one fused
 multiply-add per update in the register tiles, as GCC contracts the original
-statement, nothing else contracted; the NumPy module folds products in
-order); ``--reassociate`` measures ``compile --reassociate``. Goals (issue 10): f32 >= 1.0x,
+statement, nothing else contracted; the NumPy module's C += A @ B is a pure
+contraction, one ``@``, as compile writes it: ``docs/design.md``, "Pure
+contractions"); ``--reassociate`` measures ``compile --reassociate``. Goals (issue 10): f32 >= 1.0x,
 f64 >= 0.9x of matmul, the NumPy module within 1.5x. All C is built with
 ``cc -O3 -march=native -fopenmp -shared -fPIC`` and run on OMP_NUM_THREADS
 threads. A benchmark, not a test: numbers depend on the machine and on who
@@ -124,7 +125,7 @@ def main() -> None:
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, OMP_NUM_THREADS={args.threads}, "
           f"vector unit {arch.vector}")
     print(f"load average {os.getloadavg()[0]:.1f}; GFLOP/s from medians of {args.repeat}; "
-          f"{'--reassociate (FMA, @)' if args.reassociate else 'original order (C: FMA in register tiles; NumPy: products folded in order)'}")
+          f"{'--reassociate (FMA, @)' if args.reassociate else 'original order (C: FMA in register tiles; NumPy: a pure contraction, one @)'}")
     print(f"{'dtype':>5} {'N':>6} {'numpy':>8} {'polymap':>8}   poly/numpy   choice")
     for dtype in args.dtypes:
         kernel = parse(GEMM % {"t": dtype}, "gemm.loop").kernels[0]

@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also verify at the sizes compiled for (default: reduced sizes exercising every tile edge)")
     p.add_argument("--reassociate", action="store_true",
                    help="let floating-point reductions add in another order and contract multiply-adds (FMA): "
-                        "faster, rounded differently from the original program")
+                        "faster, rounded differently from the original program (the NumPy target folds a pure "
+                        "contraction, an output C += A * B nothing else reads, with one @ even without it)")
     p.add_argument("--tune", type=int, default=0, metavar="K",
                    help="build and time the model's best K candidates per nest; keep the fastest (default: 0, "
                         "no measuring)")
