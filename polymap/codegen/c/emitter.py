@@ -282,9 +282,11 @@ class _Printer:
         """Do the loop's iterations do unequal work: a loop of another of the mapping's loops inside
         it has bounds that depend on it (covariance's rows ``i <= j`` under its column panels)? Those
         are dealt round-robin too: contiguous chunks gave one thread 75% of the triangle. Mappings
-        with a ``schedule`` (skewed tiles, whose bounds all depend on the outer tiles) keep theirs."""
+        with a ``schedule`` (skewed tiles, whose bounds all depend on the outer tiles) keep theirs, and
+        so do loops of single points (as ``_on_diagonal``'s: neighbours dealt to different threads
+        would write the same cache lines, ``x[i]`` beside ``x[i + 1]``)."""
         m = self.mappings_by_rank.get(info.rank)
-        if m is None or m.schedule:
+        if m is None or m.schedule or not 0 <= info.level < len(m.levels) - 2:
             return False
         it = n.for_get_iterator().get_id().get_name()
         for f in walk(n.for_get_body()):
