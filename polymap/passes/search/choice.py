@@ -50,6 +50,8 @@ from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, 
                                    resolved_tile)
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fastcount import fast_counts
+from polymap.passes.counting.footprint import DTYPE_BYTES
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
 from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
@@ -172,6 +174,95 @@ def kernel_to_map(kernel: ir.Kernel) -> tuple[ir.Kernel, tuple[tuple[str, str], 
     return distinct_loop_names(expand_scalars(kernel, dict(expanded))), expanded
 
 
+def natural_original_mapping(model: KernelModel, nest: int, arch: Architecture,
+                             params: MappingT[str, int]) -> Mapping:
+    """The original order with the reuse any cache gives it: each level between the backing store and
+    the innermost holds the largest block of the innermost loops (whole loops inside, a piece of the
+    next when every statement has it and every loop inside it) whose bounding boxes fit it, within
+    the level above; the order is the program's, so the schedule is the original's (strip-mined
+    only: a piece of a loop around a statement that lacks an inner loop would move that statement,
+    ``mapping.md``; checked by brute force in ``tests/test_original_reuse.py``)::
+
+        atax (M=1900, N=2100) on host: LLC the whole nest; L2 i=1, j and j_2 whole; L1 single iterations
+
+    :func:`original_mapping` (tile 1 below the backing store) assumes no reuse at all: its DRAM
+    traffic there is 20 M elements where A (4 M) is read once.
+    """
+    kernel = model.kernel
+    base = original_mapping(kernel, nest, arch)
+    loops = base.loops
+    extents = mapping_loop_extents(kernel, base, params, model=model)
+    sizes = {t: DTYPE_BYTES.get(kernel.decl(t).dtype, 4) for t in nest_tensors(kernel, nest)}
+
+    def fits(tile: dict[str, int], level: int) -> bool:
+        elements = {t: _box(model, nest, t, tile) for t in sizes}
+        return not arch.levels[level].exceeded_by(sum(elements.values()),
+                                                  sum(n * sizes[t] for t, n in elements.items()))
+
+    stmts = model.nest_statements(nest)
+    # loops that every statement has, with every loop inside them: only these may be cut in pieces
+    perfect = {x for j, x in enumerate(loops) if stmts and all(set(loops[j:]) <= set(s.loops) for s in stmts)}
+    levels = list(base.levels)
+    outer = {x: max(1, extents[x]) for x in loops}
+    for k in range(1, len(levels) - 1):
+        tile = {x: 1 for x in loops}
+        for x in reversed(loops):
+            tile[x] = outer[x]
+            if fits(tile, k):
+                continue
+            lo, hi = 1, outer[x] if x in perfect else 1  # a piece of x would reorder a statement lacking a loop
+            while lo < hi:
+                tile[x] = (lo + hi + 1) // 2
+                lo, hi = (tile[x], hi) if fits(tile, k) else (lo, tile[x] - 1)
+            tile[x] = lo
+            break
+        levels[k] = dataclasses.replace(levels[k], tile=tuple(tile[x] for x in loops))
+        outer = tile
+    return dataclasses.replace(base, levels=tuple(levels))
+
+
+#: Statement depth up to which the original order's own reuse is counted with ISL when the fast counter
+#: cannot (atax's second nest at LARGE, two loops per statement: 0.7 s). Deeper nests outside the fast
+#: class are refused, i.e. the candidate is kept: heat-3d's four-deep statements took ISL over 100 s.
+#: A work count, not a clock: the choice stays the same on a loaded machine.
+NATURAL_ISL_DEPTH = 2
+
+
+def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int],
+                      candidate: Candidate, original: Candidate) -> bool:
+    """Does ``candidate`` beat the original order by more than threads (``docs/design.md``, "The
+    original's own reuse")?
+
+    Yes when it computes faster per thread than the original (read off the reports: no count), or when
+    its slowest memory level moves less than the original's, counted with the reuse the original's own
+    order has (:func:`natural_original_mapping`). Otherwise all it has over the original is its
+    threads, and those the model overrates where a nest is shared out only in part (atax's tiles: the
+    reduction runs in ``omp single``; 4x slower than the original on one thread, which the model did
+    not see). The natural original is counted by the fast counter, or by ISL for statements at most
+    :data:`NATURAL_ISL_DEPTH` deep; beyond that the question is refused and the answer is yes.
+    """
+    if candidate.report is None or original.report is None:
+        return True
+
+    def memory(r: CostReport) -> float:
+        return max((c for name, c in r.cycle_terms if name != "compute"), default=0.0)
+
+    def per_thread(r: CostReport) -> float:
+        return dict(r.cycle_terms)["compute"] * r.execution.threads
+
+    if per_thread(candidate.report) < per_thread(original.report):
+        return True  # the compute term does not depend on the counts: the original's is the same
+    natural = natural_original_mapping(model, nest, arch, params)
+    counts = fast_counts(model, natural, arch, params=dict(params))
+    if counts is None:
+        if max((len(s.loops) for s in model.nest_statements(nest)), default=0) > NATURAL_ISL_DEPTH:
+            return True
+        counts = count_mapping(model, natural, arch, params=dict(params))
+    extents = mapping_loop_extents(model.kernel, original.counted, params, model=model)
+    mine = evaluate(counts, arch, execution=mapping_execution(model, original.counted, arch, extents))
+    return memory(candidate.report) < memory(mine) or per_thread(candidate.report) < per_thread(mine)
+
+
 def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
            options: ChoiceOptions = ChoiceOptions(), progress: Progress | None = None,
            budget: Budget | None = None) -> KernelChoice:
@@ -255,6 +346,16 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                                     key=lambda c: rank(model, nest, c, params, options.objective)),
                              options.objective)
     chosen = usable[0] if usable else candidates[0]
+    if chosen.mapping is not None and usable and usable[-1] is not chosen:
+        kept = next((c for c in usable if c.mapping is None), None)
+        if kept is not None and not budget.run(gains_on_original, (model, nest, arch, params, chosen, kept), {},
+                                               limit=limit, timed_out=True,
+                                               what=f"the original order's own reuse in nest {nest}"):
+            why = ("kept: the chosen candidate's only gain was threads (no less traffic than the original order "
+                   "holding what fits, no faster per thread)")
+            kept = dataclasses.replace(kept, problems=kept.problems + (why,))
+            usable = [kept] + [c for c in usable if c.mapping is not None]
+            chosen = kept
     if beyond and scheduled and chosen.legal:
         ranked = _rank_beyond_budget(model, nest, arch, params, chosen, scheduled, options, budget)
         winner = [c for c in ranked if c.ranked_at]
@@ -314,13 +415,22 @@ def with_strided(model: KernelModel, nest: int, candidate: Candidate, params: Ma
     return dataclasses.replace(candidate, strided=_strided(model, nest, candidate, params))
 
 
+#: How much fewer cycles (or the objective's value) an isl candidate ranked at reduced sizes must have than
+#: the choice to replace it: those counts are an extrapolation, and a skewed schedule's code pays what
+#: they do not see (tile loops with max/min bounds, short vectors at every skewed tile's edges).
+#: jacobi-1d at LARGE: 0.8% fewer cycles at TSTEPS=62, N=125, and its one-thread wavefront code ran
+#: 0.60x of the original (both arrays fit in L1: tiles have no reuse to gain). The other isl winners
+#: at LARGE won by 2x or more there (docs/design.md, "Reduced-size wins need a margin").
+REDUCED_MARGIN = 0.1
+
+
 def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int],
                         chosen: Candidate, scheduled: list[tuple[str, Mapping]], options: ChoiceOptions,
                         budget: Budget) -> list[Candidate]:
     """isl's candidates where their exact counts are beyond the work budget, against the choice
     among the others, all counted exactly at :func:`reduced_sizes` (``docs/design.md``).
 
-    Best first; only an isl candidate that beats the choice there keeps ``ranked_at`` (it is
+    Best first; only an isl candidate that beats the choice there by :data:`REDUCED_MARGIN` keeps ``ranked_at`` (it is
     chosen). Their reports are dropped: counts at other sizes are not the given sizes' counts.
     """
     small = reduced_sizes(model, nest, params)
@@ -349,7 +459,7 @@ def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, param
                         dataclasses.replace(c, report=None, problems=(note,), ranked_at=tuple(small.items()))))
     counted.sort(key=lambda kc: kc[0])
     ranked = [c for _, c in counted]
-    if counted and base.report is not None and counted[0][0] < base.key(options.objective):
+    if counted and base.report is not None and counted[0][0][0] < base.key(options.objective)[0] * (1 - REDUCED_MARGIN):
         return ranked[:1] + [dataclasses.replace(c, ranked_at=()) for c in ranked[1:]] + failed
     return [dataclasses.replace(c, ranked_at=()) for c in ranked] + failed
 
