@@ -223,7 +223,8 @@ def register_mappings(model: KernelModel, nest: int, arch: Architecture,
     the square-block KC rule the counts chose them where they measured slower (f32 1024: KC 704,
     0.89 of NumPy against 0.94 for the capacity KC 352; f64 2048: KC 128 by energy at equal cycles,
     1.11 against 1.16 single-threaded): the per-tile cost of loading C, which a larger KC amortises,
-    is not in the counts."""
+    is not in the counts (the model prices it since session 21, :func:`execution.pass_factor`, but
+    that favours a larger KC, and KC 704 measured slower; the neighbours stay out)."""
     return [("register tiles", register_mapping(model, nest, arch, params))]
 
 
