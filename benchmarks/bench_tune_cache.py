@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cache(doc) -> str:
-    docs = doc if isinstance(doc, list) else [doc]
+    """Each kernel's ``"cache"`` (compile's JSON: ``{"kernels": [{..., "cache": "hit"}]}``)."""
+    docs = doc.get("kernels", [doc]) if isinstance(doc, dict) else doc
     return ",".join(str(d.get("cache")) for d in docs if isinstance(d, dict))
 
 
