@@ -1,6 +1,6 @@
 """Is a tuned compile ever slower than the untuned one, and does the cache answer in a tenth of the time?
 
-    python benchmarks/bench_tune_cache.py [--tune 4] [--kernels gemm 2mm ...] [--rounds 9]
+    python benchmarks/bench_tune_cache.py [--tune 4] [--kernels gemm 2mm ...] [--rounds 9] [--no-verify]
 
 Per example, with a fresh cache (``XDG_CACHE_HOME`` a temporary directory;
 built libraries stay in ``POLYMAP_CACHE``, so the build cache is shared and
@@ -62,16 +62,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tune", type=int, default=4)
     ap.add_argument("--kernels", nargs="*", default=list(CASES))
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--no-verify", action="store_true",
+                    help="compile with --no-verify (default: verified; a hit is verified too, a reference execution)")
     args = ap.parse_args(argv)
+    verify = ["--no-verify"] if args.no_verify else []
     for name in args.kernels:
         path, sizes, other = CASES[name]
         with tempfile.TemporaryDirectory(prefix="polymap-bench-cache-") as tmp:
             tmp = Path(tmp)
             env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg")}
             env.setdefault("POLYMAP_CACHE", str(Path.home() / ".cache" / "polymap"))
-            t_untuned, _ = compile_once(path, sizes, tmp / "untuned", env, ["--no-cache"])
-            t_first, doc1 = compile_once(path, sizes, tmp / "tuned", env, ["--tune", str(args.tune)])
-            t_second, doc2 = compile_once(path, other, tmp / "again", env, ["--tune", str(args.tune)])
+            t_untuned, _ = compile_once(path, sizes, tmp / "untuned", env, ["--no-cache", *verify])
+            t_first, doc1 = compile_once(path, sizes, tmp / "tuned", env, ["--tune", str(args.tune), *verify])
+            t_second, doc2 = compile_once(path, other, tmp / "again", env, ["--tune", str(args.tune), *verify])
             kernel = load_program(ROOT / path).kernels[0]
             values = param_values(kernel, sizes)
             jobs = [TimingJob(label, kernel, (tmp / label / f"{kernel.name}.c").read_text(), dict(values))
