@@ -30,7 +30,8 @@ from polymap.passes.counting.execution import (
     pieces,
     static_share,
 )
-from polymap.passes.search.choice import original_mapping
+from polymap.passes.search.choice import kernel_to_map, original_mapping
+from polymap.islcheck import isl
 from polymap.poly import build_model
 
 # gemm with its initialisation; every test below gives its sizes
@@ -57,6 +58,7 @@ def host():
     return replace(h, levels=levels, compute=replace(h.compute, instances=16), vector=VectorUnit("avx2", 32, 16, True))
 
 
+ROOT = Path(__file__).resolve().parent.parent
 HOST = host()
 
 
@@ -601,3 +603,34 @@ def test_search_box_at_kc_32_behind_register_tiles():
     large = execution(model, mp({"i": 64, "j": 64, "k": 256}, {"i": 4, "j": 64, "k": 1}), avx512, ext)
     assert small.passes > 1.15 and large.passes < 1.01
     assert small.slowdown > 1.008 * large.slowdown  # the register tiles' 516 / 512 rows
+
+
+# ---- the shared-out loop starts once per iteration of the loops around it, not of its siblings
+
+def test_barriers_count_the_loops_around_the_shared_loop_only():
+    """gramschmidt's original order shares out ``i_2`` (Q's column, after the sibling ``i`` that sums
+    ``nrm``): it starts once per ``k``. The count, brute force: distinct values of the loops walked
+    before it among the instances of the statements that have it (isl's points of their domains).
+    Before, the sibling loops' trips were multiplied in too (``M`` times more barriers)."""
+    kernel, _ = kernel_to_map(parse((ROOT / "examples" / "polybench" / "gramschmidt.loop").read_text(),
+                                    "gramschmidt.loop").kernels[0])
+    model = build_model(kernel)
+    values = param_values(kernel, {"M": 200, "N": 100})
+    mp = original_mapping(kernel, 0, HOST)
+    ex = execution(model, mp, HOST, loop_extents(kernel, 0, values))
+    assert ex.threads == 2 and ex.thread_loop is not None
+    before = mp.loops[:mp.loops.index(ex.thread_loop)]  # the original order walks the loops as listed
+    starts = set()
+    for s in model.statements:
+        if ex.thread_loop not in s.loops:
+            continue
+        dom = s.domain
+        for p, v in values.items():
+            if p in dom.get_var_names(isl.dim_type.param):
+                dom = dom.fix_val(isl.dim_type.param, dom.find_dim_by_name(isl.dim_type.param, p), v)
+        names = dom.get_var_names(isl.dim_type.set)
+        pts = []
+        dom.foreach_point(lambda pt: pts.append({n: pt.get_coordinate_val(isl.dim_type.set, j).to_python()
+                                                 for j, n in enumerate(names)}))
+        starts |= {tuple(pt[x] for x in before if x in pt) for pt in pts}
+    assert ex.syncs == len(starts) == 100

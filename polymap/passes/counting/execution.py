@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, prod
-from typing import Iterable, Mapping as MappingT, TypeVar
+from typing import Callable, Iterable, Mapping as MappingT, TypeVar
 
 import numpy as np
 
@@ -499,6 +499,19 @@ def _walk(mapping: Mapping, eff: list[dict[str, int]]) -> list[tuple[int, str, i
     return out
 
 
+def _around(stmts: list[ir.StatementContext]) -> Callable[[str, str], bool]:
+    """``around(x, y)``: does loop ``x``, walked before ``y``, enclose it? Only where some statement has
+    both: in an imperfect nest a sibling walked earlier (gramschmidt's ``i_3`` before the update's
+    ``i_4``) has finished before ``y`` starts, so its trips do not start ``y`` again."""
+    loops = [frozenset(lp.var for lp in s.loops) for s in stmts]
+    return lambda x, y: not loops or any(x in own and y in own for own in loops)
+
+
+def _executions(before: list[tuple[int, str, int]], loop: str, around: Callable[[str, str], bool]) -> int:
+    """How often ``loop`` starts: the product of the trips of the walked loops that enclose it."""
+    return prod(trips for _, x, trips in before if around(x, loop))
+
+
 def _statements(model: KernelModel, mapping: Mapping) -> list[ir.StatementContext]:
     return [s.context for s in model.statements if s.context.nest in mapping.mapped_nests]
 
@@ -553,13 +566,13 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     why = []
     instances = prod(extents.get(x, 1) for x in mapping.loops)
     executions = 1
+    around = _around(stmts)
     if tloop is not None:  # the spatial loop is shared out once per iteration of the loops around it
-        for k, x, trips in walk:
-            if k < last and x in mapping.levels[k].spatial:
-                break
-            executions *= trips
+        q = next((q for q, (k, x, _) in enumerate(walk) if k < last and x in mapping.levels[k].spatial), len(walk))
+        executions = _executions(walk[:q], walk[q][1] if q < len(walk) else tloop, around)
     if tloop is None:
-        for k, x, trips in walk:
+        for q, (k, x, trips) in enumerate(walk):
+            executions = _executions(walk[:q], x, around)
             if x in parallel and trips >= 2 * cores and instances // executions >= MIN_WORK:
                 threads = min(cores, trips)
                 size = eff[k][x]
@@ -567,7 +580,6 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
                 tloop = x
                 why.append(f"OpenMP on {x} at {mapping.levels[k].level} ({trips} tiles over {threads} threads)")
                 break
-            executions *= trips
         else:
             why.append("no loop shared out: one thread")
     else:
@@ -651,22 +663,32 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     instances = prod(extents.get(x, 1) for x in loops)
     executions = np.ones(B, dtype=np.int64)
     chosen = has.copy()
-    for k, j in positions:
+    around = _around(stmts)
+
+    def starts(q: int) -> np.ndarray:  # how often the loop at ``positions[q]`` starts (_executions)
+        out = np.ones(B, dtype=np.int64)
+        for k, j in positions[:q]:
+            if around(loops[j], loops[positions[q][1]]):
+                out = out * trips[:, k, j]
+        return out
+
+    for q, (k, j) in enumerate(positions):
         t = trips[:, k, j]
         if loops[j] in parallel:
-            take = ~chosen & (t > 1) & (t >= 2 * cores) & (instances // executions >= MIN_WORK)
+            mine = starts(q)
+            take = ~chosen & (t > 1) & (t >= 2 * cores) & (instances // mine >= MIN_WORK)
             p = np.minimum(cores, t)
             size, inner = eff[:, k, j], eff[:, k + 1, j]
             share = np.minimum(-(-(-(-size // inner)) // p) * inner, size)
             threads = np.where(take, p, threads)
             twaste = np.where(take, share * p / size, twaste)
+            executions = np.where(take, mine, executions)
             chosen |= take
-        executions = executions * np.where(chosen, 1, t)
     spatial_executions, reached = np.ones(B, dtype=np.int64), np.zeros(B, dtype=bool)
-    for k, j in positions:  # a spatial loop is shared out once per iteration of the loops around it
-        if k < last and loops[j] in template.levels[k].spatial:
-            reached |= trips[:, k, j] > 1
-        spatial_executions = spatial_executions * np.where(reached, 1, trips[:, k, j])
+    for q, (k, j) in enumerate(positions):  # a spatial loop is shared out once per iteration of the loops around it
+        first = ~reached & (k < last) & (loops[j] in template.levels[k].spatial) & (trips[:, k, j] > 1)
+        spatial_executions = np.where(first, starts(q), spatial_executions)
+        reached |= first
     executions = np.where(has, spatial_executions, executions)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
