@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, prod
-from typing import Callable, Iterable, Mapping as MappingT, TypeVar
+from typing import Callable, Iterable, Iterator, Mapping as MappingT, TypeVar
 
 import numpy as np
 
@@ -353,7 +353,8 @@ def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tup
     return None
 
 
-def _boxes(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]]):
+def _boxes(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]]
+           ) -> Iterator[tuple[ir.StatementContext, dict[str, int], str, int]]:
     """``(statement, box, reduction loop, steps a pass)`` of every statement :func:`_step_box` finds."""
     for ctx in stmts:
         found = _step_box(ctx, walk)
@@ -361,7 +362,7 @@ def _boxes(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]
             yield (ctx, *found)
 
 
-def _issued(box: MappingT[str, int], vloop: str | None, lanes: int):
+def _issued(box: MappingT[str, int], vloop: str | None, lanes: int) -> Callable[[Iterable[str]], int]:
     """Operations a step issues over some of the box's loops: in vectors along the vector loop."""
     width = lanes if vloop in box else 1
 

@@ -241,8 +241,8 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
     not see). The natural original is counted by the fast counter, or by ISL for statements at most
     :data:`NATURAL_ISL_DEPTH` deep; beyond that the question is refused and the answer is yes.
     """
-    if candidate.report is None or original.report is None:
-        return True
+    if candidate.report is None or original.report is None or arch.vector is None:
+        return True  # an accelerator's spatial units are what it is built for, not OpenMP's threads
 
     def memory(r: CostReport) -> float:
         return max((c for name, c in r.cycle_terms if name != "compute"), default=0.0)
