@@ -348,6 +348,11 @@ def walk_statements(kernel: Kernel) -> Iterator[StatementContext]:
     yield from walk(kernel.body, (), (), (), None)
 
 
+def variables(expr: Expr) -> set[str]:
+    """The names of the variables ``expr`` reads (loop iterators and parameters alike)."""
+    return {x.name for x in subexpressions(expr) if isinstance(x, Var)}
+
+
 def subexpressions(expr: Expr) -> Iterator[Expr]:
     """``expr`` and every expression inside it, pre-order."""
     yield expr

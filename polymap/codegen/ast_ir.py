@@ -279,11 +279,6 @@ def substitute(e: ir.Expr, env: MappingT[str, ir.Expr]) -> ir.Expr:
     return e
 
 
-def free_vars(e: ir.Expr) -> set[str]:
-    """Names of the Var nodes in ``e`` (outside tensor subscripts too)."""
-    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
-
-
 # --------------------------------------------------------------------------- loops and names
 
 

@@ -167,20 +167,16 @@ def ids(e: isl.AstExpr) -> set[str]:
     return set()
 
 
-def _vars(e: ir.Expr) -> set[str]:
-    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
-
-
 def _unit_last(ref: ir.Ref, loop: str) -> bool:
     """``loop`` appears only in the last subscript, as ``loop`` or ``loop + e`` / ``e + loop``."""
-    if any(loop in _vars(s) for s in ref.indices[:-1]):
+    if any(loop in ir.variables(s) for s in ref.indices[:-1]):
         return False
     last = ref.indices[-1]
     if isinstance(last, ir.Var) and last.name == loop:
         return True
     if isinstance(last, ir.BinOp) and last.op == "+":
         for a, b in ((last.lhs, last.rhs), (last.rhs, last.lhs)):
-            if isinstance(a, ir.Var) and a.name == loop and loop not in _vars(b):
+            if isinstance(a, ir.Var) and a.name == loop and loop not in ir.variables(b):
                 return True
     return False
 
@@ -257,7 +253,7 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     if any(r.tensor == stmt.target.tensor for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)) \
             and not any(b.moves for b in box):
         return None  # (emit_moving checks, per step, that such a read misses the box)
-    target_vars = [_vars(s) for s in stmt.target.indices]
+    target_vars = [ir.variables(s) for s in stmt.target.indices]
     if info.loop in set().union(*target_vars):
         return None  # the target moves with the reduction loop
     positions = []
@@ -274,7 +270,7 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     packs = printer.packs_by_rank.get(info.rank, {})
     vector = inner.count % lanes == 0 and all(
         _unit_last(r, inner.loop) or _packed_unit(packs, r, inner.loop)
-        for r in refs if inner.loop in set().union(*map(_vars, r.indices)))
+        for r in refs if inner.loop in set().union(*map(ir.variables, r.indices)))
     points = 1
     for b in box:
         points *= b.count
@@ -300,7 +296,7 @@ def _vector_refs_ready(printer: Printer, tile: RegisterTile) -> bool:
     stmt = printer.model.statement(tile.statement).stmt
     inner = tile.box[-1].loop
     for r in ir.subexpressions(stmt.value):
-        if isinstance(r, ir.Ref) and inner in set().union(*map(_vars, r.indices)) and not _unit_last(r, inner):
+        if isinstance(r, ir.Ref) and inner in set().union(*map(ir.variables, r.indices)) and not _unit_last(r, inner):
             if not _packed_unit(printer.active_packs, r, inner):
                 return False
     return True
@@ -531,7 +527,7 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
 
         def ref_text(r: ir.Ref) -> str:
             text = printer.ref(r, vp)
-            if lanes == 1 or not any(inner.loop in _vars(s) for s in r.indices):
+            if lanes == 1 or not any(inner.loop in ir.variables(s) for s in r.indices):
                 return text
             if count is None:
                 return f"(*({vtype}_u *)&{text})"
@@ -595,7 +591,7 @@ def _fused(vp: ValuePrinter, stmt: ir.Assign, dtype: str, vtype: str, row: str, 
     for operand in (value.lhs, value.rhs):
         printed = vp.value(operand)
         text = vp.convert(printed, combine_type(dtype, printed.type))
-        moves = any(isinstance(r, ir.Ref) and any(row in _vars(s) for s in r.indices)
+        moves = any(isinstance(r, ir.Ref) and any(row in ir.variables(s) for s in r.indices)
                     for r in ir.subexpressions(operand))
         texts.append(text if moves else f"({text} - ({vtype}){{}})")
     x, y = texts

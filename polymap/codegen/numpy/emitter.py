@@ -254,7 +254,7 @@ class _Printer:
             axis_of[self.py[x]] = k
         for k, (node, x) in enumerate(loops):
             lower, upper, step = for_bounds(node, inner_names)
-            used = set().union(*(_vars(e) for e in lower + upper))
+            used = set().union(*(ir.variables(e) for e in lower + upper))
             if used & chain_vars:
                 return False  # bounds depend on another loop of the chain: not a box
             axes.append(Axis(_extreme(lower, "max"), _extreme(upper, "min"), step, k))
@@ -272,7 +272,7 @@ class _Printer:
             e = simplify(to_ir(a, names))
             if isinstance(e, ir.Var) and e.name in axis_of:
                 env[x] = axis_var(axis_of[e.name])
-            elif axes and _vars(e) & set(axis_of):
+            elif axes and ir.variables(e) & set(axis_of):
                 return False  # an iterator that moves with the chain but is not its axis
             else:
                 env[x] = e
@@ -305,10 +305,6 @@ class _Printer:
 def _extreme(parts: tuple[ir.Expr, ...], func: str) -> str:
     texts = [py_index(p, str) for p in parts]
     return texts[0] if len(texts) == 1 else f"_{func}({', '.join(texts)})"
-
-
-def _vars(e: ir.Expr) -> set[str]:
-    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
 
 
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.codegen.ast_ir import free_vars, from_linear, linear
+from polymap.codegen.ast_ir import from_linear, linear
 from polymap.codegen.numpy.values import NP_TYPES, ValuePrinter, py_index
 from polymap.passes.frontend.types import COMBINE, INTEGER, Printed, combine_type
 from polymap.poly import StatementModel
@@ -124,7 +124,7 @@ def analyse_ref(ref: ir.Ref, var: Callable[[str], str]) -> RefShape:
         terms, const = lin
         axes = [(k, c) for k, c in terms.items() if isinstance(k, str) and _axis_of(k) is not None]
         opaque = [k for k in terms if isinstance(k, tuple)]
-        if any(_axis_of(v) is not None for k in opaque for v in free_vars(k[1])):
+        if any(_axis_of(v) is not None for k in opaque for v in ir.variables(k[1])):
             return RefShape((), False)
         if len(axes) > 1 or (axes and (axes[0][1] <= 0 or _axis_of(axes[0][0]) in seen)):
             return RefShape((), False)

@@ -37,10 +37,6 @@ from polymap.poly import KernelModel
 MAX_ORDERS = 2
 
 
-def _vars(e: ir.Expr) -> set[str]:
-    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
-
-
 def descendants(kernel: ir.Kernel, nest: int) -> dict[str, set[str]]:
     """Per loop of the nest, the loops nested inside it (any depth)."""
     out: dict[str, set[str]] = {}
@@ -71,7 +67,7 @@ def strided_refs(stmt: ir.Assign, inner: str | None) -> int:
     if inner is None:
         return 0
     refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
-    return sum(any(inner in _vars(s) for s in r.indices[:-1]) for r in refs)
+    return sum(any(inner in ir.variables(s) for s in r.indices[:-1]) for r in refs)
 
 
 def strided_weight(model: KernelModel, nest: int, order: tuple[str, ...], params: MappingT[str, int]) -> int:

@@ -42,10 +42,6 @@ MAX_ELEMENTS = 1 << 24
 MAX_TARGET_ELEMENTS = 1 << 26
 
 
-def _vars(e: ir.Expr) -> set[str]:
-    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
-
-
 def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int], *,
                  reassociate: bool = False) -> dict[str, int | None]:
     """Per loop, the block (None: whole) that bounds every statement's temporaries."""
@@ -55,7 +51,7 @@ def numpy_blocks(model: KernelModel, nest: int, params: MappingT[str, int], *,
     for s in model.nest_statements(nest):
         stmt = s.stmt
         if folds_in_any_order(model.kernel, stmt, reassociate):
-            box, limit = [x for x in s.loops if any(x in _vars(i) for i in stmt.target.indices)], MAX_TARGET_ELEMENTS
+            box, limit = [x for x in s.loops if any(x in ir.variables(i) for i in stmt.target.indices)], MAX_TARGET_ELEMENTS
         else:
             box, limit = list(s.loops), MAX_ELEMENTS
         while box and prod(tiles[x] for x in box) > limit:

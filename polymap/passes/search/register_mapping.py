@@ -176,10 +176,6 @@ class Roles:
     vector: bool
 
 
-def _vars(e: ir.Expr) -> set[str]:
-    return {x.name for x in ir.subexpressions(e) if isinstance(x, ir.Var)}
-
-
 def _bare_distinct(r: ir.Ref) -> bool:
     names = [x.name for x in r.indices if isinstance(x, ir.Var)]
     return len(names) == len(r.indices) and len(set(names)) == len(names)
@@ -195,20 +191,20 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         if stmt.op not in ("+=", "-=") or not idx or dtypes[stmt.target.tensor] not in ("f32", "f64"):
             continue
         bare = [x.name for x in idx if isinstance(x, ir.Var) and x.name in s.loops]
-        used = set().union(*(_vars(x) for x in idx))
+        used = set().union(*(ir.variables(x) for x in idx))
         if not isinstance(idx[-1], ir.Var) or idx[-1].name not in bare:
             continue
         j = idx[-1].name
-        i = next((x for x in reversed(bare[:-1]) if sum(x in _vars(y) for y in idx) == 1), None)
+        i = next((x for x in reversed(bare[:-1]) if sum(x in ir.variables(y) for y in idx) == 1), None)
         free = [x for x in s.loops if x not in used]
-        if not free or sum(j in _vars(y) for y in idx) != 1:
+        if not free or sum(j in ir.variables(y) for y in idx) != 1:
             continue
         k = max(free, key=lambda x: extents.get(x, 0))
         refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
         written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
         # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
         vector = all(_unit_last(r, j) or (r.tensor not in written and _bare_distinct(r))
-                     for r in refs if j in set().union(*map(_vars, r.indices)))
+                     for r in refs if j in set().union(*map(ir.variables, r.indices)))
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
         return Roles(i, j, k, dtypes[stmt.target.tensor], vector)
@@ -377,7 +373,7 @@ def bounds_coupled(kernel: ir.Kernel, nest: int, loop: str) -> bool:
         nonlocal found
         for node in nodes:
             if isinstance(node, ir.Loop):
-                used = set().union(*(_vars(e) for e in node.lower + node.upper))
+                used = set().union(*(ir.variables(e) for e in node.lower + node.upper))
                 if (node.var == loop and used & outer) or (node.var != loop and loop in used):
                     found = True
                 walk(node.body, outer | {node.var})
