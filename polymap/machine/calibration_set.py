@@ -89,7 +89,6 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                     old = evaluate(cand.report.counts, before, execution=cand.report.execution)
                     # the fastest sample: what the machine can do, not what the other users leave of it
                     group = f"{name} {','.join(f'{k}={v}' for k, v in size.items())} nest {nc.nest}"
-                    team = cand.report.execution.sync_cycles if cand.report.execution.sync > 1 else 0.0
                     samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds, group,
-                                          team, tuple(old.cycle_terms)))
+                                          cand.report.execution.team, tuple(old.cycle_terms)))
     return samples

@@ -219,8 +219,7 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
     work = compute_cycles(arch, counts.instances, units, execution.waste * execution.latency * execution.passes)
     # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
     # compute rate (on the one the execution was found for, the same as stretching by execution.sync)
-    team = 0.0 if execution.sync <= 1 else execution.sync_cycles or work * (execution.sync - 1)
-    terms = [("compute", work + team)]
+    terms = [("compute", work + execution.team)]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:

@@ -128,6 +128,12 @@ class Execution:
     passes: float = 1.0  # the stretch by loading and storing a box of accumulators every pass (pass_factor)
 
     @property
+    def team(self) -> float:
+        """The team's cycles the compute term adds: :attr:`sync_cycles`, none where ``sync`` is 1 (one
+        thread, or a ranking that leaves the per-call cost out: ``replace(execution, sync=1.0)``)."""
+        return self.sync_cycles if self.sync > 1 else 0.0
+
+    @property
     def slowdown(self) -> float:
         """What the compute term multiplies an even, fully issued share by: waste x latency x passes x sync."""
         return self.waste * self.latency * self.passes * self.sync
