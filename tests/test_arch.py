@@ -235,6 +235,8 @@ BAD = [
     ("levels:\n  - name: D\n  - name: D\n", "second level", 3, "levels[1]"),
     ("levels:\n  - name: D\ncompute:\n  speed: 3\n", "unknown key 'speed'", 4, "compute"),
     ("levels:\n  - name: D\ncompute:\n  energy: -2\n", "cannot be negative", 4, "compute"),
+    ("levels:\n  - name: D\ncompute:\n  team_start_cycles: -5\n", "cannot be negative", 4, "compute"),
+    ("levels:\n  - name: D\ncompute:\n  barrier_cycles: many\n", "must be a number", 4, "compute"),
     ("levels:\n  - {name: D, instances: 2}\n", "one instance", 2, "levels[0] (D)"),
     ("levels:\n  - name: D\n    bandwidth: fast\n", "must be a number", 3, "levels[0] (D)"),
     ("levels:\n  - read_energy: 1\n", "needs a 'name'", 2, "levels[0]"),
@@ -271,6 +273,18 @@ def test_round_trip_through_yaml():
         a = load_architecture(name)
         again = architecture_from_dict(yaml.safe_load(yaml.safe_dump(a.to_dict())), source_name="x")
         assert again == a
+
+
+def test_the_team_costs_are_optional_and_round_trip():
+    """``compute.team_start_cycles`` and ``barrier_cycles`` (what ``polymap calibrate`` measured) read
+    back as written; without them the model's assumed costs apply (None)."""
+    import dataclasses
+    a = load_architecture("host")
+    assert (a.compute.team_start_cycles, a.compute.barrier_cycles) == (None, None)
+    assert "team_start_cycles" not in a.to_dict()["compute"]
+    b = dataclasses.replace(a, compute=dataclasses.replace(a.compute, team_start_cycles=123456.0, barrier_cycles=789.0))
+    again = architecture_from_dict(yaml.safe_load(yaml.safe_dump(b.to_dict())), source_name="x")
+    assert again == b
 
 
 # --------------------------------------------------------------------------- command

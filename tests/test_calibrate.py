@@ -355,3 +355,72 @@ def test_calibration_keeps_the_assumed_rates_when_the_probes_measured_a_busy_mac
              for s in base]
     cal = fit_rates(right, toy, measured, bw)
     assert cal.rates == "measured" and cal.held_out[0] < 0.01
+
+
+class TeamProbe(NominalProbe):
+    """:class:`NominalProbe` whose team of threads starts in ``start`` cycles and passes a further
+    barrier in ``barrier`` (not the preset's assumed FORK_CYCLES and BARRIER_CYCLES)."""
+
+    def __init__(self, arch, start: float, barrier: float):
+        super().__init__(arch)
+        self.start, self.barrier_cycles = start, barrier
+
+    def team(self, calls: int) -> float:
+        return self.start / self.arch.compute.frequency
+
+    def barrier(self, executions: int) -> float:
+        return self.barrier_cycles / self.arch.compute.frequency
+
+
+def test_calibration_charges_the_team_it_measured_and_fits_the_work_alone():
+    """A CPU with the preset's rates whose work runs 2x the preset's prediction and whose team starts
+    in a tenth of the assumed FORK_CYCLES (barriers a fifth of BARRIER_CYCLES), as its probe measures.
+    The calibrated architecture carries the measured costs, so one factor (2) on the work predicts
+    every candidate exactly: bias 1 and the machine's own ranking. Before (session 21), the assumed
+    costs stayed in the model, the common factor absorbed part of their error and the two-thread
+    candidates were re-ordered against the one-thread ones (gemm 384^3's rho fell 0.67 -> 0.50)."""
+    from polymap import api
+    from polymap.codegen.c.emitter import emit_c
+    from polymap.codegen.timing import Measurement
+    from polymap.driver import param_values, parse
+    from polymap.machine.calibration_set import KERNELS
+    from polymap.passes.counting.cost_model import evaluate
+    from polymap.passes.counting.execution import BARRIER_CYCLES, FORK_CYCLES
+    from polymap.passes.search.choice import ChoiceOptions, choose
+    from polymap.passes.search.fidelity import bias, spearman
+    from polymap.passes.search.tune import usable_candidates
+
+    host = load_architecture("host")
+    start, barrier = FORK_CYCLES / 10, BARRIER_CYCLES / 5
+    text, sizes = KERNELS["gemm"]
+    kernel = parse(text).kernels[0]
+    truth, reports = {}, {}
+    for size in sizes:
+        values = param_values(kernel, size)
+        choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0))
+        for nc in choice.nests:
+            for cand in usable_candidates(nc):
+                if cand.report is None:
+                    continue
+                c = emit_c(choice.kernel, choice.model, (cand.mapping,) if cand.mapping else (), params=values)
+                ex = cand.report.execution
+                team = ex.sync_cycles if ex.sync > 1 else 0.0
+                true_team = start + max(ex.syncs - 1, 0) * barrier if team else 0.0
+                cycles = max(2 * (v - team) + true_team if n == "compute" else 2 * v for n, v in cand.report.cycle_terms)
+                truth[c], reports[c] = cycles / host.compute.frequency, cand.report
+    assert any(r.execution.team for r in reports.values())  # some candidates start a team
+
+    def timer(job):
+        if job.c_source not in truth:
+            return Measurement(None, (), "a candidate the preset's choice does not have")
+        return Measurement(truth[job.c_source], (truth[job.c_source],) * 3)
+
+    cal = api.calibrate(arch=host, probe=TeamProbe(host, start, barrier), timer=timer, kernels=["gemm"])
+    c = cal.architecture.compute
+    assert (c.team_start_cycles, c.barrier_cycles) == (pytest.approx(start), pytest.approx(barrier))
+    measured = list(truth.values())
+    after = [evaluate(r.counts, cal.architecture, execution=r.execution).seconds for r in reports.values()]
+    assert bias(after, measured) == pytest.approx(1.0, rel=1e-6)
+    assert max(abs(math.log(a / m)) for a, m in zip(after, measured)) < 1e-6
+    assert spearman(after, measured) == pytest.approx(1.0)
+    assert dict(cal.factors)["compute"] == pytest.approx(2.0, rel=1e-6)

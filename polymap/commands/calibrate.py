@@ -30,6 +30,8 @@ HEADER = """\
 # Measured: each level's bandwidth (a streaming read sized to the level, all threads) and the
 # compute rate (FMA chains in vector registers), then divided by the derating factor fitted
 # to the calibration kernels (least squares in log space): {factors}.
+# Measured, not derated: the team's start and a barrier (compute.team_start_cycles, barrier_cycles;
+# with the assumed rates, the starting architecture's).
 # The rates derated: {rates}.
 # Read from the OS: capacities, instances, clock. Assumed (not measured): every energy.
 """
@@ -64,7 +66,8 @@ def main(args: argparse.Namespace) -> int:
     bw_ = result.bandwidths
     if bw_.team_cycles is not None:
         print(f"measured bare team start {bw_.team_cycles:.3g} cycles, barrier {bw_.barrier_cycles:.3g} "
-              f"(the model assumes {FORK_CYCLES:.3g} and {BARRIER_CYCLES:.3g}; not fitted: design.md)")
+              f"(the model assumes {FORK_CYCLES:.3g} and {BARRIER_CYCLES:.3g}; the file keeps the measured ones "
+              f"unless it derates the assumed rates: design.md)")
     print(f"fitted derating (> 1: the model was optimistic):  {factors}")
     print(f"model error over {len(result.samples)} calibration kernels "
           "(median |log(measured/predicted)|, Spearman's rho):")

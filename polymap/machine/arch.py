@@ -30,7 +30,7 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]+)\s*$")
 
 TOP_KEYS = ("name", "levels", "compute", "vector")
 LEVEL_KEYS = ("name", "capacity", "instances", "read_energy", "write_energy", "bandwidth", "spatial_reduction")
-COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency")
+COMPUTE_KEYS = ("instances", "ops_per_cycle", "energy", "frequency", "team_start_cycles", "barrier_cycles")
 VECTOR_KEYS = ("isa", "bytes", "registers", "fma")
 #: vector instruction sets, least first, with their register width in bytes
 ISA_BYTES = {"scalar": 8, "sse": 16, "avx": 32, "avx2": 32, "avx512": 64}
@@ -80,6 +80,10 @@ class Compute:
     ops_per_cycle: float = 1  # statement instances per unit per cycle
     energy: float = 0.0  # pJ per statement instance
     frequency: float = 1.0e9  # Hz
+    # cycles a call's team of threads costs to start, and each further barrier (None: the model's assumed
+    # execution.FORK_CYCLES / BARRIER_CYCLES); ``polymap calibrate`` writes the ones it measured (design.md)
+    team_start_cycles: float | None = None
+    barrier_cycles: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,9 @@ class Architecture:
         out = {"name": self.name, "levels": levels,
                "compute": {"instances": c.instances, "ops_per_cycle": c.ops_per_cycle,
                            "energy": c.energy, "frequency": c.frequency}}
+        for key in ("team_start_cycles", "barrier_cycles"):
+            if getattr(c, key) is not None:
+                out["compute"][key] = getattr(c, key)
         if self.vector is not None:
             out["vector"] = self.vector.to_dict()
         return out
@@ -260,7 +267,15 @@ def _compute(doc: YamlDocument, data: Any) -> Compute:
         doc.fail(("compute", "energy"), f"compute: energy is {energy}; energies cannot be negative")
     if freq <= 0:
         doc.fail(("compute", "frequency"), "compute: frequency must be positive (in Hz)")
-    return Compute(instances, ops, float(energy), float(freq))
+    team: list[float | None] = []
+    for key in ("team_start_cycles", "barrier_cycles"):
+        value = None
+        if data.get(key) is not None:
+            value = float(_number(doc, ("compute", key), data[key], f"compute: {key}"))
+            if value < 0:
+                doc.fail(("compute", key), f"compute: {key} is {value}; cycles cannot be negative")
+        team.append(value)
+    return Compute(instances, ops, float(energy), float(freq), team[0], team[1])
 
 
 def _vector(doc: YamlDocument, data: Any) -> VectorUnit:

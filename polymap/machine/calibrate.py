@@ -7,7 +7,8 @@ Three steps, each on generated C built like compile's code::
                                      elements per cycle across the level's inner boundary
     2. compute peak                  independent FMA chains in vector registers on every thread;
                                      the team's start (an empty parallel region, the threads
-                                     asleep before it) and a barrier, reported, not fitted
+                                     asleep before it) and a barrier, measured, not fitted:
+                                     the architecture's own (``compute.team_start_cycles``)
     3. derating, one factor a level  mapped kernels (gemm, jacobi-2d, conv2d at small sizes;
                                      compile's candidates for each) built and timed; the
                                      factors of :mod:`polymap.machine.derating` fitted to them
@@ -204,7 +205,7 @@ class Bandwidths:
     per_level: tuple[tuple[str, float], ...]
     fma_per_cycle: float
     # cycles of an empty parallel region's start and of a further barrier, measured bare (None: the probe
-    # has no threads); reported next to execution.FORK_CYCLES / BARRIER_CYCLES, not fitted (design.md)
+    # has no threads); the measured architecture's (measured_architecture), not fitted (design.md)
     team_cycles: float | None = None
     barrier_cycles: float | None = None
 
@@ -243,6 +244,10 @@ def measured_architecture(arch: Architecture, bw: Bandwidths) -> Architecture:
     measured = dict(bw.per_level)
     levels = tuple(replace(lv, bandwidth=measured[lv.name]) if lv.name in measured else lv for lv in arch.levels)
     compute = replace(arch.compute, ops_per_cycle=bw.fma_per_cycle / arch.compute.instances)
+    if bw.team_cycles is not None:
+        # the team's start and barrier as measured, not the assumed 5-10x (design.md): a factor fitted over
+        # them would otherwise carry their error into the work of every kernel, and reorder candidates
+        compute = replace(compute, team_start_cycles=bw.team_cycles, barrier_cycles=bw.barrier_cycles)
     # replace, not a new Architecture: the vector unit (and whatever else describes the machine) stays;
     # without it the model takes the CPU for an accelerator (no threads, no lanes), so the factors
     # were fitted to terms 16-32x too slow and applied to terms with lanes: the bias moved the wrong way

@@ -17,9 +17,10 @@ loop, capped by the compute instances. The compute term divides the
 busiest unit's work, ``instances x waste x latency / active units`` (partial
 vectors and uneven thread shares, exact from the tiles; the issue slots lost
 to accumulation chains too short to hide the add's latency), by the ops per
-cycle, and adds the cycles of the team's start and barriers
-(``Execution.sync_cycles``: a time, which neither the ops per cycle nor
-calibration's compute factor scales); utilization is active units over the compute instances.
+cycle, and adds the cycles of the team's start and barriers (the
+execution's barriers at this architecture's cost of a start and a barrier,
+:func:`~polymap.passes.counting.execution.team_cycles`: a time, which neither
+the ops per cycle nor calibration's compute factor scales); utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -45,7 +46,7 @@ import numpy as np
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, trip_counts
 from polymap.passes.counting.counting import Counts, LevelCounts
-from polymap.passes.counting.execution import Execution, execution as _execution_of
+from polymap.passes.counting.execution import Execution, execution as _execution_of, team_cycles
 from polymap.poly import KernelModel
 
 #: a number or an array of numbers (one per candidate)
@@ -218,8 +219,10 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
     units = capped_units(arch, execution.units)
     work = compute_cycles(arch, counts.instances, units, execution.waste * execution.latency * execution.passes)
     # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
-    # compute rate (on the one the execution was found for, the same as stretching by execution.sync)
-    terms = [("compute", work + execution.team)]
+    # compute rate (on the one the execution was found for, the same as stretching by execution.sync), at
+    # this architecture's cost of a start and a barrier (a calibrated file's measured ones)
+    team = team_cycles(execution.syncs, execution.threads, arch) if execution.team else 0.0
+    terms = [("compute", work + team)]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:

@@ -433,19 +433,31 @@ def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_re
     return max(1.0, ops_per_cycle * (LATENCY + (0 if in_registers else STORE_FORWARD)) / vectors)
 
 
-def team_cycles(syncs: Num, threads: Num) -> Num:
-    """``FORK_CYCLES + (syncs - 1) x BARRIER_CYCLES`` with more than one thread, else 0: what starting
-    the team and each further barrier cost a call. Numbers or NumPy arrays."""
-    out = np.where(np.asarray(threads) > 1, FORK_CYCLES + np.maximum(syncs - 1, 0) * BARRIER_CYCLES, 0.0)
+def team_constants(arch: Architecture | None) -> tuple[float, float]:
+    """Cycles of a team's start and of a further barrier on ``arch``: the ones its file gives
+    (``compute.team_start_cycles``, ``barrier_cycles``: ``polymap calibrate`` writes what it measured),
+    else the assumed :data:`FORK_CYCLES` and :data:`BARRIER_CYCLES`."""
+    c = None if arch is None else arch.compute
+    fork = FORK_CYCLES if c is None or c.team_start_cycles is None else c.team_start_cycles
+    barrier = BARRIER_CYCLES if c is None or c.barrier_cycles is None else c.barrier_cycles
+    return fork, barrier
+
+
+def team_cycles(syncs: Num, threads: Num, arch: Architecture | None = None) -> Num:
+    """``start + (syncs - 1) x barrier`` with more than one thread, else 0: what starting the team and
+    each further barrier cost a call (:func:`team_constants` of ``arch``). Numbers or NumPy arrays."""
+    fork, barrier = team_constants(arch)
+    out = np.where(np.asarray(threads) > 1, fork + np.maximum(syncs - 1, 0) * barrier, 0.0)
     return out if out.ndim else float(out)
 
 
-def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
+def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float,
+                arch: Architecture | None = None) -> Num:
     """``1 + team_cycles / compute cycles``: the compute term (``instances x busy / (units x ops)``,
     ``busy`` the waste times the latency factor) stretched by what starting the team and each
     barrier cost (:func:`team_cycles`); 1 with one thread. Numbers or NumPy arrays."""
     work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
-    out = 1.0 + team_cycles(syncs, threads) / np.maximum(work, 1e-300)
+    out = 1.0 + team_cycles(syncs, threads, arch) / np.maximum(work, 1e-300)
     return out if np.ndim(out) else float(out)
 
 
@@ -626,11 +638,11 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"accumulators loaded and stored every pass: x{passes:.3g}")
     syncs = executions if threads > 1 else 0
     sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes,
-                       arch.compute.ops_per_cycle)
+                       arch.compute.ops_per_cycle, arch)
     if sync > 1:
         why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads), passes)
+                     team_cycles(syncs, threads, arch), passes)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -814,5 +826,5 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                                             / (work * latency)), passes)
     busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
-                       arch.compute.ops_per_cycle)
+                       arch.compute.ops_per_cycle, arch)
     return threads * lanes, busy * sync
