@@ -460,3 +460,16 @@ def test_a_hit_neither_chooses_nor_times(gemm, tmp_path, monkeypatch):
                              timer=again_timer, verify_hit=False)
     assert again.cache == "hit" and again_timer.jobs == []
     assert again.choice.nests[0].chosen.mapping == first.choice.nests[0].chosen.mapping
+    # the hit counted each remembered mapping once, at its sizes (the fit check's footprints): compile
+    # writes that report, the same an independent count gives, instead of counting it again
+    from polymap.passes.counting.cost_model import evaluate, mapping_execution
+    from polymap.passes.counting.counting import isl_count_mapping
+    from polymap.passes.counting.fit import fit_problems
+    from polymap.mapping.model import mapping_loop_extents
+    arch, values = load_architecture("host"), {"M": 12, "N": 16, "K": 9}
+    mp, model = again.choice.nests[0].chosen.mapping, again.choice.model
+    report = again.choice.report_of(mp, arch, values)
+    assert report is not None
+    independent = evaluate(isl_count_mapping(model, mp, arch, params=values), arch,
+                           execution=mapping_execution(model, mp, arch, mapping_loop_extents(model.kernel, mp, values)))
+    assert report == independent and fit_problems(model, mp, arch, values) == ()

@@ -54,10 +54,24 @@ def compiler() -> str:
     return cc
 
 
+def build_key_text(source: str) -> str:
+    """What a build is cached by: ``source`` without its leading block comment, which the compiler
+    ignores (compile's header names the sizes the code was made for and the command line, while the
+    function takes the sizes as arguments): a compile of the same code at other sizes, a cache hit of
+    ``compile --tune`` in the same shape bucket, reuses the library instead of a second C build (~1 s)."""
+    text = source.lstrip()
+    if text.startswith("/*"):
+        end = text.find("*/")  # C: a block comment ends at the first */
+        if end >= 0:
+            return text[end + 2:]
+    return source
+
+
 def build_c(source: str, *, flags: Sequence[str] = DEFAULT_FLAGS, name: str = "kernel") -> Path:
-    """Compile ``source`` to a shared library and return its path (cached by content)."""
+    """Compile ``source`` to a shared library and return its path (cached by content, its leading
+    comment aside: :func:`build_key_text`)."""
     cc = compiler()
-    key = hashlib.sha256("\0".join([cc, *flags, source]).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join([cc, *flags, build_key_text(source)]).encode()).hexdigest()[:24]
     out = cache_dir() / f"{name}-{key}.so"
     if out.exists():
         return out

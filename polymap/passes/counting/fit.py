@@ -32,6 +32,7 @@ import numpy as np
 
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
+from polymap.passes.counting.counts import Counts
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import enumerable, level_footprint
 from polymap.passes.counting.residency import residencies
@@ -115,23 +116,31 @@ def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
     """Levels whose footprint exceeds their capacity (in elements, or bytes with dtype sizes)."""
     values = dict(params)
     fast = fast_counts(model, mapping, arch, params=values)  # its footprints are the ISL path's, in ms
-    res = by_points = None
-    out = []
-    for k, lv in enumerate(arch.levels):
-        if k == 0 or not lv.bounded:
-            continue
-        if fast is not None:
-            elems, nbytes = fast.levels[k].footprint, fast.levels[k].footprint_bytes
-        else:
-            if res is None:
-                res, by_points = residencies(model, mapping, params=values), enumerable(model, mapping, values)
-            elems, nbytes = level_footprint(model, res.levels[k], values, by_points=by_points)
-        if exceeds(lv, elems, nbytes):
-            in_bytes = lv.capacity_elements is None
-            out.append(FitProblem("capacity", lv.name, k,
-                                  lv.capacity_bytes if in_bytes else lv.capacity_elements,
-                                  nbytes if in_bytes else elems, "bytes" if in_bytes else "elements"))
-    return tuple(out)
+    if fast is not None:
+        return capacity_problems_of(fast, arch)
+    res = residencies(model, mapping, params=values)
+    by_points = enumerable(model, mapping, values)
+    return tuple(p for k, lv in enumerate(arch.levels) if k > 0 and lv.bounded
+                 if (p := _capacity_problem(k, lv, *level_footprint(model, res.levels[k], values,
+                                                                      by_points=by_points))) is not None)
+
+
+def capacity_problems_of(counts: Counts, arch: Architecture) -> tuple[FitProblem, ...]:
+    """:func:`capacity_problems` from a mapping's exact counts (their footprints are the same numbers):
+    a caller that counts the mapping anyway (a remembered choice re-checked at new sizes) checks the
+    capacities without counting the footprints twice."""
+    return tuple(p for k, lv in enumerate(arch.levels) if k > 0 and lv.bounded
+                 if (p := _capacity_problem(k, lv, counts.levels[k].footprint,
+                                            counts.levels[k].footprint_bytes)) is not None)
+
+
+def _capacity_problem(k: int, lv: Level, elems: int, nbytes: int) -> FitProblem | None:
+    """Level ``k``'s problem when a footprint of ``elems`` elements, ``nbytes`` bytes overflows it."""
+    if not exceeds(lv, elems, nbytes):
+        return None
+    in_bytes = lv.capacity_elements is None
+    return FitProblem("capacity", lv.name, k, lv.capacity_bytes if in_bytes else lv.capacity_elements,
+                      nbytes if in_bytes else elems, "bytes" if in_bytes else "elements")
 
 
 def fit_problems(model: KernelModel, mapping: Mapping, arch: Architecture,

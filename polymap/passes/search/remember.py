@@ -23,8 +23,10 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
-from polymap.passes.counting.fit import fit_problems
+from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors
+from polymap.passes.counting.cost_model import evaluate, mapping_execution
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fit import capacity_problems_of, fanout_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping
 from polymap.passes.search.tune import TunedChoice
@@ -117,8 +119,10 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     wanted = {n for n in range(len(renamed.nests())) if nest_loops(renamed, n)}
     if {nc.nest for nc in nests} != wanted:
         return Recall("miss", None, (f"{where} ignored: it does not map the kernel's nests",))
+    # the nests were counted here, at these sizes, for this architecture: compile writes those reports
+    # (KernelChoice.report_of) instead of counting the same mappings again
     choice = KernelChoice(renamed, model, tuple(nests), tuple(sorted(repeated_loop_names(kernel).items())),
-                          expanded=expanded)
+                          counted_at=tuple(sorted(dict(params).items())), counted_for=arch, expanded=expanded)
     if verify:
         result = check_against_reference(renamed, dict(params), targets=("c",), mapping=choice.mappings,
                                          model=model, raise_on_failure=False)
@@ -144,7 +148,14 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
     values = dict(params)
     if not is_legal(model, mapping):
         raise ValueError(f"the mapping of nest {nest} is illegal")
-    if fit_problems(model, mapping, arch, values):
+    extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
+    if fanout_problems(mapping, arch, extents):
         raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
-    cand = Candidate(label, mapping, mapping, True)
+    # counted once: the capacities are checked on the counts' footprints (fit's rule, the same numbers),
+    # and the report is the one compile writes (before, the footprints were counted twice: 1.2 s of gemm's hit)
+    counts = count_mapping(model, mapping, arch, params=values)
+    if capacity_problems_of(counts, arch):
+        raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
+    report = evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
+    cand = Candidate(label, mapping, mapping, True, report=report)
     return NestChoice(nest, cand, (cand,))
