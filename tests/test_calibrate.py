@@ -298,7 +298,8 @@ def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measure
     assert host.vector is not None
     text, sizes = KERNELS["gemm"]
     kernel = parse(text).kernels[0]
-    truth, predicted = {}, {}  # the C of every candidate: twice the preset's time; the preset's time
+    from polymap.machine.calibration_set import NEAR_BEST
+    truth, predicted, near = {}, {}, {}  # the C of every candidate: twice the preset's time; the preset's time
     for size in sizes:
         values = param_values(kernel, size)
         choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0))
@@ -312,6 +313,8 @@ def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measure
                 team = ex.sync_cycles if ex.sync > 1 else 0.0
                 work = max(2 * (v - team) + team if n == "compute" else 2 * v for n, v in cand.report.cycle_terms)
                 truth[c] = work / host.compute.frequency
+                near[c] = cand.report.seconds <= NEAR_BEST * min(x.report.seconds for x in usable_candidates(nc)
+                                                                 if x.report is not None)
 
     def timer(job):
         if job.c_source not in truth:
@@ -320,7 +323,8 @@ def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measure
 
     cal = api.calibrate(arch=host, probe=NominalProbe(host), timer=timer, kernels=["gemm"])
     assert cal.architecture.vector == host.vector
-    assert len(cal.samples) == len(truth)
+    # the samples: the candidates within NEAR_BEST of their nest's best (here the original orders are not)
+    assert len(cal.samples) == sum(near.values()) < len(truth)
     reports = [r for r, _ in predicted.values()]
     measured = list(truth.values())
     assert any(r.execution.sync > 1.5 for r in reports)  # the team's start weighs on some candidates
