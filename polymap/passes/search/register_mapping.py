@@ -53,18 +53,8 @@ from typing import Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.machine.arch import Architecture, VectorUnit
-from polymap.mapping.model import (
-    LevelMapping,
-    Mapping,
-    loop_extents,
-    mapping_loop_extents,
-    nest_loops,
-    nest_tensors,
-    resolved_tile,
-)
-from polymap.pretty import expr as print_expr
-from polymap.passes.counting.execution import accumulates, ref_loops
-from polymap.passes.counting.fit import exceeds, fanout_problems
+from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.passes.counting.fit import fanout_problems
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
 from polymap.codegen.c.regtile import _unit_last
@@ -237,18 +227,13 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         return None
     if blocking is None:
         shape = register_shape(arch.vector, roles.dtype) if roles.vector and arch.vector is not None else None
-        b = cache_blocking(arch, roles.dtype, shape) if shape is not None else \
+        # the box is the vector unit's even where another statement of the nest doubles it in the
+        # counts (covariance's mirror ``cov[j, i] = cov[i, j]``: 6 x 32 f64 and its mirror, 423
+        # elements in 256): the code runs that statement in a loop of its own, and halving the box
+        # to fit the counts (cov6: 6 x 16) ran 1.3x slower (docs/design.md, "The register box is
+        # the vector unit's")
+        blocking = cache_blocking(arch, roles.dtype, shape) if shape is not None else \
             (BLOCKINGS[roles.dtype] if roles.vector else SCALAR_BLOCKING)
-        # the box the registers hold is the whole innermost level: every statement's references in it
-        # (covariance's mirror ``cov[j, i] = cov[i, j]`` doubles cov's 6 x 32 box to 385 elements in
-        # 256). A box that overflows is counted as accumulating through the caches (its target
-        # bypasses the registers: fit_keeps), which the code does not do; rows of fewer vectors fit
-        least = shape.lanes if shape is not None else 1
-        while True:
-            out = register_mapping(model, nest, arch, params, blocking=b)
-            if out is None or b.nr // 2 < least or not _overflows_registers(model, out, arch, params):
-                return out
-            b = dataclasses.replace(b, nr=b.nr // 2)
     b = blocking
     i, j, k = roles.i, roles.j, roles.k
     mr = b.mr if i is not None else 1
@@ -331,37 +316,6 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         levels[n - 4] = dataclasses.replace(levels[n - 4], spatial=())
         out = Mapping(kernel.name, nest, tuple(loops), tuple(levels))
     return out
-
-
-def _overflows_registers(model: KernelModel, mapping: Mapping, arch: Architecture,
-                         params: MappingT[str, int]) -> bool:
-    """Does the innermost level's box (the register tile) overflow the level, with another box of
-    the accumulators' tensor in it (a reference over the same box loops in other subscripts:
-    covariance's mirror ``cov[j, i]``)? An upper bound, without ISL (outside the fast counter's class
-    the exact footprint is seconds of barvinok): each distinct reference of the nest touches at
-    most the points of the box's loops it depends on. covariance 6 x 32: cov[i, j] 192 + cov[j, i]
-    192 + data[k, i] 6 + data[k, j] 32 + float_n 1 = 423 f64 in 256 (6 x 16: 215). Operands alone
-    do not count: they stream through the registers, and syr2k's 6 x 32 box (268 by this bound)
-    ran 8% faster per core than 6 x 16."""
-    spec = arch.levels[-1]
-    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
-    box = resolved_tile(mapping, len(mapping.levels) - 1, extents)
-    loops = {x for x, t in box.items() if t > 1}
-    refs = {}
-    accumulators = {}
-    for st in model.nest_statements(mapping.nest):
-        stmt = st.context.stmt
-        if accumulates(stmt):
-            accumulators[(stmt.target.tensor, ref_loops(stmt.target, loops))] = \
-                tuple(print_expr(e) for e in stmt.target.indices)
-        for a in st.accesses:
-            key = (a.ref.tensor, tuple(print_expr(e) for e in a.ref.indices))
-            refs[key] = (math.prod(box.get(x, 1) for x in ref_loops(a.ref, box)), ref_loops(a.ref, loops))
-    elements = sum(n for n, _ in refs.values())
-    nbytes = sum(n * _ITEMSIZE.get(model.kernel.decl(t).dtype, 8) for (t, _), (n, _) in refs.items())
-    mirrored = any(len(over) > 1 and accumulators.get((t, over), sub) != sub
-                   for (t, sub), (_, over) in refs.items() if (t, over) in accumulators)
-    return bool(exceeds(spec, elements, nbytes)) and mirrored
 
 
 def bounds_coupled(kernel: ir.Kernel, nest: int, loop: str) -> bool:
