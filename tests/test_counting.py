@@ -162,6 +162,23 @@ def test_capacity_violation_names_level_and_footprint():
     assert v == (FitProblem("capacity", "L1", 1, 256, 296, "bytes"),)
 
 
+
+def test_capacity_problems_from_the_counts_are_the_same():
+    """``capacity_problems_of`` (a cache hit checks the counts it makes anyway) gives what
+    ``capacity_problems`` gives, overflowing or not, in elements and in bytes, on both counting paths."""
+    from polymap.passes.counting.fit import capacity_problems_of
+    kernel, model, mapping, _ = setup(GEMM, [{"order": ["i", "j", "k"]}, {"tile": {"i": 2, "j": 3, "k": 4},
+                                                                       "order": ["i", "k", "j"]}])
+    values = {"M": 6, "N": 5, "K": 4}
+    for capacity in (10, 40, 1000, "64B", "256B", "4KiB"):
+        arch = architecture_from_dict({"levels": [{"name": "L0"}, {"name": "L1", "capacity": capacity}]},
+                                      source_name="<t>")
+        expected = capacity_problems(model, mapping, arch, values)
+        for counts in (count_mapping(model, mapping, arch, params=values),
+                       isl_count_mapping(model, mapping, arch, params=values)):
+            assert capacity_problems_of(counts, arch) == expected
+
+
 @pytest.mark.parametrize("params", [{"M": 3, "N": 2, "K": 5}, {"M": 1, "N": 1, "K": 1}])
 def test_other_sizes(params):
     agree(GEMM, [{"order": ["k", "i", "j"]}, {"tile": {"i": 2, "j": 2, "k": 3}, "order": ["j", "k", "i"]}], params)
