@@ -229,15 +229,16 @@ kernel t(M, N) {
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_register_tiles_whose_rows_start_on_the_diagonal(tmp_path):
     # covariance's triangle: row i starts at column j = i, so a box cut by the diagonal has rows starting
-    # at different columns (the generic loops), every other box the vector accumulators; sizes that no
-    # block divides. Against the reference execution, and under AddressSanitizer/UBSan
+    # at different columns (the vector accumulators with per-row masks from both sides), every other box
+    # the unmasked ones; sizes that no block divides. Against the reference execution, and under
+    # AddressSanitizer/UBSan
     k = parse(UPPER_TRIANGLE, "t.loop").kernels[0]
     m = build_model(k)
     params = {"M": 45, "N": 29}
     mp = register_mapping(m, 0, HOST, params, blocking=Blocking(6, 16, 8, 12, 32))
     assert mp is not None and dependence_violation(m, mp) is None
     src = emit_c(k, m, mp)
-    assert "polymap_acc_" in src and "polymap_fma_f64" in src
+    assert "polymap_acc_" in src and "polymap_fma_f64" in src and "= polymap_maskr_f64x8(polymap_s_j_" in src
     assert verify(k, params, targets=("c",), mapping=mp, model=m).passed
     _runs_clean_under_sanitizers(k, params, src, tmp_path)
 

@@ -77,7 +77,8 @@ def _vtypes() -> str:
 
 VECTOR_TYPES = f"""\
 /* Register tiles: GCC vectors of 64, 32 or 16 bytes (the widest the build's -m flags allow is used);
-   the _u types load/store unaligned, alias-safe. Edge tiles: AVX-512 masks, AVX2 maskload/maskstore.
+   the _u types load/store unaligned, alias-safe. Edge tiles: AVX-512 masks, AVX2 maskload/maskstore;
+   polymap_maskr_*(a, n): the lanes a..n-1 (a triangle's diagonal box, rows starting at different columns).
    polymap_fma_*: a register tile's multiply-accumulate c + a * b in one rounding where the build has FMA
    (64- and 32-byte vectors), as GCC contracts the same statement of the original program; the 16-byte
    variant, whose edges take the generic loops, rounds twice everywhere (see docs/design.md). */
@@ -90,6 +91,8 @@ VECTOR_TYPES = f"""\
 #define polymap_fma_f64x8(a, b, c) ((polymap_f64x8)_mm512_fmadd_pd((__m512d)(a), (__m512d)(b), (__m512d)(c)))
 static inline __mmask16 polymap_mask_f32x16(long n) {{ return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u); }}
 static inline __mmask8 polymap_mask_f64x8(long n) {{ return n >= 8 ? (__mmask8)0xFF : n <= 0 ? (__mmask8)0 : (__mmask8)((1u << n) - 1u); }}
+static inline __mmask16 polymap_maskr_f32x16(long a, long n) {{ return (__mmask16)(polymap_mask_f32x16(n) & (__mmask16)~polymap_mask_f32x16(a)); }}
+static inline __mmask8 polymap_maskr_f64x8(long a, long n) {{ return (__mmask8)(polymap_mask_f64x8(n) & (__mmask8)~polymap_mask_f64x8(a)); }}
 #define polymap_mload_f32x16(m, p) ((polymap_f32x16)_mm512_maskz_loadu_ps((m), (p)))
 #define polymap_mload_f64x8(m, p) ((polymap_f64x8)_mm512_maskz_loadu_pd((m), (p)))
 #define polymap_mstore_f32x16(m, p, v) _mm512_mask_storeu_ps((p), (m), (__m512)(v))
@@ -107,6 +110,8 @@ static inline __mmask8 polymap_mask_f64x8(long n) {{ return n >= 8 ? (__mmask8)0
 #if defined(__AVX2__)
 static inline __m256i polymap_mask_f32x8(long n) {{ return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n < 0 ? 0 : n > 8 ? 8 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }}
 static inline __m256i polymap_mask_f64x4(long n) {{ return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n < 0 ? 0 : n > 4 ? 4 : n), _mm256_setr_epi64x(0, 1, 2, 3)); }}
+static inline __m256i polymap_maskr_f32x8(long a, long n) {{ return _mm256_andnot_si256(polymap_mask_f32x8(a), polymap_mask_f32x8(n)); }}
+static inline __m256i polymap_maskr_f64x4(long a, long n) {{ return _mm256_andnot_si256(polymap_mask_f64x4(a), polymap_mask_f64x4(n)); }}
 #define polymap_mload_f32x8(m, p) ((polymap_f32x8)_mm256_maskload_ps((p), (m)))
 #define polymap_mload_f64x4(m, p) ((polymap_f64x4)_mm256_maskload_pd((p), (m)))
 #define polymap_mstore_f32x8(m, p, v) _mm256_maskstore_ps((p), (m), (__m256)(v))
@@ -477,7 +482,24 @@ def _variant(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, masked:
     printer.depth -= 1
     printer.emit("} else {")
     printer.depth += 1
-    if masked and not inner.starts_per_row:
+    starts = {}
+    if masked and inner.starts_per_row and _diagonal_maskable(printer, tile):
+        # a triangle's diagonal box: its vectors cover the tile's columns from the first (the box
+        # iterator's 0, where every full box starts), so that no operand address leaves the panel
+        # (a packed one included); each row's lanes from its own first column. Checked at run time:
+        # every row starts at or after column 0 and the box ends within the tile's columns
+        base = f"polymap_b_{c_name(inner.loop)}"
+        printer.emit(f"const long {base} = 0;")
+        for r in rows:
+            starts[r] = f"polymap_s_{c_name(inner.loop)}_" + "_".join(map(str, r))
+            start = row_expr(printer, tile, lo, inner.init, r) if any(r) else lo[inner.iterator]
+            printer.emit(f"const long {starts[r]} = {start} - {base};")
+        ends = uppers if inner.per_row else [inner.upper]
+        checks = [f"{starts[r]} >= 0" for r in rows] + [f"{u} - {base} <= {inner.count - 1}" for u in ends]
+        printer.emit(f"if ({' && '.join(checks)}) {{")
+        printer.depth += 1
+        lo = {**lo, inner.iterator: base}
+    if masked and (starts or not inner.starts_per_row):
         for b in box[:-1]:
             printer.emit(f"const long {count[b.iterator]} = {b.upper} - {lo[b.iterator]} + 1;")
         if inner.per_row:
@@ -490,18 +512,48 @@ def _variant(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, masked:
             printer.emit(f"const long {count[inner.iterator]} = {widest};")
         else:
             printer.emit(f"const long {count[inner.iterator]} = {inner.upper} - {lo[inner.iterator]} + 1;")
-        _accumulate(printer, tile, lo, lanes, count)
-    else:
+        _accumulate(printer, tile, lo, lanes, count, starts=starts or None)
+    if starts:
+        printer.depth -= 1
+        printer.emit("} else {")
+        printer.depth += 1
+    if not masked or starts or inner.starts_per_row:
         printer.for_loop(tile.reduction, path, mode, register_tiles=False)
+    if starts:
+        printer.depth -= 1
+        printer.emit("}")
     printer.depth -= 1
     printer.emit("}")
 
 
+def _diagonal_maskable(printer: Printer, tile: RegisterTile) -> bool:
+    """May a diagonal box compute the lanes left of a row's first column? Each operand that moves
+    along the row loop reads it as its last, bare subscript and depends on no other box loop
+    (covariance's ``data[k, j]``): those lanes read columns of the tile, valid for every row, and
+    only the target's lanes are masked per row."""
+    stmt = printer.model.statement(tile.statement).stmt
+    inner = tile.box[-1].loop
+    others = {b.loop for b in tile.box[:-1]}
+    for r in ir.subexpressions(stmt.value):
+        if not isinstance(r, ir.Ref):
+            continue
+        used = set().union(*map(ir.variables, r.indices)) if r.indices else set()
+        if inner not in used:
+            continue
+        last = r.indices[-1]
+        if used & others or not (isinstance(last, ir.Var) and last.name == inner) or \
+                any(inner in ir.variables(x) for x in r.indices[:-1]):
+            return False
+    return True
+
+
 def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, count: dict | None,
-                run: tuple[str, str, str] | None = None) -> None:
+                run: tuple[str, str, str] | None = None, starts: dict | None = None) -> None:
     """Load the accumulators, run the reduction loop, store them; ``count``: masked (edge box);
     ``run``: (iterator, condition, increment) of a run of its steps, the iterator declared outside
-    (:func:`emit_moving`)."""
+    (:func:`emit_moving`); ``starts``: per row, the name of its first column's offset from ``lo``
+    (a diagonal box: the lanes before it are computed from the operands, which are valid there,
+    and neither loaded from nor stored to the target)."""
     sm = printer.model.statement(tile.statement)
     stmt = sm.stmt
     dtype = printer.decls[stmt.target.tensor].dtype
@@ -546,8 +598,12 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
         for p in points:
             rows = " && ".join(f"{off} < {count[b.iterator]}" for b, off in zip(box[:-1], p[:-1]) if off) or "1"
             n_row = count[inner.iterator] + ("_" + "_".join(map(str, p[:-1])) if inner.per_row else "")
-            printer.emit(f"const {mtype} {tmask[p]} = polymap_mask_{dtype}x{lanes}("
-                         f"{rows} ? {n_row} - {p[-1]} : 0);")
+            if starts is not None:
+                printer.emit(f"const {mtype} {tmask[p]} = polymap_maskr_{dtype}x{lanes}("
+                             f"{starts[p[:-1]]} - {p[-1]}, {rows} ? {n_row} - {p[-1]} : 0);")
+            else:
+                printer.emit(f"const {mtype} {tmask[p]} = polymap_mask_{dtype}x{lanes}("
+                             f"{rows} ? {n_row} - {p[-1]} : 0);")
     for p in points:
         printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
     red = tile.reduction
