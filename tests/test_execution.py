@@ -661,3 +661,22 @@ def test_an_architectures_team_costs_are_the_ones_charged():
     for arch, team in ((HOST, on_host.sync_cycles), (cal, on_cal.sync_cycles)):
         got = dict(evaluate(counts, arch, execution=on_host).cycle_terms)["compute"]
         assert got == pytest.approx(work + team, rel=1e-12)
+
+
+def test_model_and_c_agree_on_threads_in_an_imperfect_nest():
+    """atax's ``for i { tmp[i] = 0; for j: tmp[i] += A[i, j] x[j]; for j_2: y[j_2] += A[i, j_2] tmp[i] }``
+    at LARGE: one execution of ``j_2`` covers 2100 instances, below MIN_WORK, so the C forks no team.
+    The model had taken the product of all three loops (N^2 M, sibling ``j`` and ``j_2`` multiplied) as
+    the instances under ``j_2`` and charged the original order 2 threads and 1900 barriers (1.2e8
+    cycles, 25x its own compute), which made atax's 'default' tiles (0.27x of the original) win."""
+    kernel, _ = kernel_to_map(load_program(ROOT / "examples" / "polybench" / "atax.loop").kernels[0])
+    model = build_model(kernel)
+    params = {"M": 1900, "N": 2100}
+    ext = loop_extents(kernel, 1, params)
+    ex = execution(model, original_mapping(kernel, 1, HOST), HOST, ext)
+    assert (ex.threads, ex.syncs, ex.sync_cycles) == (1, 0, 0.0)
+    assert "omp parallel" not in emit_c(kernel, model, (), params=params, threads=2)
+    stmts = [s.context for s in model.nest_statements(1)]
+    assert execution_module.statement_instances(stmts, ext) == 1900 + 2 * 1900 * 2100  # the counts' instances
+    assert execution_module.statement_instances(stmts, ext, "j_2") == 1900 * 2100
+    assert execution_module.statement_instances(stmts, ext, "j_2") < MIN_WORK * 1900 <= 1900 * 2100 * 2100

@@ -61,6 +61,22 @@ def test_gemver_keeps_the_original_order_where_its_search_mapping_only_adds_thre
     assert any("only gain was threads" in p for p in chosen.problems)
 
 
+def test_atax_keeps_the_original_order_at_large():
+    """atax's second nest at LARGE: its 'default' tiles ran 0.27-0.51x of the original (the reduction
+    ``tmp[i] += A[i, j] x[j]`` in ``omp single``, one thread, one accumulator). The original order's
+    ``j_2`` loop covers 2100 instances per execution, below MIN_WORK: its code is one thread, and
+    counted so (no barriers) the tiles gain only threads; ranked first or not, they do not win."""
+    from polymap.passes.search.choice import gains_on_original
+    params = {"M": 1900, "N": 2100}
+    choice = choose(_kernel("atax"), HOST, params, options=ChoiceOptions(search_evaluations=0))
+    nest = choice.nests[1]
+    assert nest.chosen.mapping is None
+    tiles = next(c for c in nest.candidates if c.source == "default")
+    original = next(c for c in nest.candidates if c.mapping is None)
+    assert original.report.execution.threads == 1 and original.report.execution.syncs == 0
+    assert not gains_on_original(choice.model, 1, HOST, params, tiles, original)
+
+
 def test_bicg_default_tiles_gain_only_threads():
     """bicg's second nest at LARGE: the 'default' tiles against the original, asked directly (whether
     they win the ranking at all depends on the rest of the model)."""

@@ -162,9 +162,10 @@ def active_compute_units(mapping: Mapping, arch: Architecture, extents: MappingT
 
 
 def mapping_execution(model: KernelModel, mapping: Mapping, arch: Architecture,
-                      extents: MappingT[str, int]) -> Execution:
-    """The units that run ``mapping``'s instances and their waste (:mod:`~polymap.passes.counting.execution`)."""
-    return _execution_of(model, mapping, arch, extents)
+                      extents: MappingT[str, int], **options: int) -> Execution:
+    """The units that run ``mapping``'s instances and their waste (:mod:`~polymap.passes.counting.execution`;
+    ``options``: its keyword-only ones, ``min_work``)."""
+    return _execution_of(model, mapping, arch, extents, **options)
 
 
 def level_flows(reads: Num, writebacks: Num, fills: Num, updates: Num) -> tuple[Num, Num, Num]:

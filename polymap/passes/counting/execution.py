@@ -11,7 +11,8 @@ the mapping, by the same rules it applies:
   has any; otherwise OpenMP's loop (:mod:`polymap.codegen.c.parallel`): the
   outermost loop, walking levels outer to inner in their orders, that carries
   no dependence, has at least 2 x cores trips and covers at least
-  :data:`MIN_WORK` instances per execution. At most the innermost level's
+  :data:`MIN_WORK` instances of the statements inside it per execution
+  (:func:`statement_instances`). At most the innermost level's
   instances (the cores).
 * **lanes**: the innermost level's spatial loops when it has any; otherwise
   the innermost loop of the generated code (the last loop, innermost level
@@ -531,6 +532,21 @@ def _executions(before: list[tuple[int, str, int]], loop: str, around: Callable[
     return prod(trips for _, x, trips in before if around(x, loop))
 
 
+def statement_instances(stmts: Iterable[ir.StatementContext], extents: MappingT[str, int],
+                        loop: str | None = None) -> int:
+    """Instances of ``stmts`` (only those inside ``loop`` when given), each statement the product of
+    its own loops' extents. Not the product of the nest's loops: in an imperfect nest sibling loops
+    (atax's ``j`` and ``j_2``) multiply nothing, and that product (N^2 M for atax, 8.4e9 against 8.0e6)
+    made a 2100-instance ``j_2`` loop pass :data:`MIN_WORK`, so the model shared out (and charged 1900
+    barriers to) a loop the C backend, counting the statements under it, runs on one thread."""
+    total = 0
+    for c in stmts:
+        own = [lp.var for lp in c.loops]
+        if loop is None or loop in own:
+            total += prod(max(1, extents.get(x, 1)) for x in own)
+    return total
+
+
 def _statements(model: KernelModel, mapping: Mapping) -> list[ir.StatementContext]:
     return [s.context for s in model.statements if s.context.nest in mapping.mapped_nests]
 
@@ -569,8 +585,15 @@ def _spatial(mapping: Mapping, eff: list[dict[str, int]], levels: range) -> tupl
     return units, waste, first
 
 
-def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int]) -> Execution:
-    """The threads, lanes and waste the generated code has for ``mapping`` (module docstring)."""
+def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents: MappingT[str, int], *,
+              min_work: int = MIN_WORK) -> Execution:
+    """The threads, lanes and waste the generated code has for ``mapping`` (module docstring).
+
+    ``min_work``: the instances one execution of a shared-out loop must cover (:data:`MIN_WORK`, the C
+    backend's rule); 0 where the extents are reduced sizes standing for larger ones (choice's ranking
+    beyond the counting budget), since whether a fork pays is, like the team's start, a question of
+    the given sizes: at gramschmidt's M=31, N=18 no loop covers MIN_WORK, and the interchange that
+    runs on 2 threads at LARGE was ranked on one against isl's one-thread schedule (0.89x there)."""
     eff = effective_tiles(mapping, extents)
     last = len(mapping.levels) - 1
     if arch.vector is None:  # an accelerator: its spatial loops are its parallelism, nothing inferred
@@ -583,7 +606,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     walk = _walk(mapping, eff)
     threads, twaste, tloop = _spatial(mapping, eff, range(last))
     why = []
-    instances = prod(extents.get(x, 1) for x in mapping.loops)
+    instances = statement_instances(stmts, extents) if stmts else prod(extents.get(x, 1) for x in mapping.loops)
     executions = 1
     around = _around(stmts)
     if tloop is not None:  # the spatial loop is shared out once per iteration of the loops around it
@@ -592,7 +615,9 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     if tloop is None:
         for q, (k, x, trips) in enumerate(walk):
             executions = _executions(walk[:q], x, around)
-            if x in parallel and trips >= 2 * cores and instances // executions >= MIN_WORK:
+            # one execution must cover MIN_WORK instances of the statements inside it (codegen's rule)
+            if (x in parallel and trips >= 2 * cores
+                    and statement_instances(stmts, extents, x) // executions >= min_work):
                 threads = min(cores, trips)
                 size = eff[k][x]
                 twaste = static_share(size, eff[k + 1][x], threads) * threads / size
@@ -679,7 +704,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     parallel = _parallel(model, template.mapped_nests)
     stmts = _statements(model, template)
     threads, twaste, has = spatial(range(last))
-    instances = prod(extents.get(x, 1) for x in loops)
+    instances = statement_instances(stmts, extents) if stmts else prod(extents.get(x, 1) for x in loops)
     executions = np.ones(B, dtype=np.int64)
     chosen = has.copy()
     around = _around(stmts)
@@ -695,7 +720,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         t = trips[:, k, j]
         if loops[j] in parallel:
             mine = starts(q)
-            take = ~chosen & (t > 1) & (t >= 2 * cores) & (instances // mine >= MIN_WORK)
+            work = statement_instances(stmts, extents, loops[j])
+            take = ~chosen & (t > 1) & (t >= 2 * cores) & (work // mine >= MIN_WORK)
             p = np.minimum(cores, t)
             size, inner = eff[:, k, j], eff[:, k + 1, j]
             share = np.minimum(-(-(-(-size // inner)) // p) * inner, size)

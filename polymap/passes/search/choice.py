@@ -518,7 +518,9 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     ``per_call=False`` leaves out what a call costs whatever its size (the team's start and
     barriers, :func:`~polymap.passes.counting.execution.sync_factor`): at :func:`reduced_sizes` those
     fixed cycles outweigh a nest shrunk a thousandfold, and would rank mappings by their thread
-    count instead of by what scales to the given sizes."""
+    count instead of by what scales to the given sizes. For the same reason it shares out a loop
+    however little work one execution covers (``min_work=0``): the fork that does not pay at reduced
+    sizes does at the given ones."""
     params = dict(params)
     if mapping is not None:
         if not is_legal(model, mapping):
@@ -534,7 +536,8 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
     counts = count_mapping(model, counted, arch, params=params)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
-    execution = mapping_execution(model, counted, arch, extents)
+    # beyond per_call, whether a loop is worth a fork at all (MIN_WORK) is a question of the given sizes
+    execution = mapping_execution(model, counted, arch, extents, **({} if per_call else {"min_work": 0}))
     if not per_call:
         execution = dataclasses.replace(execution, sync=1.0)
     report = evaluate(counts, arch, execution=execution)
