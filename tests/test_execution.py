@@ -611,14 +611,16 @@ def test_barriers_count_the_loops_around_the_shared_loop_only():
     """gramschmidt's original order shares out ``i_2`` (Q's column, after the sibling ``i`` that sums
     ``nrm``): it starts once per ``k``. The count, brute force: distinct values of the loops walked
     before it among the instances of the statements that have it (isl's points of their domains).
-    Before, the sibling loops' trips were multiplied in too (``M`` times more barriers)."""
+    Before, the sibling loops' trips were multiplied in too (``M`` times more barriers). ``M`` is large
+    enough that one execution of ``i_2`` (M instances of ``q_set``) covers MIN_WORK: below it neither
+    the C nor the model shares ``i_2`` out (:func:`test_model_and_c_agree_on_threads_in_an_imperfect_nest`)."""
     kernel, _ = kernel_to_map(parse((ROOT / "examples" / "polybench" / "gramschmidt.loop").read_text(),
                                     "gramschmidt.loop").kernels[0])
     model = build_model(kernel)
-    values = param_values(kernel, {"M": 200, "N": 100})
+    values = param_values(kernel, {"M": MIN_WORK + 100, "N": 5})
     mp = original_mapping(kernel, 0, HOST)
     ex = execution(model, mp, HOST, loop_extents(kernel, 0, values))
-    assert ex.threads == 2 and ex.thread_loop is not None
+    assert ex.threads == 2 and ex.thread_loop == "i_2"
     before = mp.loops[:mp.loops.index(ex.thread_loop)]  # the original order walks the loops as listed
     starts = set()
     for s in model.statements:
@@ -633,7 +635,7 @@ def test_barriers_count_the_loops_around_the_shared_loop_only():
         dom.foreach_point(lambda pt: pts.append({n: pt.get_coordinate_val(isl.dim_type.set, j).to_python()
                                                  for j, n in enumerate(names)}))
         starts |= {tuple(pt[x] for x in before if x in pt) for pt in pts}
-    assert ex.syncs == len(starts) == 100
+    assert ex.syncs == len(starts) == 5
 
 
 def test_an_architectures_team_costs_are_the_ones_charged():
