@@ -8,7 +8,7 @@ The benchmark re-executes itself without ``OPENBLAS_CORETYPE`` and
 ``OPENBLAS_L2_SIZE`` (only its own process: OpenBLAS reads them when NumPy
 is imported) so that NumPy runs the BLAS kernel it would pick for this
 processor; it prints which (threadpoolctl). Then per dtype and size:
-GFLOP/s (2 N^3 / median time) of NumPy's matmul and of the C that
+GFLOP/s (2 N^3 / steady median time) of NumPy's matmul and of the C that
 ``compile`` chooses (register tiles shaped by the host's vector unit,
 packed panels), and for f32 at the first size the NumPy module ``compile``
 writes (its own choice) against ``a @ b``, timed in a rotation of its own
@@ -21,8 +21,8 @@ contractions"); ``--reassociate`` measures ``compile --reassociate``. Goals (iss
 f64 >= 0.9x of matmul, the NumPy module within 1.5x. All C is built with
 ``cc -O3 -march=native -fopenmp -shared -fPIC`` and run on OMP_NUM_THREADS
 threads. A benchmark, not a test: numbers depend on the machine and on who
-else is using it (versions alternate within each repeat, so that load hits
-both alike). Runtime at 1024 and 2048, both dtypes: a few minutes.
+else is using it (versions alternate block by block, so that load hits
+both alike; ``medians`` says why blocks). Runtime at 1024 and 2048, both dtypes: a few minutes.
 """
 from __future__ import annotations
 
@@ -64,30 +64,41 @@ kernel gemm(M, N, K) {
 }
 """
 
-#: seconds of rest before each timed call: the previous call's worker threads stop spinning first
+#: seconds of rest before each block of calls: the other library's worker threads stop spinning first
 PAUSE = 0.2
+#: calls per block; the first of each block is the cold call (threads woken after the pause)
+BLOCK = 4
 
 
-def medians(fns: dict, repeat: int, pause: float = PAUSE) -> dict:
-    """Median seconds of each function, the versions alternating within every repeat.
+def medians(fns: dict, repeat: int, pause: float = PAUSE, block: int = BLOCK) -> tuple[dict, dict]:
+    """Median seconds of each function in steady state, and of its cold call.
 
-    Each timed call starts after ``pause`` seconds: OpenBLAS's idle workers spin (yielding) for
-    about 2^28 cycles after a call and GNU OpenMP's for a while too, so a kernel timed right after
-    the other library's shared the 2 cores with a spinning thread (measured on the loaded 2-core
-    Zen 3: polymap's GEMM 11.4 GFLOP/s right after ``a @ b`` against 13.4-15.3 alone or after a
-    pause; ``a @ b`` lost as much after polymap). The comparison ran polymap always right after
-    NumPy, so the bias was one-sided.
+    The versions alternate block by block (``repeat`` rounds, so load hits both alike); each block
+    starts after ``pause`` seconds of rest and makes ``block`` calls back to back. The steady median
+    is over the calls after the first of each block: each library's worker threads are warm from its
+    own previous call, as in a program that calls the kernel in a loop, and no other library's
+    thread is spinning beside them (OpenBLAS's idle workers spin, yielding, for about 2^28 cycles
+    after a call and GNU OpenMP's for a while too: timed right after the other library's call, a
+    kernel shared the 2 cores with a spinning thread, 11.4 against 13.4-15.3 GFLOP/s on the loaded
+    Zen 3). The cold median is over the first call of each block: threads woken from sleep, which on
+    this 2-vCPU machine sometimes run both on one core for the whole call (polymap's f32 1024: 12 ms
+    or 21 ms after a 0.2 s rest, 10.3-12.2 ms back to back; NumPy's calls showed the same 2x at
+    times). Until session 23 every timed call was a cold one and the median of 5 swung from 0.53x to
+    0.96x between quiet runs of the same code.
     """
     for fn in fns.values():
         fn()  # warm-up: page faults, thread pool start
-    times = {name: [] for name in fns}
+    steady = {name: [] for name in fns}
+    cold = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             time.sleep(pause)
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+            for call in range(max(block, 2)):
+                t = time.perf_counter()
+                fn()
+                (cold if call == 0 else steady)[name].append(time.perf_counter() - t)
+    return ({name: statistics.median(ts) for name, ts in steady.items()},
+            {name: statistics.median(ts) for name, ts in cold.items()})
 
 
 def blas_info() -> str:
@@ -114,7 +125,7 @@ def main() -> None:
     ap.add_argument("--threads", default=os.environ.get("OMP_NUM_THREADS", "2"))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--pause", type=float, default=PAUSE,
-                    help="seconds of rest before each timed call (0: back to back, as before)")
+                    help="seconds of rest before each block of calls")
     ap.add_argument("--reassociate", action="store_true",
                     help="as compile --reassociate: FMA contraction in the C, one @ in the NumPy module")
     ap.add_argument("--search-evaluations", type=int, default=ChoiceOptions().search_evaluations,
@@ -125,9 +136,10 @@ def main() -> None:
     print(f"numpy {np.__version__}: {blas_info()}")
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, OMP_NUM_THREADS={args.threads}, "
           f"vector unit {arch.vector}")
-    print(f"load average {os.getloadavg()[0]:.1f}; GFLOP/s from medians of {args.repeat}; "
+    print(f"load average {os.getloadavg()[0]:.1f}; GFLOP/s from steady medians, {args.repeat} alternating blocks of "
+          f"{BLOCK} calls (cold: the ratio of the blocks' first calls); "
           f"{'--reassociate (FMA, @)' if args.reassociate else 'original order (C: FMA in register tiles; NumPy: a pure contraction, one @)'}")
-    print(f"{'dtype':>5} {'N':>6} {'numpy':>8} {'polymap':>8}   poly/numpy   choice")
+    print(f"{'dtype':>5} {'N':>6} {'numpy':>8} {'polymap':>8}   poly/numpy   cold   choice")
     for dtype in args.dtypes:
         kernel = parse(GEMM % {"t": dtype}, "gemm.loop").kernels[0]
         model = build_model(kernel)
@@ -163,13 +175,14 @@ def main() -> None:
             # two rotations, each of NumPy and one contender: the C's result is checked before the module
             # overwrites C (the module ran last in a shared rotation, so its C was the one checked), and
             # the C is timed beside NumPy alone, as at every other size and dtype (RESULTS.md, session 22)
-            t = medians({"numpy": lambda: np.matmul(a, b), "polymap": lambda: tiled.call_here(arrays, params)},
-                        args.repeat, args.pause)
+            t, t_cold = medians({"numpy": lambda: np.matmul(a, b),
+                                 "polymap": lambda: tiled.call_here(arrays, params)}, args.repeat, args.pause)
             np.testing.assert_allclose(c, a @ b, rtol=1e-3 if dtype == "f32" else 1e-9)
             flops = 2.0 * n ** 3
             g = {k: flops / v / 1e9 for k, v in t.items()}
+            cold_ratio = t_cold["numpy"] / t_cold["polymap"]
             print(f"{dtype:>5} {n:>6} {g['numpy']:>8.1f} {g['polymap']:>8.1f}   {g['polymap'] / g['numpy']:>10.2f}   "
-                  f"{what}", flush=True)
+                  f"{cold_ratio:>6.2f}   {what}", flush=True)
             if dtype == "f32" and n == args.sizes[0] and not args.no_module:
                 np_maps = numpy_mappings(model, arch, params, reassociate=args.reassociate)
                 namespace: dict = {}
@@ -177,8 +190,8 @@ def main() -> None:
                      namespace)
                 module = namespace["gemm"]
                 c[...] = 0
-                t = medians({"numpy": lambda: np.matmul(a, b), "module": lambda: module(A=a, B=b, C=c, M=n, N=n, K=n)},
-                            args.repeat, args.pause)
+                t, _ = medians({"numpy": lambda: np.matmul(a, b),
+                                "module": lambda: module(A=a, B=b, C=c, M=n, N=n, K=n)}, args.repeat, args.pause)
                 np.testing.assert_allclose(c, a @ b, rtol=1e-3)
                 print(f"{'':>5} {n:>6} NumPy module compile writes: {t['module'] * 1e3:.1f} ms vs a @ b "
                       f"{t['numpy'] * 1e3:.1f} ms: {t['module'] / t['numpy']:.2f}x the time (goal <= 1.5)", flush=True)
