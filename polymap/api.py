@@ -35,9 +35,8 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping as MappingT, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping as MappingT, Sequence
 
-import networkx as nx
 import numpy as np
 
 from polymap import ir
@@ -95,6 +94,9 @@ from polymap.tensors import validate_inputs
 from polymap.timeloop import Imported, import_timeloop as run_import
 from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
+
+if TYPE_CHECKING:  # an annotation only: networkx is imported where a dependence graph is built (a compile
+    import networkx as nx  # never builds one, and its import was ~0.1-0.3 s of every command's start)
 
 __all__ = ["parse", "load", "model", "dependences", "order_of", "check", "suggest", "cost", "cost_nests",
            "cost_details", "search", "search_ranked", "search_network", "transform", "compile", "choose_mappings",
@@ -728,16 +730,19 @@ def _compile_found(kernel: ir.Kernel, arch: Architecture, values: dict[str, int]
     elif why is None and found.tuning:
         why = f"the fastest measured of the model's best {options.tune} candidates of each nest"
     recorded = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning], **(extra or {})}
+    # a remembered mapping's code is verified at a partial tile after full ones at every level (its every
+    # edge was verified when it was chosen and stored; docs/design.md, "A hit's cost")
     result = _compile_with(kernel, arch, None, values, out_dir, options, progress, found.choice, why, recorded,
-                           command, budget)
+                           command, budget, verify_edges="partial" if found.cache == "hit" else "every")
     return dataclasses.replace(result, tuning=tuple(found.tuning), warnings=tuple(warnings))
 
 
 def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, params: MappingT[str, int] | None,
                   out_dir: str | Path | None, options: CompileOptions, progress: Progress | None,
                   choice: KernelChoice | None, why: str | None, extra: MappingT[str, Any] | None, command: str,
-                  budget: Budget | None) -> CompiledKernel:
-    """Code, verification and files for the given mapping, or for ``choice`` (made here when None)."""
+                  budget: Budget | None, *, verify_edges: str = "every") -> CompiledKernel:
+    """Code, verification and files for the given mapping, or for ``choice`` (made here when None);
+    ``verify_edges`` is the edge set verification runs (:func:`~polymap.codegen.verify_sizes.plan_sizes`)."""
     arch_obj = architecture(arch)
     values = _values(kernel, params)
     original = kernel
@@ -789,7 +794,7 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
         try:
             verification = verify_written(kernel, values, {t: sources[t] for t in options.targets}, model=m,
                                           mappings=tuple(mappings) + tuple(numpy_maps), full=options.verify_full,
-                                          budget=budget)
+                                          budget=budget, edges=verify_edges)
         except VerificationFailure as exc:
             if out is None:
                 raise

@@ -3,6 +3,7 @@ the C file keeps the original rounding (issue 14: gramschmidt, durbin)."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +11,9 @@ import pytest
 
 import polymap.codegen.c.emitter as c_emitter
 from polymap.cli import main
-from polymap.codegen.build import load_kernel
+from polymap.codegen.build import CallThread, load_kernel
 from polymap.codegen.c.emitter import emit_c
-from polymap.codegen.verify_sizes import edge_values, loop_params, plan_sizes, verification_sizes
+from polymap.codegen.verify_sizes import edge_values, loop_params, plan_sizes, verification_sizes, verify_written
 from polymap.driver import load_program
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
 from polymap.poly import build_model
@@ -58,6 +59,57 @@ def test_every_edge_value_is_reached_in_few_vectors_within_the_instance_limit():
     assert all(v["M"] * v["N"] * v["K"] + v["M"] * v["N"] <= 20_000 for v in plan.vectors)  # gemm: acc + init
     values = edge_values(k, (m,), params)
     assert len(plan.vectors) <= max(len(vs) for vs in values.values()) + 1 < sum(len(vs) for vs in values.values())
+
+
+def test_a_remembered_mappings_sizes_end_every_tile_level_in_a_partial_tile():
+    """The "partial" plan of a cache hit: no tile of a parameter's loops divides any of its values over 1, each
+    tile under the parameter is run full then partial in some vector, 1 is run, and it takes fewer vectors
+    than every edge. i's tiles 4 and 5: 4 + 1 = 5 is a multiple of 5, so the value after 4 is 6."""
+    k = kernel_of("gemm")
+    maps = (tiled(k, {"i": 4, "j": 7, "k": 300}), tiled(k, {"i": 5, "j": 7}))
+    params = {"M": 500, "N": 500, "K": 700}
+    tiles = {"M": (4, 5), "N": (7,), "K": (300,)}
+    model = build_model(k)
+    plan = plan_sizes(k, model, maps, params, edges="partial", max_instances=200_000)
+    assert not plan.unreached
+    for vec in plan.vectors:
+        assert all(vec[p] == 1 or all(vec[p] % t for t in ts) for p, ts in tiles.items()), vec
+        assert vec["M"] * vec["N"] * vec["K"] + vec["M"] * vec["N"] <= 200_000 and vec["K"] <= 700
+    for p, ts in tiles.items():
+        assert any(vec[p] == 1 for vec in plan.vectors), p
+        assert all(any(vec[p] > t for vec in plan.vectors) for t in ts), p  # a full tile, then a partial one
+    assert 6 in {vec["M"] for vec in plan.vectors} and 5 not in {vec["M"] for vec in plan.vectors}
+    every = plan_sizes(k, model, maps, params, max_instances=200_000)
+    assert len(plan.vectors) < len(every.vectors)
+    with pytest.raises(ValueError):
+        plan_sizes(k, model, maps, params, edges="some")
+
+
+def test_verification_calls_the_c_code_on_one_thread_that_ends_after(monkeypatch):
+    """Every size's C call runs on one thread (one OpenMP team, not one per call), not the main one, and
+    the thread is gone when verification returns; a failing call raises in the caller."""
+    seen = []
+
+    class Spy:
+        def call_here(self, arrays, params):
+            seen.append(threading.get_ident())
+            if params.get("fail"):
+                raise ValueError("the kernel failed")
+
+    with CallThread() as thread:
+        for n in range(3):
+            thread.call(Spy(), {}, {"N": n})
+        with pytest.raises(ValueError):
+            thread.call(Spy(), {}, {"fail": 1})
+    assert len(set(seen)) == 1 and seen[0] != threading.get_ident()
+    assert not [t for t in threading.enumerate() if t.name.startswith("polymap kernel")]
+    k = kernel_of("gemm")
+    m = tiled(k, {"i": 8, "j": 5, "k": 4})
+    model = build_model(k)
+    result = verify_written(k, {"M": 40, "N": 30, "K": 20}, {"c": emit_c(k, model, (m,))}, model=model,
+                            mappings=(m,), edges="partial")
+    assert result.passed and result.edges == "partial" and len(result.results) >= 2
+    assert not [t for t in threading.enumerate() if t.name.startswith("polymap kernel")]
 
 
 def test_sizes_stay_in_the_context_and_below_the_compiled_sizes():

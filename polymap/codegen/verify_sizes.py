@@ -32,7 +32,7 @@ import numpy as np
 
 from polymap import ir
 from polymap.budget import Budget
-from polymap.codegen.build import load_kernel
+from polymap.codegen.build import CallThread, load_kernel
 from polymap.codegen.verify import (
     TargetCheck,
     TensorCheck,
@@ -58,6 +58,8 @@ class SizedVerification:
     full: bool
     unreached: tuple[tuple[str, int], ...] = ()
     """Edge values no vector could reach (:attr:`SizePlan.unreached`), said in the report."""
+    edges: str = "every"
+    """The edge set of :func:`plan_sizes` the sizes come from (:data:`EDGE_SETS`)."""
 
     @property
     def passed(self) -> bool:
@@ -68,13 +70,17 @@ class SizedVerification:
         return max(pairs, key=lambda p: (not p[1].passed, p[1].max_rel), default=None)
 
     def to_dict(self) -> dict:
-        return {"passed": self.passed, "full_size": self.full, "compiled_for": dict(self.compiled_for),
+        return {"passed": self.passed, "full_size": self.full, "edges": self.edges,
+                "compiled_for": dict(self.compiled_for),
                 "sizes_checked": [dict(r.params) for r in self.results],
                 "edge_values_not_reached": [{"parameter": p, "value": v} for p, v in self.unreached],
                 "results": [r.to_dict() for r in self.results]}
 
     def what(self) -> str:
         n = len(self.results)
+        if self.edges == "partial":
+            text = f"{n} size vector{'s' if n != 1 else ''} ending every tile level in a partial tile"
+            return text + (" and the full sizes" if self.full else " (a remembered mapping, re-checked)")
         text = f"{n} size vector{'s' if n != 1 else ''} exercising every tile edge"
         if self.unreached:
             missed = ", ".join(f"{p}={v}" for p, v in self.unreached)
@@ -105,18 +111,23 @@ def _tiles(mappings: Sequence[Mapping]) -> dict[str, set[int]]:
     return tiles
 
 
-def edge_values(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[str, int]) -> dict[str, list[int]]:
-    """Per parameter, the values that exercise every edge of the tiles of the loops it bounds (the module
-    docstring), within ``1..params[p]``, ascending."""
+def param_tiles(kernel: ir.Kernel, mappings: Sequence[Mapping]) -> dict[str, set[int]]:
+    """Per parameter, the tiles (over 1) of every loop it bounds."""
     by_loop = loop_params(kernel)
     per_param: dict[str, set[int]] = {p: set() for p in kernel.param_names}
     for x, ts in _tiles(mappings).items():
         for p in by_loop.get(x, ()):
             per_param[p] |= ts
+    return per_param
+
+
+def edge_values(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[str, int]) -> dict[str, list[int]]:
+    """Per parameter, the values that exercise every edge of the tiles of the loops it bounds (the module
+    docstring), within ``1..params[p]``, ascending."""
     out = {}
-    for p in kernel.param_names:
+    for p, ts in param_tiles(kernel, mappings).items():
         values = {1, 2, 3}
-        for t in per_param[p]:
+        for t in ts:
             values |= {t - 1, t, t + 1, 2 * t + 1, t // 2 + 1}
         out[p] = sorted(v for v in values if 1 <= v <= int(params[p]))
     return out
@@ -131,6 +142,36 @@ def base_sizes(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[
     return {p: min(int(params[p]), size) for p in kernel.param_names}
 
 
+#: What :func:`plan_sizes` exercises: ``"every"`` edge of every tile (compile's own choice), or a
+#: ``"partial"`` tile after full ones at every level (a remembered mapping re-checked, docs/design.md).
+EDGE_SETS = ("every", "partial")
+
+
+def partial_base(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[str, int]) -> dict[str, int]:
+    """:func:`base_sizes`, each value lowered to the nearest one no tile of its parameter's loops divides
+    (every tile under the base then ends in a partial one)."""
+    tiles = param_tiles(kernel, mappings)
+    return {p: _undivided_below(v, tiles[p]) for p, v in base_sizes(kernel, mappings, params).items()}
+
+
+def partial_edge_values(kernel: ir.Kernel, mappings: Sequence[Mapping], params: MappingT[str, int]
+                        ) -> dict[str, list[int]]:
+    """Per parameter, 1 (one iteration of everything) and, for each tile ``t`` of the loops it bounds, the
+    least value over ``t`` that none of those tiles divides (a full tile then a partial one, at every level
+    at once), within ``1..params[p]``, ascending: the ``"partial"`` set of :func:`plan_sizes`. (The base
+    alone would not do for the tiles under it: a vector over the instance limit is shrunk.)"""
+    out = {}
+    for p, ts in param_tiles(kernel, mappings).items():
+        values = {1}
+        for t in ts:
+            v = t + 1
+            while any(v % u == 0 for u in ts):
+                v += 1
+            values.add(v)
+        out[p] = sorted(v for v in values if v <= int(params[p]))
+    return out
+
+
 @dataclass(frozen=True)
 class SizePlan:
     """The size vectors to run, and the edge values no vector could reach (outside the kernel's context,
@@ -141,8 +182,9 @@ class SizePlan:
 
 
 def plan_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping], params: MappingT[str, int], *,
-               max_instances: int = 2_000_000) -> SizePlan:
-    """The fewest size vectors (greedy) in which every parameter takes each of its :func:`edge_values`.
+               max_instances: int = 2_000_000, edges: str = "every") -> SizePlan:
+    """The fewest size vectors (greedy) in which every parameter takes each of its :func:`edge_values`
+    (``edges="partial"``: its :func:`partial_edge_values`, from :func:`partial_base`).
 
     The base (:func:`base_sizes`) comes first. Edge values are placed largest
     first, each into the existing vector with the fewest instances where its
@@ -161,13 +203,22 @@ def plan_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping
     def fits(vec: MappingT[str, int]) -> bool:
         return _in_context(model, vec) and instances(vec) <= max_instances
 
-    base = base_sizes(kernel, mappings, params)
+    if edges not in EDGE_SETS:
+        raise ValueError(f"edges={edges!r}: expected one of {', '.join(EDGE_SETS)}")
+    partial = edges == "partial"
+    base = (partial_base if partial else base_sizes)(kernel, mappings, params)
+    tiles = param_tiles(kernel, mappings)
+
+    def settle(p: str, v: int) -> int:  # a shrunk value still ends its tiles in partial ones
+        return _undivided_below(v, tiles[p]) if partial else v
+
     if not fits(base):
-        base = _shrunk(base, (), fits)
+        base = _shrunk(base, (), fits, settle)
     vectors: list[dict[str, int]] = [] if base is None else [base]
     edged: list[set[str]] = [set(kernel.param_names)] if base is not None else []
     sizes: list[int] = [] if base is None else [instances(base)]
-    wanted = sorted(((v, p) for p, vs in edge_values(kernel, mappings, params).items() for v in vs
+    values = (partial_edge_values if partial else edge_values)(kernel, mappings, params)
+    wanted = sorted(((v, p) for p, vs in values.items() for v in vs
                      if base is None or v != base[p]), key=lambda vp: (-vp[0], kernel.param_names.index(vp[1])))
     unreached = []
     for v, p in wanted:
@@ -180,7 +231,7 @@ def plan_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping
                 break
         else:
             start = {**(base or {q: min(3, int(params[q])) for q in kernel.param_names}), p: v}
-            vec = start if fits(start) else _shrunk(start, (p,), fits)
+            vec = start if fits(start) else _shrunk(start, (p,), fits, settle)
             if vec is None:
                 unreached.append((p, v))
                 continue
@@ -190,17 +241,25 @@ def plan_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping
     return SizePlan(tuple(vectors), tuple(unreached))
 
 
-def _shrunk(vec: MappingT[str, int], fixed: Sequence[str], fits: Callable[[MappingT[str, int]], bool]
-            ) -> dict[str, int] | None:
-    """``vec`` with its largest parameter outside ``fixed`` halved until ``fits``; None if it never does."""
+def _shrunk(vec: MappingT[str, int], fixed: Sequence[str], fits: Callable[[MappingT[str, int]], bool],
+            settle: Callable[[str, int], int] = lambda p, v: v) -> dict[str, int] | None:
+    """``vec`` with its largest parameter outside ``fixed`` halved (then ``settle``d) until ``fits``; None if
+    it never does."""
     out = dict(vec)
     while not fits(out):
         free = [q for q in out if q not in fixed and out[q] > 1]
         if not free:
             return None
         big = max(free, key=lambda q: out[q])
-        out[big] = max(1, out[big] // 2)
+        out[big] = settle(big, max(1, out[big] // 2))
     return out
+
+
+def _undivided_below(v: int, tiles: set[int]) -> int:
+    """The largest value at most ``v`` (at least 1) that no tile divides."""
+    while v > 1 and any(v % t == 0 for t in tiles):
+        v -= 1
+    return v
 
 
 def verification_sizes(kernel: ir.Kernel, model: KernelModel, mappings: Sequence[Mapping],
@@ -216,10 +275,13 @@ def _in_context(model: KernelModel, vec: MappingT[str, int]) -> bool:
 Runner = Callable[[dict, MappingT[str, int]], None]
 
 
-def runner(kernel: ir.Kernel, target: str, source: str) -> Runner:
-    """Build ``source`` once; the function runs it in place on C-contiguous tensors."""
+def runner(kernel: ir.Kernel, target: str, source: str, *, thread: CallThread | None = None) -> Runner:
+    """Build ``source`` once; the function runs it in place on C-contiguous tensors (C code on ``thread``
+    when given, else on a thread per call)."""
     if target == "c":
         fn = load_kernel(source, kernel)
+        if thread is not None:
+            return lambda tensors, params: thread.call(fn, tensors, params)
         return lambda tensors, params: fn(tensors, params)
     namespace: dict = {"__name__": f"polymap_generated_{kernel.name}"}
     exec(compile(source, f"<{kernel.name}.py>", "exec"), namespace)
@@ -249,28 +311,31 @@ def check_at(kernel: ir.Kernel, runners: MappingT[str, Runner], params: MappingT
 
 def verify_written(kernel: ir.Kernel, params: MappingT[str, int], sources: MappingT[str, str], *,
                    model: KernelModel, mappings: Sequence[Mapping], full: bool = False,
-                   budget: Budget | None = None, seed: int = 0) -> SizedVerification:
-    """Run the written ``sources`` (target -> text) at :func:`verification_sizes` (and the full sizes
-    with ``full``); raise :class:`VerificationFailure` at the first size where a target disagrees."""
+                   budget: Budget | None = None, seed: int = 0, edges: str = "every") -> SizedVerification:
+    """Run the written ``sources`` (target -> text) at the sizes of :func:`plan_sizes` for ``edges`` (and
+    the full sizes with ``full``); raise :class:`VerificationFailure` at the first size where a target
+    disagrees."""
     budget = budget if budget is not None else Budget()
-    runners = {t: runner(kernel, t, s) for t, s in sources.items()}
-    plan = plan_sizes(kernel, model, mappings, params)
+    plan = plan_sizes(kernel, model, mappings, params, edges=edges)
     vectors = list(plan.vectors)
     if full:
         vectors.append({p: int(params[p]) for p in kernel.param_names})
     results = []
-    for vec in vectors:
-        budget.check(f"the verification of kernel {kernel.name} at {vec}")
-        result = check_at(kernel, runners, vec, seed=seed)
-        results.append(result)
-        if not result.passed:
-            target, c = result.largest()
-            sizes = ", ".join(f"{p}={v}" for p, v in vec.items())
-            raise VerificationFailure(
-                f"kernel {kernel.name}: the {target} code differs from the reference at {sizes} on tensor "
-                f"{c.tensor}: largest difference {c.max_abs:.6g} at {list(c.index)} (relative {c.max_rel:.3g}, "
-                f"tolerance {c.tolerance:.3g})\n" + result.summary(),
-                {"kernel": kernel.name, "verification": SizedVerification(
-                    kernel.name, tuple(params.items()), tuple(results), full, plan.unreached).to_dict()})
+    with CallThread() as thread:  # one OpenMP team for every size, not one per call
+        runners = {t: runner(kernel, t, s, thread=thread) for t, s in sources.items()}
+        for vec in vectors:
+            budget.check(f"the verification of kernel {kernel.name} at {vec}")
+            result = check_at(kernel, runners, vec, seed=seed)
+            results.append(result)
+            if not result.passed:
+                target, c = result.largest()
+                sizes = ", ".join(f"{p}={v}" for p, v in vec.items())
+                raise VerificationFailure(
+                    f"kernel {kernel.name}: the {target} code differs from the reference at {sizes} on tensor "
+                    f"{c.tensor}: largest difference {c.max_abs:.6g} at {list(c.index)} (relative {c.max_rel:.3g}, "
+                    f"tolerance {c.tolerance:.3g})\n" + result.summary(),
+                    {"kernel": kernel.name, "verification": SizedVerification(
+                        kernel.name, tuple(params.items()), tuple(results), full, plan.unreached,
+                        edges).to_dict()})
     return SizedVerification(kernel.name, tuple((p, int(params[p])) for p in kernel.param_names),
-                             tuple(results), full, plan.unreached)
+                             tuple(results), full, plan.unreached, edges)

@@ -12,13 +12,14 @@ Before/after for gemm_scalar_acc (memory-based)::
 """
 from __future__ import annotations
 
-from typing import Iterable
-
-import networkx as nx
+from typing import TYPE_CHECKING, Iterable
 
 from polymap.poly import KernelModel
 from polymap.passes.dependences.dependences import Dependence
 from polymap.passes.dependences.loop_classes import carrier_of, carrying_loops, distance_vector, exact_distances
+
+if TYPE_CHECKING:  # annotations only; imported where a graph is built, so that a compile never pays
+    import networkx as nx  # for networkx (~0.1-0.3 s of every process's start, no bytecode cached here)
 
 
 def dependence_graph(model: KernelModel, deps: Iterable[Dependence]) -> nx.MultiDiGraph:
@@ -29,6 +30,8 @@ def dependence_graph(model: KernelModel, deps: Iterable[Dependence]) -> nx.Multi
     else the direction vector with every loop that carries some pair
     (``("(1,0+,0)", "k")``); ``""`` names a loop-independent dependence.
     """
+    import networkx as nx
+
     g = nx.MultiDiGraph(name=model.kernel.name)
     for s in model.statements:
         g.add_node(s.name, loops=",".join(s.loops))
@@ -47,6 +50,8 @@ def _distances(model: KernelModel, d: Dependence) -> tuple[tuple[str, str], ...]
 
 def components(graph: nx.MultiDiGraph) -> list[list[str]]:
     """Strongly connected components, each in textual order, in topological order of the condensation."""
+    import networkx as nx
+
     order = {n: k for k, n in enumerate(graph.nodes)}
     cond = nx.condensation(nx.DiGraph(graph))
     out = []
