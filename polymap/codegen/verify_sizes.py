@@ -22,6 +22,15 @@ value is reached, or listed as unreached in the report. :func:`verify_written`
 builds each source once, runs it at every vector against the reference on
 random inputs, and reports which sizes were checked; ``full=True`` adds the
 sizes compiled for.
+
+A remembered mapping (a cache hit of ``compile --tune``) is verified at
+fewer sizes, ``edges="partial"``: the base and, per parameter, 1 and the
+least value over each tile that none of its tiles divides, so that every
+tile level runs full tiles then a partial one (:func:`partial_edge_values`;
+gemm's hit: 4 vectors instead of 13)::
+
+    gemm at M=400, N=480, K=300, tiles i: 258/6, j: 128/64, k: 352
+      {M: 65, N: 131, K: 131}, {M: 259, N: 65, K: 65}, {M: 7, N: 129, K: 131}, {M: 1, N: 1, K: 1}
 """
 from __future__ import annotations
 
