@@ -18,7 +18,7 @@ from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import Mapping
 from polymap.passes.counting import counting, fit
 from polymap.passes.counting.counting import count_mapping, isl_count_mapping
-from polymap.passes.counting.fastcount import fast_counts
+from polymap.passes.counting.fastcount import fast_counts, fast_footprints
 from polymap.passes.counting.fastcount_nest import NotSupported, analyse_nest
 from polymap.poly import build_model
 from simulator import counts_as_dict, simulate
@@ -147,6 +147,51 @@ def test_count_mapping_equals_the_isl_path(case):
     event(f"in the class: {in_class(model, kernel, params)}, fast path: {fast is not None}")
     if fast is not None:
         assert entry == fast  # the entry took the fast path
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_fast_footprints_are_the_isl_paths_also_where_its_counts_are_not_exact(case):
+    """Inside the class every level's footprint from the fast path equals the ISL path's (barvinok over
+    every residency), including mappings whose other fast counts are inexact (a spatial loop's edge
+    tile): count_mapping takes these footprints there and counts the rest with ISL."""
+    built = build(*case)
+    if built is None:
+        return
+    kernel, model, arch, mapping = built
+    params = {p.name: p.default for p in kernel.params}
+    fps = fast_footprints(model, mapping, params=params)
+    if fps is None:  # outside the class (the nest, or this mapping's multicasts): ISL counts them
+        return
+    exact = fast_counts(model, mapping, arch, params=params) is not None
+    event(f"fast counts exact: {exact}")
+    isl = isl_count_mapping(model, mapping, arch, params=params)
+    assert fps == tuple(None if lv.footprint is None else (lv.footprint, lv.footprint_bytes) for lv in isl.levels)
+
+
+def test_an_edge_tiles_idle_instance_leaves_the_footprints_to_the_fast_path():
+    """gemm at 400 x 480 x 300 on host, the LLC's 256-row tiles spread over its two instances (the second
+    row tile has 144 rows: the fast counts are inexact), tiles dividing nothing: the fast footprints are
+    the ISL path's, and count_mapping (ISL counts, fast footprints) answers what the ISL path alone does."""
+    from pathlib import Path
+
+    from polymap.driver import load_program
+    from polymap.machine.presets import load_architecture
+    from polymap.mapping.model import LevelMapping
+
+    kernel = load_program(Path(__file__).resolve().parent.parent / "examples" / "gemm.loop").kernels[0]
+    arch, model = load_architecture("host"), build_model(kernel)
+    keep = ("A", "B", "C")
+    tiles = [(None, None, None), (256, 256, 256), (128, 256, 128), (16, 16, 64), (8, 16, 1)]
+    levels = tuple(LevelMapping(lv.name, t, ("i", "k", "j"), ("i",) if lv.name == "LLC" else (), keep)
+                   for lv, t in zip(arch.levels, tiles))
+    mapping = Mapping("gemm", 0, ("i", "j", "k"), levels)
+    params = {"M": 400, "N": 480, "K": 300}
+    assert fast_counts(model, mapping, arch, params=params) is None
+    isl = isl_count_mapping(model, mapping, arch, params=params)
+    assert fast_footprints(model, mapping, params=params) == tuple(
+        None if lv.footprint is None else (lv.footprint, lv.footprint_bytes) for lv in isl.levels)
+    assert count_mapping(model, mapping, arch, params=params) == isl
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

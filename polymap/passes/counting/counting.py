@@ -32,7 +32,7 @@ from __future__ import annotations
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, count, isl_name, points, to_int
 from polymap.passes.counting.counts import COUNT_NAMES, Counts, LevelCounts, TensorCounts
-from polymap.passes.counting.fastcount import fast_counts
+from polymap.passes.counting.fastcount import fast_counts, fast_footprints
 from polymap.passes.counting.footprint import DTYPE_BYTES, enumerable, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
 from polymap.passes.schedule.tiling import TimeDim
@@ -272,32 +272,45 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     milliseconds instead of ISL's seconds. Everything else is counted by
     :func:`isl_count_mapping`.
     """
+    footprints = None
     if not symbolic:
         fast = fast_counts(model, mapping, arch, params=params)
         if fast is not None:
             return fast
-    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic)
+        # in the class but inexact (an edge tile idles a spatial instance): the footprints still are exact
+        footprints = fast_footprints(model, mapping, params=_default_params(model, params))
+    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints)
 
 
 def isl_count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                      symbolic: bool = False) -> Counts:
+                      symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None
+                      ) -> Counts:
     """:func:`count_mapping` by the ISL path alone (residency relations, barvinok or point walks), for any
-    mapping: what the fast path is checked against, and what recounts a search's winners."""
+    mapping: what the fast path is checked against, and what recounts a search's winners. ``footprints``:
+    every level's ``(elements, bytes)`` known already (:func:`~polymap.passes.counting.fastcount.fast_footprints`),
+    not counted again."""
     values = _default_params(model, params)
     res = residencies(model, mapping, params=None if symbolic else values)
     return assemble_counts(model, mapping, arch, res, _Counter(model, mapping, res, values, symbolic),
-                           values, symbolic=symbolic)
+                           values, symbolic=symbolic, footprints=footprints)
 
 
 def assemble_counts(model: KernelModel, mapping: Mapping, arch: Architecture | None, res: Residencies,
-                    counter: _Counter, values: dict, *, symbolic: bool = False) -> Counts:
-    """Every level's counts from ``counter`` (one per counting convention), in the shape of :class:`Counts`."""
+                    counter: _Counter, values: dict, *, symbolic: bool = False,
+                    footprints: tuple[tuple[int, int] | None, ...] | None = None) -> Counts:
+    """Every level's counts from ``counter`` (one per counting convention), in the shape of :class:`Counts`;
+    ``footprints`` (per level) instead of counting them."""
     names = tuple(t.tensor for t in res.events)
     levels = []
     for l, lm in enumerate(mapping.levels):
         kept = names if l == 0 else tuple(x for x in names if x in lm.keep)
         tensors = tuple(counter.tensor_counts(l, x) for x in kept)
-        fp = (None, None) if l == 0 else level_footprint(model, res.levels[l], values, by_points=counter.enumerable)
+        if l == 0:
+            fp = (None, None)
+        elif footprints is not None and footprints[l] is not None:
+            fp = footprints[l]
+        else:
+            fp = level_footprint(model, res.levels[l], values, by_points=counter.enumerable)
         name = arch.levels[l].name if arch is not None else lm.level
         levels.append(LevelCounts(name, l, tensors, fp[0], fp[1]))
     inst = None
