@@ -96,7 +96,7 @@ from polymap.timeloop.export import export_mapping
 from polymap.yamlsource import read_yaml
 
 if TYPE_CHECKING:  # an annotation only: networkx is imported where a dependence graph is built (a compile
-    import networkx as nx  # never builds one, and its import was ~0.1-0.3 s of every command's start)
+    from networkx import MultiDiGraph  # never builds one, and its import was 0.1-0.3 s of every command's start)
 
 __all__ = ["parse", "load", "model", "dependences", "order_of", "check", "suggest", "cost", "cost_nests",
            "cost_details", "search", "search_ranked", "search_network", "transform", "compile", "choose_mappings",
@@ -255,7 +255,7 @@ class DependenceReport:
     merged: tuple[DependenceFacts, ...] = ()
     """Merged per kind, statements and tensor, with distances and carrying loops: the rows of ``deps``
     (:mod:`polymap.reports.deps` renders them)."""
-    graph: nx.MultiDiGraph | None = dataclasses.field(default=None, compare=False, repr=False)
+    graph: MultiDiGraph | None = dataclasses.field(default=None, compare=False, repr=False)
     """The statement dependence graph (``deps --dot``), when asked for."""
 
 

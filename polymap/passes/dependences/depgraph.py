@@ -18,11 +18,11 @@ from polymap.poly import KernelModel
 from polymap.passes.dependences.dependences import Dependence
 from polymap.passes.dependences.loop_classes import carrier_of, carrying_loops, distance_vector, exact_distances
 
-if TYPE_CHECKING:  # annotations only; imported where a graph is built, so that a compile never pays
-    import networkx as nx  # for networkx (~0.1-0.3 s of every process's start, no bytecode cached here)
+if TYPE_CHECKING:  # annotations only; networkx is imported where a graph is built, so that a compile never
+    from networkx import MultiDiGraph  # pays for it (0.1-0.3 s of every process's start, no bytecode cached here)
 
 
-def dependence_graph(model: KernelModel, deps: Iterable[Dependence]) -> nx.MultiDiGraph:
+def dependence_graph(model: KernelModel, deps: Iterable[Dependence]) -> MultiDiGraph:
     """Statements as nodes (textual order), one edge per grouped dependence.
 
     Each edge carries ``distances``: ``(vector text, carrying loop)`` pairs,
@@ -48,7 +48,7 @@ def _distances(model: KernelModel, d: Dependence) -> tuple[tuple[str, str], ...]
     return ((text, "/".join(c or "-" for c in carrying_loops(model, d))),)
 
 
-def components(graph: nx.MultiDiGraph) -> list[list[str]]:
+def components(graph: MultiDiGraph) -> list[list[str]]:
     """Strongly connected components, each in textual order, in topological order of the condensation."""
     import networkx as nx
 
@@ -60,7 +60,7 @@ def components(graph: nx.MultiDiGraph) -> list[list[str]]:
     return out
 
 
-def recurrences(graph: nx.MultiDiGraph) -> list[list[str]]:
+def recurrences(graph: MultiDiGraph) -> list[list[str]]:
     """Components that form a cycle (several statements, or one with a self edge)."""
     return [c for c in components(graph) if len(c) > 1 or graph.has_edge(c[0], c[0])]
 
@@ -69,7 +69,7 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def to_dot(graph: nx.MultiDiGraph) -> str:
+def to_dot(graph: MultiDiGraph) -> str:
     """DOT text of the graph, SCCs as clusters (written by hand: pydot is optional)."""
     lines = [f"digraph {_quote(graph.graph.get('name', 'deps'))} {{", "  node [shape=box];"]
     for k, comp in enumerate(components(graph)):
