@@ -215,3 +215,71 @@ def test_a_triangles_diagonal_boxes_run_masked(tmp_path, build, dtype):
         tol = (1e-4 if dtype == "f32" else 1e-12) * max(1.0, np.sqrt(n_))
         np.testing.assert_allclose(c[upper], want[upper], rtol=tol, atol=tol, err_msg=f"M, N = {m_}, {n_}")
         assert (c[~upper] == 12345).all(), f"M, N = {m_}, {n_}: a store below the diagonal"
+
+
+MOVING = """
+kernel t(M, N) {
+  in    A[M, M] : %(t)s
+  inout B[M, N] : %(t)s
+  for i in 0..M, j in 0..N {
+    for k in i+1..M {
+      acc: B[i, j] += A[k, i] * B[k, j]
+    }
+  }
+}
+"""
+
+MOVING_DRIVER = """
+#include <stdio.h>
+int main(int argc, char **argv) {
+  long M = atol(argv[3]), N = atol(argv[4]);
+  T *A = malloc(sizeof(T) * M * M), *B = malloc(sizeof(T) * M * N);
+  FILE *in = fopen(argv[1], "rb");
+  if (fread(A, sizeof(T), M * M, in) != (size_t)(M * M) || fread(B, sizeof(T), M * N, in) != (size_t)(M * N)) return 2;
+  fclose(in);
+  t(A, B, M, N);
+  FILE *out = fopen(argv[2], "wb");
+  fwrite(B, sizeof(T), M * N, out);
+  fclose(out);
+  free(A); free(B);
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+@pytest.mark.parametrize("build", sorted(TRIANGLE_BUILDS))
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_rows_ending_with_the_reduction_loop_mask_the_column_edge(tmp_path, build, dtype):
+    # trmm's boxes (rows i < k: full only at the steps of k past the box) cut by the array's last
+    # column run their full steps in the vector accumulators with masked loads and stores (the
+    # generic loops at every step made the thread with that panel the last to finish); under
+    # AddressSanitizer and UBSan, against NumPy's B + strictly-lower(A)^T B, at sizes that leave
+    # every width of edge panel and rows in every position of the box, in both vector builds
+    flags, needs = TRIANGLE_BUILDS[build]
+    kernel, _ = kernel_to_map(parse(MOVING % {"t": dtype}, "t.loop").kernels[0])
+    model = build_model(kernel)
+    big = {"M": 300, "N": 200}
+    made = fit_keeps(model, register_mapping(model, 0, HOST, big), HOST, big)
+    src = emit_c(kernel, model, (made,), params=big)
+    # the moving box's edge: a column count, and the accumulators loaded under its masks
+    assert "polymap_acc_" in src and re.search(r"const long polymap_n_j = .*\n(.*\n)*.*polymap_mload_", src)
+    (tmp_path / "t.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + MOVING_DRIVER)
+    exe = tmp_path / "t"
+    cc = sanitized_build(tmp_path / "t.c", exe, *flags)
+    assert cc.returncode == 0, cc.stderr[-3000:]
+    if needs not in (cpu_flags(CPUINFO.read_text()) if CPUINFO.exists() else frozenset()):
+        pytest.skip(f"this processor has no {needs}: the {build} build was compiled but cannot run here")
+    nt = np.float32 if dtype == "f32" else np.float64
+    for m_, n_ in ((1, 3), (7, 5), (17, 9), (45, 37), (77, 31), (300, 200)):
+        rng = np.random.default_rng(m_ * 1000 + n_)
+        a = rng.standard_normal((m_, m_)).astype(nt)
+        b = rng.standard_normal((m_, n_)).astype(nt)
+        (tmp_path / "in.bin").write_bytes(a.tobytes() + b.tobytes())
+        run = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), str(m_), str(n_)],
+                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+        assert run.returncode == 0, (m_, n_, run.stderr[-3000:])
+        got = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=nt).reshape(m_, n_).astype(np.float64)
+        want = b.astype(np.float64) + np.tril(a.astype(np.float64), -1).T @ b.astype(np.float64)
+        tol = (1e-4 if dtype == "f32" else 1e-12) * max(1.0, np.sqrt(m_))
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"M, N = {m_}, {n_}")

@@ -336,11 +336,12 @@ def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "
         printer.for_loop(tile.reduction, path, mode, register_tiles=False)  # the panel is not live here
     elif moving:
         dtype = printer.decls[printer.model.statement(tile.statement).stmt.target.tensor].dtype
-        for k, (cond, nbytes, _) in enumerate(VARIANTS):
+        for k, (cond, nbytes, masked) in enumerate(VARIANTS):
             lanes = variant_lanes(box[-1].count, dtype, nbytes)
             printer.lines.append(("#if " if k == 0 else "#elif " if cond else "#else") + cond
                                  + f"  /* {nbytes}-byte vectors: {lanes} x {dtype} */")
-            emit_moving(printer, tile, lo, lanes, path, mode)
+            emit_moving(printer, tile, lo, lanes, path, mode,
+                        masked=masked and lanes * _ITEMSIZE[dtype] == nbytes)
         printer.lines.append("#endif")
     elif tile.lanes == 1:
         _variant(printer, tile, lo, 1, False, path, mode)
@@ -357,7 +358,8 @@ def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "
     printer.emit("}")
 
 
-def emit_moving(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, path: Path, mode: str) -> None:
+def emit_moving(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, path: Path, mode: str, *,
+                masked: bool = False) -> None:
     """A box whose end depends on the reduction loop (trmm: ``for k { for i < k ... }``): the steps
     of the reduction loop run in order, each either as the generic loops (a partial box) or, for a
     run of steps where the box is full, in the vector accumulators, loaded before the run and stored
@@ -366,6 +368,13 @@ def emit_moving(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, path
         for (k = init; k in range && box partial at k; k++) { the box's loops }
         if (k in range) { load; for (; k in range && box full at k; k++) { FMAs } store; }
         for (; k in range; k++) { the box's loops }
+
+    ``masked`` (a build with mask registers or maskload): "full" asks only the loops that move with
+    the reduction loop; a box cut by the array's edge in a loop that does not move (trmm's last
+    column panel, 16 of 32 columns at N = 1200) runs its run of steps in the accumulators with
+    masked loads and stores, as :func:`_variant`'s edge boxes do. In the generic loops for every
+    step, that panel's CPU time made the thread that had it the last to finish (trmm at LARGE on
+    2 threads: 8-10% more than the other, which had 16 more columns; RESULTS.md, session 23).
     """
     red = tile.reduction
     info = printer.analysis.info(red)
@@ -373,10 +382,11 @@ def emit_moving(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, path
         init = ast_expr(red.for_get_init(), printer.names)
         cond = ast_expr(red.for_get_cond(), printer.names)
         inc = ast_expr(red.for_get_inc(), printer.names)
-        full = []
+        full, fixed = [], []  # fixed: the loops that do not move, each full or (masked) cut by an edge
         for b in tile.box:  # the bounds printed here, where the reduction loop's iterator has its name
             upper = ast_expr(b.rhs, printer.names)
-            full.append(f"({upper}){' - 1' if b.strict else ''} - {lo[b.iterator]} == {b.count - 1}")
+            test = f"({upper}){' - 1' if b.strict else ''} - {lo[b.iterator]} == {b.count - 1}"
+            (fixed if masked and not b.moves else full).append(test)
         disjoint = _reads_miss_box(printer, tile, lo)
         if disjoint is None:
             printer.for_loop(red, path, mode, register_tiles=False)
@@ -397,7 +407,27 @@ def emit_moving(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, path
         generic(f"!({full_text})")
         printer.emit(f"if ({cond}) {{")
         printer.depth += 1
-        _accumulate(printer, tile, lo, lanes, None, run=(it, f"({cond}) && {full_text}", inc))
+        run = (it, f"({cond}) && {full_text}", inc)
+        if fixed:
+            printer.emit(f"if ({' && '.join(fixed)}) {{")
+            printer.depth += 1
+        _accumulate(printer, tile, lo, lanes, None, run=run)
+        if fixed:
+            printer.depth -= 1
+            printer.emit("} else {")
+            printer.depth += 1
+            # an edge box: the moving loops are full in the run (their count is the box's), the others
+            # end where the array does (their bounds do not depend on the reduction loop)
+            count = {}
+            for b in tile.box:
+                if b.moves:
+                    count[b.iterator] = str(b.count)
+                else:
+                    count[b.iterator] = f"polymap_n_{c_name(b.loop)}"
+                    printer.emit(f"const long {count[b.iterator]} = {b.upper} - {lo[b.iterator]} + 1;")
+            _accumulate(printer, tile, lo, lanes, count, run=run)
+            printer.depth -= 1
+            printer.emit("}")
         printer.depth -= 1
         printer.emit("}")
         generic("1")
