@@ -31,7 +31,7 @@ from typing import Iterator, Mapping, Sequence
 
 from polymap.islcheck import isl
 from polymap.mapping.model import Mapping as MappingModel
-from polymap.mapping.schedule import mapped_nests
+from polymap.mapping.schedule import mapped_nests, moves_statements
 from polymap.poly import KernelModel, isl_name, param_set, textual_rank
 from polymap.passes.schedule.tiling import mapped_schedule
 
@@ -114,7 +114,7 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
     dim_tables: dict[int, tuple[DimInfo, ...]] = {}
     separate: list[tuple[int, int]] = []
     for mapping in sorted(mappings, key=lambda m: m.nest):
-        rescheduled = _rescheduled(mapping)
+        rescheduled = _rescheduled(model, mapping)
         ms = mapped_schedule(model, mapping, absolute=rescheduled)
         first = _top_rank(model, ms.maps[0][0]) if ms.maps else 0
         moving = [k for k, d in enumerate(ms.dims) if d.kind == "coord" and any(
@@ -147,16 +147,19 @@ def kernel_schedule(model: KernelModel, mappings: Sequence = ()) -> KernelSchedu
                           tuple((n, r) for n, r, _ in parts), tuple(sorted(by_nest)), tuple(separate))
 
 
-def _rescheduled(mapping: MappingModel) -> bool:
+def _rescheduled(model: KernelModel, mapping: MappingModel) -> bool:
     """Does the mapping give statements new coordinates, fuse nests or walk tiles by diagonals?
 
     Such nests are printed with their innermost loop over the coordinate itself (not its offset in
     the tile, see :func:`polymap.passes.schedule.tiling.mapped_schedule`) and that loop *separated*
     by ISL (one loop per set of statements it runs, no guard inside): skewed, fused statements
-    otherwise run under an ``if`` per statement per point, which no compiler vectorises.
+    otherwise run under an ``if`` per statement per point, which no compiler vectorises. Entries
+    that only place a statement on loops it lacks (gemm's initialisation folded into the first
+    block of ``k``) are not: the loops and the packed panels stay those of the plain mapping, and
+    the one guard left (``init`` at the first ``k``) is the register tile's to realise
+    (:mod:`polymap.codegen.c.regtile`).
     """
-    return bool(getattr(mapping, "schedule", ()) or len(mapped_nests(mapping)) > 1
-                or any(getattr(lv, "wavefront", ()) for lv in mapping.levels))
+    return moves_statements(model, mapping)
 
 
 def _top_rank(model: KernelModel, statement: str) -> int:

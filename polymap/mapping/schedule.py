@@ -165,6 +165,23 @@ def statement_coords(mapping: Mapping, st: StatementModel) -> dict[str, str]:
     return dict(zip(entry.loops, entry.isl))
 
 
+def only_places(entry: ScheduleEntry, st: StatementModel) -> bool:
+    """Does ``entry`` keep every iterator of ``st`` as its own loop (``i: i``) and only give the
+    statement a coordinate on loops it lacks? gemm's ``init: {i: i, j: j, k: 0}`` (register_mapping's
+    folded initialisation): no skew, no shift, the statement is placed beside another's instances."""
+    given = dict(zip(entry.loops, entry.exprs))
+    return all(given.get(x, "").replace(" ", "") == x for x in st.loops)
+
+
+def moves_statements(model: KernelModel, mapping: Mapping) -> bool:
+    """Does the mapping give some statement coordinates other than its own iterators (a skew, a
+    shift), fuse nests or walk tiles by diagonals? Entries that only place a statement on loops it
+    lacks (:func:`only_places`) do not: every loop is still walked over its own iterator."""
+    if len(mapped_nests(mapping)) > 1 or any(getattr(lv, "wavefront", ()) for lv in mapping.levels):
+        return True
+    return any(not only_places(e, model.statement(e.statement)) for e in getattr(mapping, "schedule", ()))
+
+
 def statement_loops(mapping: Mapping, st: StatementModel) -> tuple[str, ...]:
     entry = entry_of(mapping, st.name)
     return st.loops if entry is None else entry.loops

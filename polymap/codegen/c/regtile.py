@@ -137,6 +137,16 @@ class BoxLoop:
 
 
 @dataclass(frozen=True)
+class FoldedInit:
+    """An initialisation of the box's elements that the mapping places at a step of the reduction loop
+    (register_mapping's ``init: {i: i, j: j, k: 0}``): ISL prints it in the box under ``guard``."""
+
+    statement: str
+    args: tuple[isl.AstExpr, ...]
+    guard: isl.AstExpr  # reads the reduction loop's iterator and outer ones, no box iterator
+
+
+@dataclass(frozen=True)
 class RegisterTile:
     """A matched reduction loop with its box (outer -> inner) and statement."""
 
@@ -145,6 +155,7 @@ class RegisterTile:
     statement: str
     args: tuple[isl.AstExpr, ...]
     lanes: int  # 1: scalar accumulators; else lanes per vector along the innermost box loop
+    init: FoldedInit | None = None  # the accumulators start from its value where its guard holds
 
 
 def _single(n: isl.AstNode) -> isl.AstNode | None:
@@ -209,7 +220,8 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     if info.level >= last:
         return None
     box: list[BoxLoop] = []
-    body = _single(node.for_get_body())
+    inside = node.for_get_body()
+    body = _single(inside)
     inner_ids: set[str] = set()
     while body is not None and body.get_type() == isl.ast_node_type.for_:
         bi = printer.analysis.info(body)
@@ -240,7 +252,11 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         box.append(BoxLoop(it, bi.loop, int(count), body.for_get_init(), upper, rhs, strict,
                            bool(ids(rhs) & outer_its), starts, moves))
         inner_ids.add(it)
-        body = _single(body.for_get_body())
+        inside = body.for_get_body()
+        body = _single(inside)
+    folded = _folded_init(inside, inner_ids) if box and body is None else None
+    if folded is not None:
+        folded, body = folded
     if not box or body is None or body.get_type() != isl.ast_node_type.user:
         return None
     if any(b.per_row or b.starts_per_row for b in box[:-1]):
@@ -252,6 +268,8 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     stmt = sm.stmt
     decl = printer.decls[stmt.target.tensor]
     if stmt.op not in ("+=", "-=") or decl.dtype not in _ITEMSIZE or decl.is_scalar:
+        return None
+    if folded is not None and (any(b.moves for b in box) or not _foldable(printer, folded, name, args)):
         return None
     if not _simple_value(stmt.value, decl.dtype, {d.name: d.dtype for d in printer.kernel.decls}):
         return None
@@ -283,7 +301,49 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None
     if not vector and points > MAX_SCALAR_ACCUMULATORS:
         return None
-    return RegisterTile(node, tuple(box), name, args, lanes if vector else 1)
+    return RegisterTile(node, tuple(box), name, args, lanes if vector else 1, folded)
+
+
+def _folded_init(inside: isl.AstNode, box_ids: set[str]) -> tuple[FoldedInit, isl.AstNode] | None:
+    """The box's body ``if (guard) init; acc`` (an initialisation the mapping places at a step of the
+    reduction loop), as (the init, the acc node), or None for any other body."""
+    while inside.get_type() == isl.ast_node_type.mark:
+        inside = inside.mark_get_node()
+    if inside.get_type() != isl.ast_node_type.block:
+        return None
+    kids = inside.block_get_children()
+    if kids.n_ast_node() != 2:
+        return None
+    first, second = kids.get_at(0), _single(kids.get_at(1))
+    if first.get_type() != isl.ast_node_type.if_ or first.if_has_else_node() or second is None \
+            or second.get_type() != isl.ast_node_type.user:
+        return None
+    then = _single(first.if_get_then_node())
+    guard = first.if_get_cond()
+    if then is None or then.get_type() != isl.ast_node_type.user or ids(guard) & box_ids:
+        return None
+    name, args = user_statement(then)
+    return FoldedInit(name, args, guard), second
+
+
+def _foldable(printer: Printer, init: FoldedInit, name: str, args: tuple) -> bool:
+    """Is ``init`` a plain write of the very element ``name`` updates (the same target at the same
+    point) with a value of the target's type that reads no element moving with the box (one value
+    for the whole box: a broadcast) and not the target's tensor?"""
+    sm, im = printer.model.statement(name), printer.model.statement(init.statement)
+    if im.stmt.op != "=" or im.stmt.target.tensor != sm.stmt.target.tensor:
+        return False
+    dtypes = {d.name: d.dtype for d in printer.kernel.decls}
+    if not _simple_value(im.stmt.value, dtypes[sm.stmt.target.tensor], dtypes):
+        return False
+    if any(isinstance(r, ir.Ref) and (r.tensor == sm.stmt.target.tensor or r.indices)
+           for r in ir.subexpressions(im.stmt.value)):
+        return False  # a scalar operand or a literal only (gemm's 0, a beta): the same for every box point
+
+    def target(stmt_model, stmt_args) -> str:
+        env = {v: ast_expr(a, printer.names, top=False) for v, a in zip(stmt_model.loops, stmt_args)}
+        return printer.ref(stmt_model.stmt.target, ValuePrinter(printer.kernel, env, None))
+    return target(im, init.args) == target(sm, args)
 
 
 def _view(r: ir.Ref) -> tuple[str, tuple[str, ...]]:
@@ -634,17 +694,41 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             else:
                 printer.emit(f"const {mtype} {tmask[p]} = polymap_mask_{dtype}x{lanes}("
                              f"{rows} ? {n_row} - {p[-1]} : 0);")
-    for p in points:
-        printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
     red = tile.reduction
     named = nullcontext(run[0]) if run is not None else printer.loop_variable(red, printer.analysis.info(red))
     with named as it:
+        start = ast_expr(red.for_get_init(), printer.names) if run is None else None
+        init = _init_value(printer, tile, dtype, vtype, lanes) if run is None else None
+        if init is not None:
+            # the mapping placed the initialisation at the step of the reduction loop where its guard
+            # holds: at the first step the accumulators start from its value (C is not read: BLIS's
+            # beta = 0), at any later one they take it then (exact for any guard; none for gemm)
+            value, guard = init
+            printer.emit("int polymap_first;")
+            printer.emit(f"{{ const long {it} = {start}; polymap_first = ({ast_expr(red.for_get_cond(), printer.names)}) "
+                         f"&& ({guard}); }}")
+            printer.emit(f"{vtype} {', '.join(acc[p] for p in points)};")
+            printer.emit("if (polymap_first) {")
+            for p in points:
+                printer.emit(f"  {acc[p]} = {value};")
+            printer.emit("} else {")
+            for p in points:
+                printer.emit(f"  {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
+            printer.emit("}")
+        else:
+            for p in points:
+                printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
         if run is not None:
             printer.emit(f"for (; {run[1]}; {run[0]} += {run[2]}) {{")
         else:
-            printer.emit(f"for (long {it} = {ast_expr(red.for_get_init(), printer.names)}; "
+            printer.emit(f"for (long {it} = {start}; "
                          f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
         printer.depth += 1
+        if init is not None:
+            printer.emit(f"if ({it} != {start} && ({init[1]})) {{  /* {tile.init.statement} */")
+            for p in points:
+                printer.emit(f"  {acc[p]} = {init[0]};")
+            printer.emit("}")
         for p in points:
             vp = printer_at(p, tmask[p])
             fused = _fused(vp, stmt, dtype, vtype, inner.loop, acc[p]) if lanes > 1 else None
@@ -662,6 +746,22 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             printer.emit(f"{vp.ref_text(stmt.target)} = {acc[p]};")
         else:
             printer.emit(f"polymap_mstore_{dtype}x{lanes}({tmask[p]}, &{printer.ref(stmt.target, vp)}, {acc[p]});")
+
+
+def _init_value(printer: Printer, tile: RegisterTile, dtype: str, vtype: str, lanes: int) -> tuple[str, str] | None:
+    """(the folded initialisation's value for one accumulator, its guard) as C text, or None.
+
+    The value is the same for every point of the box (:func:`_foldable`); a vector takes it by
+    ``v - (vtype){}``, exact for every ``v`` (``-0 - +0`` is ``-0``), as :func:`_fused` broadcasts."""
+    if tile.init is None:
+        return None
+    im = printer.model.statement(tile.init.statement)
+    env = {v: ast_expr(a, printer.names, top=False) for v, a in zip(im.loops, tile.init.args)}
+    vp = ValuePrinter(printer.kernel, env, None)
+    vp.ref_text = lambda r: printer.ref(r, vp)
+    value = vp.value(im.stmt.value)
+    text = vp.convert(value, dtype)
+    return (f"(({text}) - ({vtype}){{}})" if lanes > 1 else f"({text})"), ast_expr(tile.init.guard, printer.names)
 
 
 def _fused(vp: ValuePrinter, stmt: ir.Assign, dtype: str, vtype: str, row: str, acc: str) -> str | None:

@@ -23,6 +23,7 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
+from polymap.mapping.schedule import ScheduleEntry, expression_isl
 from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
@@ -61,18 +62,23 @@ def remember(cache: TuningCache, key: CacheKey, tuned: TunedChoice, params: Mapp
 
 
 def exact_form(mapping: Mapping) -> dict | None:
-    """Every field of a plain mapping (no fusion, schedule or wavefront), tiles left whole as null.
+    """Every field of a mapping of one nest without wavefronts, tiles left whole as null, and its
+    schedule entries as written (their ISL text is made again when read back).
 
     The mapping-file form (``to_dict``) reads back with inheritance: a loop a
     level leaves out takes the enclosing tile. A mapping built in code may
     mean the whole loop there instead, and generate other code; this form
     reads back to the very mapping that was measured.
     """
-    if mapping.nests or mapping.schedule or any(lm.wavefront for lm in mapping.levels):
+    if mapping.nests or any(lm.wavefront for lm in mapping.levels):
         return None
-    return {"kernel": mapping.kernel, "nest": mapping.nest, "loops": list(mapping.loops),
-            "levels": [{"level": lm.level, "tile": list(lm.tile), "order": list(lm.order),
-                        "spatial": list(lm.spatial), "keep": list(lm.keep)} for lm in mapping.levels]}
+    out = {"kernel": mapping.kernel, "nest": mapping.nest, "loops": list(mapping.loops),
+           "levels": [{"level": lm.level, "tile": list(lm.tile), "order": list(lm.order),
+                       "spatial": list(lm.spatial), "keep": list(lm.keep)} for lm in mapping.levels]}
+    if mapping.schedule:  # register_mapping's folded initialisation (``init: {i: i, j: j, k: 0}``)
+        out["schedule"] = [{"statement": e.statement, "loops": list(e.loops), "exprs": list(e.exprs)}
+                           for e in mapping.schedule]
+    return out
 
 
 def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture) -> Mapping:
@@ -92,7 +98,16 @@ def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture) -> Mappin
             raise ValueError(f"level {lv['level']} keeps tensors the nest does not use")
         levels.append(LevelMapping(str(lv["level"]), tuple(lv["tile"]), tuple(lv["order"]), tuple(lv["spatial"]),
                                    tuple(lv["keep"])))
-    return Mapping(kernel.name, nest, loops, tuple(levels))
+    entries = []
+    model = build_model(kernel) if data.get("schedule") else None
+    for e in data.get("schedule", []):
+        st = next((s for s in model.nest_statements(nest) if s.name == e["statement"]), None)
+        if st is None or not set(e["loops"]) <= set(loops) or len(e["loops"]) != len(e["exprs"]):
+            raise ValueError(f"the schedule entry of {e['statement']!r} does not fit the nest")
+        names = st.loops + model.params
+        entries.append(ScheduleEntry(st.name, tuple(e["loops"]), tuple(e["exprs"]),
+                                     tuple(expression_isl(x, names) for x in e["exprs"])))
+    return Mapping(kernel.name, nest, loops, tuple(levels), schedule=tuple(entries))
 
 
 def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
