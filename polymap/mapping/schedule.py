@@ -173,13 +173,19 @@ def only_places(entry: ScheduleEntry, st: StatementModel) -> bool:
     return all(given.get(x, "").replace(" ", "") == x for x in st.loops)
 
 
+def new_coordinates(model: KernelModel, mapping: Mapping) -> bool:
+    """Does some schedule entry give a statement coordinates other than its own iterators (a skew, a
+    shift)? Entries that only place a statement on loops it lacks (:func:`only_places`) do not: the
+    rules that read the program's own loops (orders, strides, round-robin panels) still hold."""
+    return any(not only_places(e, model.statement(e.statement)) for e in getattr(mapping, "schedule", ()))
+
+
 def moves_statements(model: KernelModel, mapping: Mapping) -> bool:
-    """Does the mapping give some statement coordinates other than its own iterators (a skew, a
-    shift), fuse nests or walk tiles by diagonals? Entries that only place a statement on loops it
-    lacks (:func:`only_places`) do not: every loop is still walked over its own iterator."""
+    """Does the mapping give statements new coordinates (:func:`new_coordinates`), fuse nests or walk
+    tiles by diagonals? If not, every loop is walked over its own iterator, as in a plain mapping."""
     if len(mapped_nests(mapping)) > 1 or any(getattr(lv, "wavefront", ()) for lv in mapping.levels):
         return True
-    return any(not only_places(e, model.statement(e.statement)) for e in getattr(mapping, "schedule", ()))
+    return new_coordinates(model, mapping)
 
 
 def statement_loops(mapping: Mapping, st: StatementModel) -> tuple[str, ...]:

@@ -31,7 +31,7 @@ from typing import Iterator, Sequence
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.mapping.schedule import mapping_statements
+from polymap.mapping.schedule import mapping_statements, new_coordinates
 from polymap.poly import KernelModel, build_model
 from polymap.codegen.c import packing, regtile, signature
 from polymap.codegen.c.names import DEFAULT_COMMAND, LoopNamer, header
@@ -284,9 +284,10 @@ class _Printer:
         are dealt round-robin too: contiguous chunks gave one thread 75% of the triangle. Mappings
         with a ``schedule`` (skewed tiles, whose bounds all depend on the outer tiles) keep theirs, and
         so do loops of single points (as ``_on_diagonal``'s: neighbours dealt to different threads
-        would write the same cache lines, ``x[i]`` beside ``x[i + 1]``)."""
+        would write the same cache lines, ``x[i]`` beside ``x[i + 1]``); an entry that only places a
+        statement (covariance's folded ``cov[i, j] = 0``) keeps the program's loops and this rule."""
         m = self.mappings_by_rank.get(info.rank)
-        if m is None or m.schedule or not 0 <= info.level < len(m.levels) - 2:
+        if m is None or new_coordinates(self.model, m) or not 0 <= info.level < len(m.levels) - 2:
             return False
         it = n.for_get_iterator().get_id().get_name()
         for f in walk(n.for_get_body()):

@@ -52,6 +52,7 @@ from polymap.passes.legality.reaching_writers import (
 from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts
 from polymap.mapping.model import Mapping
 from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
+from polymap.mapping.schedule import new_coordinates
 from polymap.passes.schedule.tiling import mapped_schedule
 from polymap.passes.schedule.tiling import MappedSchedule
 from polymap.passes.dependences.dependences import Dependence
@@ -330,7 +331,7 @@ def check_mapping(model: KernelModel, mapping: Mapping, *, arch: Architecture | 
     violations += spatial
     hints = []
     # the skew hint and the reduction notes speak of the loops of one nest as written
-    plain = not getattr(mapping, "schedule", ()) and len(getattr(mapping, "nests", ()) or (0,)) == 1
+    plain = not new_coordinates(model, mapping) and len(getattr(mapping, "nests", ()) or (0,)) == 1
     if violations and plain:
         hint = skew_hint(model, mapped.statements, tuple(mapping.loops))
         if hint:

@@ -31,6 +31,7 @@ from typing import Iterable, Mapping as MappingT
 from polymap import ir
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
+from polymap.mapping.schedule import new_coordinates
 from polymap.poly import KernelModel
 
 #: at most this many orders proposed per nest (each costs an exact legality check and counts)
@@ -148,7 +149,7 @@ def mapping_strided_weight(model: KernelModel, nest: int, mapping: Mapping | Non
     once (tile 1 at the level above). None is the program's own order, and so is a mapping with new
     coordinates (this rule knows only the program's loops)."""
     kernel = model.kernel
-    if mapping is None or mapping.schedule or mapping.nests:
+    if mapping is None or new_coordinates(model, mapping) or mapping.nests:
         return strided_weight(model, nest, nest_loops(kernel, nest), params)
     order = tuple(mapping.levels[-1].order)
     order += tuple(x for x in mapping.loops if x not in order)
