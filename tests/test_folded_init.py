@@ -112,3 +112,44 @@ def test_folded_code_matches_numpy(value, sized):
         c = np.full((params["M"], params["N"]), np.nan)
         fn({"A": a, "B": b, "C": c}, params)
         np.testing.assert_allclose(c, float(value) + a @ b, rtol=1e-12, atol=1e-12)
+
+
+SCALED = """
+kernel g(M, N, K) {
+  in beta : f64
+  in A[M, K] : f64
+  in B[K, N] : f64
+  inout C[M, N] : f64
+  for i in 0..M, j in 0..N {
+    scale: C[i, j] *= beta
+    for k in 0..K {
+      acc: C[i, j] += A[i, k] * B[k, j]
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("sized", [True, False])
+def test_a_scaling_init_is_folded_too(sized):
+    """2mm's ``D[i, j] *= beta``: the accumulators load C and scale it once at the first step (C's first
+    stay begins with a read: filled, as the simulator says), no pass of its own."""
+    kernel = parse(SCALED, "g.loop").kernels[0]
+    model = build_model(kernel)
+    made = {"M": 29, "N": 45, "K": 37}
+    mp = register_mapping(model, 0, ARCH, made, blocking=BLOCKING)
+    entry, = mp.schedule
+    assert entry.statement == "scale" and check_mapping(model, mp).legal
+    small = {"M": 9, "N": 13, "K": 7}
+    assert counts_as_dict(isl_count_mapping(model, mp, ARCH, params=small)) == simulate(kernel, mp, small)
+    src = emit_c(kernel, model, mp, params=made if sized else None)
+    assert "polymap_first" in src
+    fn = load_kernel(src, kernel)
+    for params in ({"M": 29, "N": 45, "K": 37}, {"M": 7, "N": 9, "K": 1}, {"M": 1, "N": 1, "K": 4}):
+        rng = np.random.default_rng(params["N"])
+        a = rng.standard_normal((params["M"], params["K"]))
+        b = rng.standard_normal((params["K"], params["N"]))
+        c0 = rng.standard_normal((params["M"], params["N"]))
+        c = c0.copy()
+        fn({"beta": np.array(0.75), "A": a, "B": b, "C": c}, params)
+        np.testing.assert_allclose(c, 0.75 * c0 + a @ b, rtol=1e-12, atol=1e-12)

@@ -61,6 +61,8 @@ VARIANTS = (("defined(__AVX512F__)", 64, True), ("defined(__AVX2__)", 32, True),
 #: the largest vectorised box: 28 zmm accumulators (of 32: B's vectors and a broadcast left over)
 MAX_VECTOR_BYTES = 28 * 64
 MAX_SCALAR_ACCUMULATORS = 16
+#: the operators of an initialisation the register tile starts its accumulators from (C's own arithmetic)
+FOLDED_OPS = ("=", "*=", "/=", "+=", "-=")
 _ITEMSIZE = {"f32": 4, "f64": 8}
 
 
@@ -327,11 +329,11 @@ def _folded_init(inside: isl.AstNode, box_ids: set[str]) -> tuple[FoldedInit, is
 
 
 def _foldable(printer: Printer, init: FoldedInit, name: str, args: tuple) -> bool:
-    """Is ``init`` a plain write of the very element ``name`` updates (the same target at the same
-    point) with a value of the target's type that reads no element moving with the box (one value
-    for the whole box: a broadcast) and not the target's tensor?"""
+    """Is ``init`` a write (``=``, or ``*=``, ``/=``, ``+=``, ``-=`` of a value) of the very element ``name``
+    updates (the same target at the same point) with a value of the target's type that reads no element
+    moving with the box (one value for the whole box: a broadcast) and not the target's tensor?"""
     sm, im = printer.model.statement(name), printer.model.statement(init.statement)
-    if im.stmt.op != "=" or im.stmt.target.tensor != sm.stmt.target.tensor:
+    if im.stmt.op not in FOLDED_OPS or im.stmt.target.tensor != sm.stmt.target.tensor:
         return False
     dtypes = {d.name: d.dtype for d in printer.kernel.decls}
     if not _simple_value(im.stmt.value, dtypes[sm.stmt.target.tensor], dtypes):
@@ -701,20 +703,29 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
         init = _init_value(printer, tile, dtype, vtype, lanes) if run is None else None
         if init is not None:
             # the mapping placed the initialisation at the step of the reduction loop where its guard
-            # holds: at the first step the accumulators start from its value (C is not read: BLIS's
-            # beta = 0), at any later one they take it then (exact for any guard; none for gemm)
-            value, guard = init
+            # holds: at the first step the accumulators start from it (a plain write: C is not read,
+            # BLIS's beta = 0; ``*= beta``: C loaded and scaled once), at any later one they take it
+            # then (exact for any guard; none for gemm)
+            value, guard, op = init
             printer.emit("int polymap_first;")
             printer.emit(f"{{ const long {it} = {start}; polymap_first = ({ast_expr(red.for_get_cond(), printer.names)}) "
                          f"&& ({guard}); }}")
-            printer.emit(f"{vtype} {', '.join(acc[p] for p in points)};")
-            printer.emit("if (polymap_first) {")
-            for p in points:
-                printer.emit(f"  {acc[p]} = {value};")
-            printer.emit("} else {")
-            for p in points:
-                printer.emit(f"  {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
-            printer.emit("}")
+            if op == "=":
+                printer.emit(f"{vtype} {', '.join(acc[p] for p in points)};")
+                printer.emit("if (polymap_first) {")
+                for p in points:
+                    printer.emit(f"  {acc[p]} = {value};")
+                printer.emit("} else {")
+                for p in points:
+                    printer.emit(f"  {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
+                printer.emit("}")
+            else:
+                for p in points:
+                    printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
+                printer.emit("if (polymap_first) {")
+                for p in points:
+                    printer.emit(f"  {acc[p]} {op} {value};")
+                printer.emit("}")
         else:
             for p in points:
                 printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
@@ -727,7 +738,7 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
         if init is not None:
             printer.emit(f"if ({it} != {start} && ({init[1]})) {{  /* {tile.init.statement} */")
             for p in points:
-                printer.emit(f"  {acc[p]} = {init[0]};")
+                printer.emit(f"  {acc[p]} {init[2]} {init[0]};")
             printer.emit("}")
         for p in points:
             vp = printer_at(p, tmask[p])
@@ -748,8 +759,9 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             printer.emit(f"polymap_mstore_{dtype}x{lanes}({tmask[p]}, &{printer.ref(stmt.target, vp)}, {acc[p]});")
 
 
-def _init_value(printer: Printer, tile: RegisterTile, dtype: str, vtype: str, lanes: int) -> tuple[str, str] | None:
-    """(the folded initialisation's value for one accumulator, its guard) as C text, or None.
+def _init_value(printer: Printer, tile: RegisterTile, dtype: str, vtype: str, lanes: int
+                ) -> tuple[str, str, str] | None:
+    """(the folded initialisation's value for one accumulator, its guard, its operator) as C text, or None.
 
     The value is the same for every point of the box (:func:`_foldable`); a vector takes it by
     ``v - (vtype){}``, exact for every ``v`` (``-0 - +0`` is ``-0``), as :func:`_fused` broadcasts."""
@@ -761,7 +773,8 @@ def _init_value(printer: Printer, tile: RegisterTile, dtype: str, vtype: str, la
     vp.ref_text = lambda r: printer.ref(r, vp)
     value = vp.value(im.stmt.value)
     text = vp.convert(value, dtype)
-    return (f"(({text}) - ({vtype}){{}})" if lanes > 1 else f"({text})"), ast_expr(tile.init.guard, printer.names)
+    return ((f"(({text}) - ({vtype}){{}})" if lanes > 1 else f"({text})"), ast_expr(tile.init.guard, printer.names),
+            im.stmt.op)
 
 
 def _fused(vp: ValuePrinter, stmt: ir.Assign, dtype: str, vtype: str, row: str, acc: str) -> str | None:

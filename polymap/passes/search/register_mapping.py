@@ -60,7 +60,7 @@ from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.tiling import PHASE_BEFORE, loop_phase
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
-from polymap.codegen.c.regtile import _unit_last
+from polymap.codegen.c.regtile import FOLDED_OPS, _unit_last
 
 
 @dataclass(frozen=True)
@@ -327,8 +327,9 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
 def folded_inits(model: KernelModel, nest: int, roles: Roles, loops: tuple[str, ...]) -> tuple[ScheduleEntry, ...]:
     """Schedule entries that place each initialisation of the target right before its first update.
 
-    A statement ``init: C[i, j] = v`` before the reduction loop ``k`` of ``acc: C[i, j] += ...``
-    (same target, all of acc's loops but ``k``, ``v`` not reading the target's tensor) runs, by the
+    A statement ``init: C[i, j] = v`` (or ``*= v``: 2mm's ``D *= beta``; :data:`FOLDED_OPS`) before the
+    reduction loop ``k`` of ``acc: C[i, j] += ...`` (same target, all of acc's loops but ``k``, ``v``
+    not reading the target's tensor) runs, by the
     phase rule of ``mapping.md``, before every tile of ``k`` at every level: with the DRAM level's
     whole tiles, a separate pass over all of C before the first update (the generated C had two
     OpenMP regions, the first walking C in 6 x 64 tiles: 4-7% of a 11 ms f32 1024 call). The entry
@@ -349,7 +350,7 @@ def folded_inits(model: KernelModel, nest: int, roles: Roles, loops: tuple[str, 
     for s in stmts.values():
         stmt = s.stmt
         reads = {r.tensor for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)}
-        if (s is acc or stmt.op != "=" or _names(stmt.target) != _names(acc.stmt.target) or stmt.target.tensor in reads
+        if (s is acc or stmt.op not in FOLDED_OPS or _names(stmt.target) != _names(acc.stmt.target) or stmt.target.tensor in reads
                 or roles.k in s.loops or set(s.loops) != set(acc.loops) - {roles.k}
                 or loop_phase(kernel, nest, s.context, roles.k) != PHASE_BEFORE):
             continue
