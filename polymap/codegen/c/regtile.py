@@ -25,6 +25,15 @@ everywhere::
     #else                             16-byte vectors, edges by the generic loops
     #endif
 
+An initialisation of the box's elements that the mapping places at the
+first update (register_mapping's ``init: {i: i, j: j, k: 0}``) is printed by
+ISL inside the box under a guard, ``if (k_LLC == 0 && k == 0) init; acc``;
+the tile takes it in (:class:`FoldedInit`): where the guard holds at the
+loop's first step the accumulators start from the init's value (``= 0``:
+C is not loaded) or are loaded and scaled once (``*= beta``); at a later
+step, the same there. Its value must be one for the whole box (a literal
+or a scalar), broadcast exactly.
+
 Legal because every element keeps its own updates in the original order
 (only the memory round-trips between them are removed): the target must not
 depend on the reduction loop, distinct box points must hit distinct
