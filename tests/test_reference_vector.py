@@ -129,6 +129,21 @@ def test_errors_are_the_scalar_paths():
     assert fast == slow and "when i=59" in slow[1]
 
 
+
+def test_a_select_divides_only_on_its_branch(monkeypatch):
+    """select(i == 0, 2, 2 / i) never divides by zero in the program; the vector path evaluates both
+    branches, and with one iteration (i a scalar) its integer division raised the scalar path's error
+    (found by hypothesis: a saved example of test_random_kernels_vector_equals_scalar)."""
+    for n in (1, 2, 5):
+        p = {"N": n, "M": 4}
+        k = K(p, [D("Q", "out", "N, M", "i32")],
+              L("i", "0", "N", L("j", "0", "M", S("Q[i, j]", "=", "select(i == 0, 2, 2 / i)"))))
+        fast, slow = both(k, {}, p)
+        assert not isinstance(slow, tuple) and not isinstance(fast, tuple)
+        want = np.repeat(np.array([2] + [2 // i for i in range(1, n)], dtype=np.int32), 4)
+        assert slow["Q"].ravel().tobytes() == want.tobytes() == fast["Q"].ravel().tobytes()
+
+
 # --------------------------------------------------------------------------- random kernels
 
 DTYPES = ("f32", "f64", "i32")

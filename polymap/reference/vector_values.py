@@ -261,6 +261,10 @@ def vop(op: str, t: str) -> Callable[[object, object], object]:
 
     def apply(x: Value, y: Value) -> Value:
         if not isinstance(x, np.ndarray) and not isinstance(y, np.ndarray):
+            if op in ("/", "%") and t in INTEGER and y == 0:
+                # the scalar path's error only if it is evaluated there: a select evaluates both of its
+                # branches here, and select(i == 0, 2, 2 / i) never divides by zero in the program
+                raise Fallback("integer division by zero")
             return scalar(x, y)
         if weak:
             _small(x, True)
