@@ -2,9 +2,12 @@
 
     python benchmarks/bench_tune_cache.py [--tune 4] [--kernels gemm 2mm ...] [--rounds 9] [--no-verify]
 
-Per example, with a fresh cache (``XDG_CACHE_HOME`` a temporary directory;
-built libraries stay in ``POLYMAP_CACHE``, so the build cache is shared and
-warm for the second compile as for any user):
+Per example, in a fresh environment: the tuning cache (``XDG_CACHE_HOME``) and
+the built libraries (``POLYMAP_CACHE``) in a temporary directory, as for a user
+who compiles the kernel for the first time; each step's builds stay for the next,
+as they do for that user (``--build-cache DIR`` keeps builds across runs instead:
+then the first tuned compile finds its candidates built by an earlier run, which
+no first compile of a kernel does, and until session 23 every run did that):
 
 1. ``polymap compile`` untuned (``--no-cache``), wall time;
 2. ``polymap compile --tune K``: a miss, tunes and stores; wall time ``first``;
@@ -71,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--no-verify", action="store_true",
                     help="compile with --no-verify (default: verified; a hit is verified too, a reference execution)")
+    ap.add_argument("--build-cache", help="a build cache kept across runs (default: a fresh one per example)")
     args = ap.parse_args(argv)
     verify = ["--no-verify"] if args.no_verify else []
     # Python keeps compiled bytecode beside the sources unless PYTHONDONTWRITEBYTECODE is set, as in the
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="polymap-bench-cache-") as tmp:
             tmp = Path(tmp)
             env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg")}
-            env.setdefault("POLYMAP_CACHE", str(Path.home() / ".cache" / "polymap"))
+            env["POLYMAP_CACHE"] = args.build_cache or str(tmp / "builds")
             t_untuned, _, _ = compile_once(path, sizes, tmp / "untuned", env, ["--no-cache", *verify])
             t_first, doc1, c_first = compile_once(path, sizes, tmp / "tuned", env, ["--tune", str(args.tune), *verify])
             t_second, doc2, c_second = compile_once(path, other, tmp / "again", env,
