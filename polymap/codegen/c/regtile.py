@@ -64,6 +64,7 @@ from polymap.passes.frontend.types import combine_type
 
 if TYPE_CHECKING:  # annotations only: the emitter builds on this module
     from polymap.codegen.c.emitter import _Printer as Printer
+    from polymap.poly import StatementModel
 
 #: (preprocessor condition, vector bytes, edge boxes masked), tried in order when the file is built
 VARIANTS = (("defined(__AVX512F__)", 64, True), ("defined(__AVX2__)", 32, True), ("", 16, False))
@@ -351,7 +352,7 @@ def _foldable(printer: Printer, init: FoldedInit, name: str, args: tuple) -> boo
            for r in ir.subexpressions(im.stmt.value)):
         return False  # a scalar operand or a literal only (gemm's 0, a beta): the same for every box point
 
-    def target(stmt_model, stmt_args) -> str:
+    def target(stmt_model: StatementModel, stmt_args: tuple) -> str:
         env = {v: ast_expr(a, printer.names, top=False) for v, a in zip(stmt_model.loops, stmt_args)}
         return printer.ref(stmt_model.stmt.target, ValuePrinter(printer.kernel, env, None))
     return target(im, init.args) == target(sm, args)
