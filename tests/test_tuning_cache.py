@@ -250,3 +250,32 @@ def test_the_exact_form_reads_back_to_the_measured_mapping():
     bad["levels"][2]["tile"] = [0, 1, 1]
     with pytest.raises(ValueError):
         from_exact_form(bad, kernel, arch)
+
+
+def test_a_remembered_schedule_beyond_the_counting_budget_is_rechecked_as_it_was_chosen(tmp_path, monkeypatch):
+    """A skewed, wavefront mapping whose exact counts are beyond the budget was checked (fits) and ranked
+    at reduced sizes when compile chose it; a hit re-checks it by that rule, at the reduced sizes of its
+    own sizes, and reports no counts it did not compute. Counted at the given sizes instead, jacobi-2d's
+    8 x 64 x 64 wavefront tiles overflowed L1 at every size of their bucket: never a hit."""
+    from polymap.passes.search import isl_schedule
+
+    monkeypatch.setattr(isl_schedule, "ENUMERATION_LIMIT", 200)
+    monkeypatch.setattr(isl_schedule, "RANKING_LIMIT", 120)
+    root = Path(__file__).resolve().parent.parent
+    kernel = parse((root / "examples/polybench/jacobi-1d.loop").read_text(), "jacobi-1d.loop").kernels[0]
+    arch = load_architecture("host")
+    sizes, other = {"TSTEPS": 6, "N": 40}, {"TSTEPS": 5, "N": 33}  # one bucket: 8 x 64
+    choice = choose(kernel, arch, sizes, options=ChoiceOptions(search_evaluations=0))
+    isl = next(c for c in choice.nests[0].candidates if c.source.startswith("isl schedule") and c.legal)
+    assert isl.report is None  # ranked at reduced sizes when chosen
+    cache = TuningCache(tmp_path)
+    key = cache_key(kernel, "arch", other)
+    assert key == cache_key(kernel, "arch", sizes)
+    cache.store(key, {"kernel": kernel.name, "k": 2, "params": sizes, "tuning": [],
+                      "nests": [{"nest": 0, "source": isl.source, "mapping": isl.mapping.to_dict(),
+                                 "measured_s": 1e-3}]})
+    found = recall(cache, key, kernel, arch, other, k=2, verify=False)
+    assert found.status == "hit", found.warnings
+    (nest,) = found.choice.nests
+    assert nest.chosen.report is None
+    assert dict(nest.chosen.ranked_at) == isl_schedule.reduced_sizes(found.choice.model, 0, other)
