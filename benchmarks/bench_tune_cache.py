@@ -64,6 +64,9 @@ def compile_once(path: str, sizes: dict, out: Path, env: dict, extra: list[str])
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    for line in proc.stderr.splitlines():  # why a remembered entry was ignored, say
+        if line.startswith("warning:"):
+            print(f"    {' '.join(f'{k}={v}' for k, v in sizes.items())}: {line}", flush=True)
     return wall, json.loads(proc.stdout), cpu
 
 
