@@ -47,6 +47,16 @@ class ExpressionProblem(ValueError):
         self.column = column
 
 
+def schedule_entry(model: KernelModel, statement: str, loops: tuple[str, ...], exprs: tuple[str, ...]
+                   ) -> ScheduleEntry:
+    """The entry placing ``statement`` at ``exprs`` (texts over its iterators and the parameters) on
+    ``loops``, its ISL texts made here: what a pass writes (isl's scheduler, a suggested skew, a folded
+    initialisation, a remembered entry read back); a mapping file's entries are read, with located
+    errors, by :func:`polymap.mapping.schedule_files.read_schedule`."""
+    names = model.statement(statement).loops + model.params
+    return ScheduleEntry(statement, tuple(loops), tuple(exprs), tuple(expression_isl(e, names) for e in exprs))
+
+
 def expression_isl(text: str, names: tuple[str, ...]) -> str:
     """ISL text of the quasi-affine expression ``text`` over ``names`` (iterators and parameters).
 

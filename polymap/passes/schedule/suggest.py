@@ -13,7 +13,7 @@ This writes it as a mapping a student can run ``check``, ``transform`` and
 from __future__ import annotations
 
 from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
-from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.mapping.schedule import schedule_entry
 from polymap.passes.dependences.loop_classes import skew_coefficients
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
@@ -40,8 +40,7 @@ def suggested_mapping(model: KernelModel, nest: int, arch: Architecture) -> Mapp
                     terms.append(band[m] if c == 1 else f"{c}*{band[m]}")
             exprs.append(" + ".join(terms))
         if tuple(exprs) != st.loops:
-            entries.append(ScheduleEntry(st.name, st.loops, tuple(exprs),
-                                         tuple(expression_isl(e, st.loops + model.params) for e in exprs)))
+            entries.append(schedule_entry(model, st.name, st.loops, tuple(exprs)))
     keep = nest_tensors(kernel, nest)
     n = len(arch.levels)
     tiled = max(1, n - 3)

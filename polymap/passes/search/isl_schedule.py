@@ -26,7 +26,7 @@ from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
-from polymap.mapping.schedule import ScheduleEntry, coords_map, expression_isl
+from polymap.mapping.schedule import ScheduleEntry, coords_map, schedule_entry
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.execution import Steps, reduces, walk_steps
@@ -159,8 +159,7 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
             if text is None:
                 return None
             exprs.append(text)
-        entries.append(ScheduleEntry(s.name, loops, tuple(exprs),
-                                     tuple(expression_isl(e, s.loops + model.params) for e in exprs)))
+        entries.append(schedule_entry(model, s.name, loops, tuple(exprs)))
     return IslSchedule(tuple(entries), loops, band, coincident)
 
 

@@ -54,7 +54,7 @@ from typing import Mapping as MappingT, Sequence
 from polymap import ir
 from polymap.machine.arch import Architecture, VectorUnit
 from polymap.mapping.model import LevelMapping, Mapping, loop_extents, nest_loops, nest_tensors
-from polymap.mapping.schedule import ScheduleEntry, expression_isl
+from polymap.mapping.schedule import ScheduleEntry, schedule_entry
 from polymap.passes.counting.fit import fanout_problems
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.tiling import PHASE_BEFORE, loop_phase
@@ -354,10 +354,8 @@ def folded_inits(model: KernelModel, nest: int, roles: Roles, loops: tuple[str, 
                 or roles.k in s.loops or set(s.loops) != set(acc.loops) - {roles.k}
                 or loop_phase(kernel, nest, s.context, roles.k) != PHASE_BEFORE):
             continue
-        names = s.loops + model.params
         out_loops = tuple(x for x in loops if x in s.loops or x == roles.k)
-        exprs = tuple(lower if x == roles.k else x for x in out_loops)
-        entries.append(ScheduleEntry(s.name, out_loops, exprs, tuple(expression_isl(e, names) for e in exprs)))
+        entries.append(schedule_entry(model, s.name, out_loops, tuple(lower if x == roles.k else x for x in out_loops)))
     return tuple(entries)
 
 

@@ -23,7 +23,7 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.schedule import ScheduleEntry, expression_isl, moves_statements
+from polymap.mapping.schedule import moves_statements, schedule_entry
 from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
@@ -105,9 +105,7 @@ def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture) -> Mappin
         st = next((s for s in model.nest_statements(nest) if s.name == e["statement"]), None)
         if st is None or not set(e["loops"]) <= set(loops) or len(e["loops"]) != len(e["exprs"]):
             raise ValueError(f"the schedule entry of {e['statement']!r} does not fit the nest")
-        names = st.loops + model.params
-        entries.append(ScheduleEntry(st.name, tuple(e["loops"]), tuple(e["exprs"]),
-                                     tuple(expression_isl(x, names) for x in e["exprs"])))
+        entries.append(schedule_entry(model, st.name, tuple(e["loops"]), tuple(e["exprs"])))
     return Mapping(kernel.name, nest, loops, tuple(levels), schedule=tuple(entries))
 
 
