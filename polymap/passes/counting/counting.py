@@ -32,7 +32,7 @@ from __future__ import annotations
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, count, isl_name, points, to_int
 from polymap.passes.counting.counts import COUNT_NAMES, Counts, LevelCounts, TensorCounts
-from polymap.passes.counting.fastcount import fast_counts, fast_footprints
+from polymap.passes.counting.fastcount import fast_path
 from polymap.passes.counting.footprint import DTYPE_BYTES, enumerable, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
 from polymap.passes.schedule.tiling import TimeDim
@@ -274,11 +274,11 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     """
     footprints = None
     if not symbolic:
-        fast = fast_counts(model, mapping, arch, params=params)
+        # one evaluation: the counts where exact; in the class but inexact (an edge tile idles a spatial
+        # instance), the footprints still are
+        fast, footprints = fast_path(model, mapping, arch, params=params)
         if fast is not None:
             return fast
-        # in the class but inexact (an edge tile idles a spatial instance): the footprints still are exact
-        footprints = fast_footprints(model, mapping, params=_default_params(model, params))
     return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints)
 
 
@@ -287,7 +287,7 @@ def isl_count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, 
                       ) -> Counts:
     """:func:`count_mapping` by the ISL path alone (residency relations, barvinok or point walks), for any
     mapping: what the fast path is checked against, and what recounts a search's winners. ``footprints``:
-    every level's ``(elements, bytes)`` known already (:func:`~polymap.passes.counting.fastcount.fast_footprints`),
+    every level's ``(elements, bytes)`` known already (:func:`~polymap.passes.counting.fastcount.fast_path`),
     not counted again."""
     values = _default_params(model, params)
     res = residencies(model, mapping, params=None if symbolic else values)

@@ -458,21 +458,14 @@ def _evaluated(model: KernelModel, mapping: Mapping, params: MappingT[str, int] 
     return ev, ev.evaluate(tiles_of([mapping], ev.nest))
 
 
-def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None
-               ) -> Counts | None:
-    """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's class."""
-    found = _evaluated(model, mapping, params)
-    if found is None or not found[1].exact[0]:
-        return None
-    ev, batch = found
-    names = tuple(arch.levels[l].name if arch is not None else lm.level for l, lm in enumerate(mapping.levels))
-    return batch.as_counts(0, ev.nest, names, mapping)
+def fast_path(model: KernelModel, mapping: Mapping, arch: Architecture | None, *,
+              params: MappingT[str, int] | None = None
+              ) -> tuple[Counts | None, tuple[tuple[int, int] | None, ...] | None]:
+    """One evaluation of ``mapping`` by the fast path: (its counts, None) where they are exact, (None,
+    every level's ``(elements, bytes)`` footprint, None at the backing store) where only the footprints
+    are, (None, None) outside the class.
 
-
-def fast_footprints(model: KernelModel, mapping: Mapping, *, params: MappingT[str, int] | None = None
-                    ) -> tuple[tuple[int, int] | None, ...] | None:
-    """Every level's ``(elements, bytes)`` footprint (None at the backing store) by the fast path, or None
-    outside its class: exact also where its other counts are not. What makes a batch inexact is which
+    The footprints are exact also where the other counts are not. What makes a batch inexact is which
     instances of a level work at an edge (a spatial loop's parent tiles with fewer children, multicast
     groups cut by an edge tile), not what one instance holds at its fullest, its first residency, where
     every tile is whole (:func:`level_footprints`). The ISL path's footprints (barvinok's count of every
@@ -481,7 +474,30 @@ def fast_footprints(model: KernelModel, mapping: Mapping, *, params: MappingT[st
     them equal to the ISL path's."""
     found = _evaluated(model, mapping, params)
     if found is None:
-        return None
-    batch = found[1]
+        return None, None
+    ev, batch = found
+    if batch.exact[0]:
+        names = tuple(arch.levels[l].name if arch is not None else lm.level for l, lm in enumerate(mapping.levels))
+        return batch.as_counts(0, ev.nest, names, mapping), None
+    return None, _footprints(batch)
+
+
+def fast_counts(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None
+               ) -> Counts | None:
+    """The counts of :func:`polymap.passes.counting.counting.count_mapping`, or None outside the fast path's
+    class or where they are inexact (:func:`fast_path`)."""
+    return fast_path(model, mapping, arch, params=params)[0]
+
+
+def fast_footprints(model: KernelModel, mapping: Mapping, *, params: MappingT[str, int] | None = None
+                    ) -> tuple[tuple[int, int] | None, ...] | None:
+    """Every level's ``(elements, bytes)`` footprint (None at the backing store) by the fast path, or None
+    outside its class (:func:`fast_path`'s, exact counts or not)."""
+    found = _evaluated(model, mapping, params)
+    return None if found is None else _footprints(found[1])
+
+
+def _footprints(batch: BatchCounts) -> tuple[tuple[int, int] | None, ...]:
+    """The first (only) mapping's ``(elements, bytes)`` per level of ``batch``, None at the backing store."""
     return tuple(None if fp is None else (int(fp[0]), int(fb[0]))
                  for fp, fb in zip(batch.footprint, batch.footprint_bytes))
