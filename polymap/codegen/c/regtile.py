@@ -51,7 +51,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass
 from itertools import product
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from polymap import ir
 from polymap.islcheck import isl
@@ -711,34 +711,36 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
     with named as it:
         start = ast_expr(red.for_get_init(), printer.names) if run is None else None
         init = _init_value(printer, tile, dtype, vtype, lanes) if run is None else None
-        if init is not None:
+
+        def each(line: Callable[[tuple[int, ...]], str]) -> None:
+            for p in points:
+                printer.emit(line(p))
+
+        def load(p: tuple[int, ...]) -> str:
+            return printer_at(p, tmask[p]).ref_text(stmt.target)
+
+        if init is None:
+            each(lambda p: f"{vtype} {acc[p]} = {load(p)};")
+        else:
             # the mapping placed the initialisation at the step of the reduction loop where its guard
             # holds: at the first step the accumulators start from it (a plain write: C is not read,
             # BLIS's beta = 0; ``*= beta``: C loaded and scaled once), at any later one they take it
             # then (exact for any guard; none for gemm)
-            value, guard, op = init
+            start_value, guard, op = init
             printer.emit("int polymap_first;")
             printer.emit(f"{{ const long {it} = {start}; polymap_first = ({ast_expr(red.for_get_cond(), printer.names)}) "
                          f"&& ({guard}); }}")
             if op == "=":
                 printer.emit(f"{vtype} {', '.join(acc[p] for p in points)};")
                 printer.emit("if (polymap_first) {")
-                for p in points:
-                    printer.emit(f"  {acc[p]} = {value};")
+                each(lambda p: f"  {acc[p]} = {start_value};")
                 printer.emit("} else {")
-                for p in points:
-                    printer.emit(f"  {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
-                printer.emit("}")
+                each(lambda p: f"  {acc[p]} = {load(p)};")
             else:
-                for p in points:
-                    printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
+                each(lambda p: f"{vtype} {acc[p]} = {load(p)};")
                 printer.emit("if (polymap_first) {")
-                for p in points:
-                    printer.emit(f"  {acc[p]} {op} {value};")
-                printer.emit("}")
-        else:
-            for p in points:
-                printer.emit(f"{vtype} {acc[p]} = {printer_at(p, tmask[p]).ref_text(stmt.target)};")
+                each(lambda p: f"  {acc[p]} {op} {start_value};")
+            printer.emit("}")
         if run is not None:
             printer.emit(f"for (; {run[1]}; {run[0]} += {run[2]}) {{")
         else:
@@ -746,9 +748,8 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
                          f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
         printer.depth += 1
         if init is not None:
-            printer.emit(f"if ({it} != {start} && ({init[1]})) {{  /* {tile.init.statement} */")
-            for p in points:
-                printer.emit(f"  {acc[p]} {init[2]} {init[0]};")
+            printer.emit(f"if ({it} != {start} && ({guard})) {{  /* {tile.init.statement} */")
+            each(lambda p: f"  {acc[p]} {op} {start_value};")
             printer.emit("}")
         for p in points:
             vp = printer_at(p, tmask[p])
