@@ -129,8 +129,7 @@ def test_errors_are_the_scalar_paths():
     assert fast == slow and "when i=59" in slow[1]
 
 
-
-def test_a_select_divides_only_on_its_branch(monkeypatch):
+def test_a_select_divides_only_on_its_branch():
     """select(i == 0, 2, 2 / i) never divides by zero in the program; the vector path evaluates both
     branches, and with one iteration (i a scalar) its integer division raised the scalar path's error
     (found by hypothesis: a saved example of test_random_kernels_vector_equals_scalar)."""

@@ -180,6 +180,37 @@ int main(int argc, char **argv) {
 TRIANGLE_BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-mfma", "-mno-avx512f"), "avx2")}
 
 
+def _mapped_source(text: str, dtype: str) -> tuple:
+    """The kernel of ``text`` at ``dtype`` and its C for compile's register tiles at M, N = 300, 200."""
+    kernel, _ = kernel_to_map(parse(text % {"t": dtype}, "t.loop").kernels[0])
+    model = build_model(kernel)
+    big = {"M": 300, "N": 200}
+    made = fit_keeps(model, register_mapping(model, 0, HOST, big), HOST, big)
+    return kernel, emit_c(kernel, model, (made,), params=big)
+
+
+def _sanitized(tmp_path: Path, src: str, dtype: str, driver: str, build: str) -> Path:
+    """``src`` with ``driver`` built under AddressSanitizer and UBSan for ``build``; skips (after building)
+    where this processor cannot run that build."""
+    flags, needs = TRIANGLE_BUILDS[build]
+    (tmp_path / "t.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + driver)
+    exe = tmp_path / "t"
+    cc = sanitized_build(tmp_path / "t.c", exe, *flags)
+    assert cc.returncode == 0, cc.stderr[-3000:]
+    if needs not in (cpu_flags(CPUINFO.read_text()) if CPUINFO.exists() else frozenset()):
+        pytest.skip(f"this processor has no {needs}: the {build} build was compiled but cannot run here")
+    return exe
+
+
+def _run(exe: Path, tmp_path: Path, inputs: bytes, m_: int, n_: int) -> bytes:
+    """The driver's output for ``inputs`` at M, N = ``m_``, ``n_`` on 2 threads."""
+    (tmp_path / "in.bin").write_bytes(inputs)
+    run = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), str(m_), str(n_)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert run.returncode == 0, (m_, n_, run.stderr[-3000:])
+    return (tmp_path / "out.bin").read_bytes()
+
+
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 @pytest.mark.parametrize("build", sorted(TRIANGLE_BUILDS))
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
@@ -189,27 +220,14 @@ def test_a_triangles_diagonal_boxes_run_masked(tmp_path, build, dtype):
     # generic loops; under AddressSanitizer and UBSan, against NumPy's D^T D, with every element
     # below the diagonal still the driver's sentinel (the masks never store there); sizes that cut
     # the diagonal at every offset of the box, and edge boxes, in both vector builds
-    flags, needs = TRIANGLE_BUILDS[build]
-    kernel, _ = kernel_to_map(parse(TRIANGLE % {"t": dtype}, "t.loop").kernels[0])
-    model = build_model(kernel)
-    big = {"M": 300, "N": 200}
-    made = fit_keeps(model, register_mapping(model, 0, HOST, big), HOST, big)
-    src = emit_c(kernel, model, (made,), params=big)
+    _, src = _mapped_source(TRIANGLE, dtype)
     assert "= polymap_maskr_" in src and "(polymap_s_j_" in src and "polymap_acc_" in src
-    (tmp_path / "t.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + TRIANGLE_DRIVER)
-    exe = tmp_path / "t"
-    cc = sanitized_build(tmp_path / "t.c", exe, *flags)
-    assert cc.returncode == 0, cc.stderr[-3000:]
-    if needs not in (cpu_flags(CPUINFO.read_text()) if CPUINFO.exists() else frozenset()):
-        pytest.skip(f"this processor has no {needs}: the {build} build was compiled but cannot run here")
+    exe = _sanitized(tmp_path, src, dtype, TRIANGLE_DRIVER, build)
     nt = np.float32 if dtype == "f32" else np.float64
     for m_, n_ in ((1, 3), (7, 5), (17, 9), (45, 29), (77, 31), (300, 200)):
         d = np.random.default_rng(m_).standard_normal((n_, m_)).astype(nt)
-        (tmp_path / "in.bin").write_bytes(d.tobytes())
-        run = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), str(m_), str(n_)],
-                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
-        assert run.returncode == 0, (m_, n_, run.stderr[-3000:])
-        c = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=nt).reshape(m_, m_).astype(np.float64)
+        out = _run(exe, tmp_path, d.tobytes(), m_, n_)
+        c = np.frombuffer(out, dtype=nt).reshape(m_, m_).astype(np.float64)
         want = d.astype(np.float64).T @ d.astype(np.float64)
         upper = np.triu(np.ones((m_, m_), dtype=bool))
         tol = (1e-4 if dtype == "f32" else 1e-12) * max(1.0, np.sqrt(n_))
@@ -256,30 +274,17 @@ def test_rows_ending_with_the_reduction_loop_mask_the_column_edge(tmp_path, buil
     # generic loops at every step made the thread with that panel the last to finish); under
     # AddressSanitizer and UBSan, against NumPy's B + strictly-lower(A)^T B, at sizes that leave
     # every width of edge panel and rows in every position of the box, in both vector builds
-    flags, needs = TRIANGLE_BUILDS[build]
-    kernel, _ = kernel_to_map(parse(MOVING % {"t": dtype}, "t.loop").kernels[0])
-    model = build_model(kernel)
-    big = {"M": 300, "N": 200}
-    made = fit_keeps(model, register_mapping(model, 0, HOST, big), HOST, big)
-    src = emit_c(kernel, model, (made,), params=big)
+    _, src = _mapped_source(MOVING, dtype)
     # the moving box's edge: a column count, and the accumulators loaded under its masks
     assert "polymap_acc_" in src and re.search(r"const long polymap_n_j = .*\n(.*\n)*.*polymap_mload_", src)
-    (tmp_path / "t.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + MOVING_DRIVER)
-    exe = tmp_path / "t"
-    cc = sanitized_build(tmp_path / "t.c", exe, *flags)
-    assert cc.returncode == 0, cc.stderr[-3000:]
-    if needs not in (cpu_flags(CPUINFO.read_text()) if CPUINFO.exists() else frozenset()):
-        pytest.skip(f"this processor has no {needs}: the {build} build was compiled but cannot run here")
+    exe = _sanitized(tmp_path, src, dtype, MOVING_DRIVER, build)
     nt = np.float32 if dtype == "f32" else np.float64
     for m_, n_ in ((1, 3), (7, 5), (17, 9), (45, 37), (77, 31), (300, 200)):
         rng = np.random.default_rng(m_ * 1000 + n_)
         a = rng.standard_normal((m_, m_)).astype(nt)
         b = rng.standard_normal((m_, n_)).astype(nt)
-        (tmp_path / "in.bin").write_bytes(a.tobytes() + b.tobytes())
-        run = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin"), str(m_), str(n_)],
-                             capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
-        assert run.returncode == 0, (m_, n_, run.stderr[-3000:])
-        got = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=nt).reshape(m_, n_).astype(np.float64)
+        got = np.frombuffer(_run(exe, tmp_path, a.tobytes() + b.tobytes(), m_, n_), dtype=nt
+                            ).reshape(m_, n_).astype(np.float64)
         want = b.astype(np.float64) + np.tril(a.astype(np.float64), -1).T @ b.astype(np.float64)
         tol = (1e-4 if dtype == "f32" else 1e-12) * max(1.0, np.sqrt(m_))
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"M, N = {m_}, {n_}")
