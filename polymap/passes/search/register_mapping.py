@@ -342,8 +342,8 @@ def folded_inits(model: KernelModel, nest: int, roles: Roles, loops: tuple[str, 
     kernel = model.kernel
     stmts = {s.name: s for s in model.nest_statements(nest)}
     acc = stmts.get(roles.statement)
-    bounds = [x for x in _loops_of(kernel.nests()[nest]) if x.var == roles.k]
-    if acc is None or len(bounds) != 1 or len(bounds[0].lower) != 1 or not isinstance(bounds[0].lower[0], ir.Const):
+    bounds = [] if acc is None else [lp for lp in acc.context.loops if lp.var == roles.k]
+    if len(bounds) != 1 or len(bounds[0].lower) != 1 or not isinstance(bounds[0].lower[0], ir.Const):
         return ()
     lower = str(bounds[0].lower[0].value)
     entries = []
@@ -365,14 +365,6 @@ def _names(r: ir.Ref) -> tuple | None:
     if not all(isinstance(x, ir.Var) for x in r.indices):
         return None
     return (r.tensor,) + tuple(x.name for x in r.indices)
-
-
-def _loops_of(node: ir.Node) -> list[ir.Loop]:
-    """``node`` and every loop inside it."""
-    out = [node] if isinstance(node, ir.Loop) else []
-    for child in getattr(node, "body", ()) + getattr(node, "then", ()) + getattr(node, "orelse", ()):
-        out += _loops_of(child)
-    return out
 
 
 def bounds_coupled(kernel: ir.Kernel, nest: int, loop: str) -> bool:
