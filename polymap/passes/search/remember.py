@@ -82,8 +82,10 @@ def exact_form(mapping: Mapping) -> dict | None:
     return out
 
 
-def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture) -> Mapping:
-    """The mapping of :func:`exact_form`, checked against the kernel and the architecture (ValueError)."""
+def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture, *, model: KernelModel | None = None
+                    ) -> Mapping:
+    """The mapping of :func:`exact_form`, checked against the kernel and the architecture (ValueError);
+    ``model``: the kernel's, if the caller has it (its schedule entries are read against it)."""
     nest = data["nest"]
     loops = tuple(data["loops"])
     if not isinstance(nest, int) or not 0 <= nest < len(kernel.nests()) or data["kernel"] != kernel.name:
@@ -100,7 +102,8 @@ def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture) -> Mappin
         levels.append(LevelMapping(str(lv["level"]), tuple(lv["tile"]), tuple(lv["order"]), tuple(lv["spatial"]),
                                    tuple(lv["keep"])))
     entries = []
-    model = build_model(kernel) if data.get("schedule") else None
+    if data.get("schedule") and model is None:
+        model = build_model(kernel)
     for e in data.get("schedule", []):
         st = next((s for s in model.nest_statements(nest) if s.name == e["statement"]), None)
         if st is None or not set(e["loops"]) <= set(loops) or len(e["loops"]) != len(e["exprs"]):
@@ -154,7 +157,7 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
         cand = Candidate(label, None, counted, True)
         return NestChoice(nest, cand, (cand,))
     if item.get("exact") is not None:
-        mapping = from_exact_form(item["exact"], model.kernel, arch)
+        mapping = from_exact_form(item["exact"], model.kernel, arch, model=model)
     else:
         mapping = mapping_from_dict(item["mapping"], kernel=model.kernel, arch=arch)
     if mapping.nest != nest:
