@@ -225,11 +225,11 @@ def test_isl_scheduler_is_not_tried_on_a_deep_nest_of_several_statements():
     deep = text.replace("for t in 0..TSTEPS", "for t in 0..TSTEPS, z0 in 0..2, z1 in 0..2, z2 in 0..2, z3 in 0..2")
     assert deep != text
     start = time.monotonic()
-    found, why = isl_proposals(build_model(parse(deep, "deep.loop").kernels[0]), 0, load_architecture("host"),
-                               {"TSTEPS": 3, "N": 8})
+    found, why, _ = isl_proposals(build_model(parse(deep, "deep.loop").kernels[0]), 0, load_architecture("host"),
+                                  {"TSTEPS": 3, "N": 8})
     assert found == [] and "7 loops deep with 2 statements" in why and time.monotonic() - start < 30
-    found, why = isl_proposals(build_model(parse(text, "j.loop").kernels[0]), 0, load_architecture("host"),
-                               {"TSTEPS": 3, "N": 8})
+    found, why, _ = isl_proposals(build_model(parse(text, "j.loop").kernels[0]), 0, load_architecture("host"),
+                                  {"TSTEPS": 3, "N": 8})
     assert found and why is None  # 3 deep: still tried
 
 

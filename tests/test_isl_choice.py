@@ -113,7 +113,7 @@ def test_reduced_sizes_rank_without_the_per_call_cycles(monkeypatch: pytest.Monk
     tiles = next(c for c in choose(kernel, host, sizes, options=FAST).nests[0].candidates
                  if c.source == "register tiles")
     assert tiles.report.execution.threads > 1  # its fixed costs are there to leave out
-    scheduled, _ = isl_schedule.isl_proposals(model, 0, host, sizes, to_count=False)
+    scheduled, _, _ = isl_schedule.isl_proposals(model, 0, host, sizes, to_count=False)
     assert scheduled
 
     def ranked() -> list[tuple[str, str]]:
@@ -159,3 +159,26 @@ def test_a_reduced_size_win_within_the_margin_keeps_the_choice(small_budgets: No
     assert not any(c.ranked_at for c in kept.candidates)
     monkeypatch.setattr(choice_module, "REDUCED_MARGIN", gain * 0.99)
     assert choose(_kernel(), HOST, SIZES, options=FAST).nests[0].chosen.source == first.chosen.source
+
+
+def test_the_schedulers_time_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Issue 9: compile reports what isl's scheduler cost, per nest, in its summary and its JSON.
+    The scheduler is slowed by a known amount, so the number must measure it (and not, say, the
+    whole choice or nothing)."""
+    import time as time_module
+    from polymap.reports.compile import choice_json, nest_choice_lines
+    slow = 0.3
+    real = isl_schedule.isl_schedule
+
+    def slowed(model, nest):
+        time_module.sleep(slow)
+        return real(model, nest)
+
+    monkeypatch.setattr(isl_schedule, "isl_schedule", slowed)
+    kernel = _kernel()
+    chosen = choose(kernel, load_architecture("host"), {"TSTEPS": 2, "N": 12}, options=FAST)
+    seconds = chosen.nests[0].scheduler_seconds
+    assert seconds is not None and slow <= seconds < slow + 20
+    words = f"isl's scheduler, with building its candidates: {seconds:.2f} s"
+    assert any(line.strip() == words for line in nest_choice_lines(chosen.nests[0]))
+    assert choice_json(chosen)["nests"][0]["scheduler_seconds"] == seconds

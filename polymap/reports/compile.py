@@ -5,7 +5,8 @@
     {"kernel", "params", "arch", "why",
      "mappings": [mapping-file data, one per mapped nest],
      "cost": [the full ``polymap cost`` document of each mapping, in the same order],
-     "choice": {"renamed", "nests": [{"nest", "chosen", "objective", "stopped", "skipped", "candidates"}]}}
+     "choice": {"renamed", "nests": [{"nest", "chosen", "objective", "stopped", "skipped",
+                                      "scheduler_seconds", "candidates"}]}}
 
 Given back as ``--mapping``, every command reads its ``mappings``
 (:mod:`polymap.mapping.documents`). The summary (:func:`summary_lines`)
@@ -54,7 +55,7 @@ def choice_json(choice: KernelChoice) -> dict[str, Any]:
             cands.append(entry)
         nests.append({"nest": nc.nest, "chosen": nc.chosen.source, "objective": nc.objective.value,
                       "original_schedule": nc.chosen.mapping is None, "stopped": list(nc.stopped),
-                      "skipped": list(nc.skipped),
+                      "skipped": list(nc.skipped), "scheduler_seconds": nc.scheduler_seconds,
                       "candidates": cands})
     return {"renamed": {str(n): list(x) for n, x in choice.renamed},
             "expanded": {s: loop for s, loop in choice.expanded}, "nests": nests}
@@ -129,6 +130,8 @@ def nest_choice_lines(choice: NestChoice) -> list[str]:
         lines.append(f"    note: {s} (a wall-clock limit, so this choice may differ on a faster machine)")
     for s in choice.skipped:
         lines.append(f"    note: {s}")
+    if choice.scheduler_seconds is not None:
+        lines.append(f"    isl's scheduler, with building its candidates: {choice.scheduler_seconds:.2f} s")
     if c.report is not None:
         intensity = dict(c.report.intensity)
         for lv in c.report.counts.levels:

@@ -123,6 +123,9 @@ class NestChoice:
     """What a wall-clock safety limit stopped (empty: the choice depended on work counts only)."""
     skipped: tuple[str, ...] = ()
     """Candidate sources that could not apply to the nest, each with why (isl's scheduler giving up)."""
+    scheduler_seconds: float | None = None
+    """Wall seconds of isl's scheduler on the nest with building its candidates (None: not run, e.g. a
+    remembered choice). Reported, never decided on: the choice depends on work counts only."""
 
 
 @dataclass(frozen=True)
@@ -298,7 +301,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     proposals.append(("default", choose_mapping(model, nest, arch, params)))
     proposals += list(interchange_mappings(model, nest, arch, params))
     budget.check(f"isl's scheduler on nest {nest}")
-    scheduled, isl_gave_up = isl_proposals(model, nest, arch, params, to_count=False)
+    scheduled, isl_gave_up, scheduler_seconds = isl_proposals(model, nest, arch, params, to_count=False)
     skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
     beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
     proposals += [] if beyond else scheduled
@@ -362,7 +365,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         usable = winner + usable + [c for c in ranked if c.legal and not c.ranked_at]
         rest += [c for c in ranked if not c.legal]
         chosen = usable[0]
-    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped)
+    return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped, scheduler_seconds)
 
 
 def rank(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[str, int],

@@ -21,6 +21,7 @@ every candidate goes through compile's exact check like the others.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, replace
 from typing import Mapping as MappingT
 
@@ -242,12 +243,16 @@ def distributed(model: KernelModel, sched: IslSchedule) -> IslSchedule | None:
 
 
 def isl_proposals(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
-                  to_count: bool = True) -> tuple[list[tuple[str, Mapping]], str | None]:
-    """:func:`isl_mappings`, and why there are none when isl's scheduler gave up (else None)."""
+                  to_count: bool = True) -> tuple[list[tuple[str, Mapping]], str | None, float]:
+    """:func:`isl_mappings`, why there are none when isl's scheduler gave up (else None), and the wall
+    seconds it all took (isl's scheduler and building its candidates: what a user of ``compile`` is
+    told the scheduler cost, issue 9)."""
+    start = time.perf_counter()
     try:
-        return isl_mappings(model, nest, arch, params, to_count=to_count), None
+        found, gave_up = isl_mappings(model, nest, arch, params, to_count=to_count), None
     except NoSchedule as exc:
-        return [], str(exc)
+        found, gave_up = [], str(exc)
+    return found, gave_up, time.perf_counter() - start
 
 
 def isl_mappings(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int] | None, *,
