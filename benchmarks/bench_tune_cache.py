@@ -13,9 +13,10 @@ no first compile of a kernel does, and until session 23 every run did that):
 2. ``polymap compile --tune K``: a miss, tunes and stores; wall time ``first``;
 3. ``polymap compile --tune K`` at other sizes in the same shape bucket: a hit
    (its JSON says so), wall time ``second``; the goal is ``second / first < 0.1``;
-4. the untuned and the tuned ``NAME.c`` timed interleaved in one child
-   (``bench_fidelity.interleaved``: rounds forward and backward, medians);
-   ``tuned / untuned`` should never exceed 1 beyond the noise.
+4. the untuned and the tuned ``NAME.c`` timed interleaved in one child by the protocol compile's own
+   confirmation uses (``ProcessTimer.interleaved``: steady-state blocks, rounds forward and backward,
+   medians, and the median of the rounds' ratios, "paired"); ``tuned / untuned`` should never exceed 1
+   beyond the noise.
 
 A benchmark, not a test (the suite checks both properties deterministically
 with injected timers: ``tests/test_tuning.py``).
@@ -24,19 +25,17 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import dataclasses
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench_fidelity import interleaved
-
-from polymap.codegen.timing import TimingJob
+from polymap.codegen.timing import InterleavedPolicy, ProcessTimer, TimingJob, paired_ratio, timing_environment
 from polymap.driver import load_program, param_values
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -102,12 +101,18 @@ def main(argv: list[str] | None = None) -> int:
             values = param_values(kernel, sizes)
             jobs = [TimingJob(label, kernel, (tmp / label / f"{kernel.name}.c").read_text(), dict(values))
                     for label in ("untuned", "tuned")]
-            got = interleaved(jobs, args.rounds, limit_s=900.0)
-            if isinstance(got, str):
-                ratio = f"not timed: {got}"
+            jobs = [dataclasses.replace(j, limit_seconds=450.0) for j in jobs]
+            # compile's own confirmation protocol (steady-state blocks, side by side, the same environment)
+            u, t = ProcessTimer(timing_environment(os.environ)).interleaved(jobs, InterleavedPolicy(rounds=args.rounds))
+            paired = paired_ratio(t, u)
+            if paired is None:
+                ratio = f"not timed: {t.error or u.error}"
             else:
-                u, t = (statistics.median(wall for wall, _ in s) for s in got)  # (wall, thread CPU) samples
-                ratio = f"tuned/untuned {t / u:.3f} ({t * 1e3:.3f} vs {u * 1e3:.3f} ms)"
+                ratio = (f"tuned/untuned {t.seconds / u.seconds:.3f} ({t.seconds * 1e3:.3f} vs {u.seconds * 1e3:.3f} ms; "
+                         f"paired {paired:.3f})")
+            confirmed = [d.get("tuning_confirmed") for d in doc1.get("kernels", [doc1])]
+            if any(confirmed):
+                print(f"    compile's confirmation: {confirmed}", flush=True)
             cache1 = _cache(doc1)
             cache2 = _cache(doc2)
             picks = ",".join(str(n.get("chosen")) for d in doc1.get("kernels", [doc1])

@@ -84,7 +84,7 @@ from polymap.passes.search.numpy_choice import numpy_mappings
 from polymap.passes.search.register_mapping import register_tile_doc
 from polymap.passes.search.remember import recall, remember
 from polymap.passes.search.search import search_mappings
-from polymap.passes.search.tune import NestTuning, TuneCandidate, TuneOptions, tune, tune_choice
+from polymap.passes.search.tune import Confirmation, NestTuning, TuneCandidate, TuneOptions, tune, tune_choice
 from polymap.poly import KernelModel, build_model
 from polymap.reference import execute
 from polymap.reports.compile import OBJECTIVE_WORDS, compile_document
@@ -727,9 +727,14 @@ def _compile_found(kernel: ir.Kernel, arch: Architecture, values: dict[str, int]
     """Compile ``found`` (a remembered, tuned or plain choice), saying where it came from."""
     if why is None and found.cache == "hit":
         why = "the tuned mapping remembered for this shape bucket (re-checked: legal, fits)"
+    elif why is None and found.confirmation is not None and found.confirmation.kept == "untuned":
+        why = ("the model's pick: the fastest measured candidates were not measurably faster when the whole "
+               "kernel was timed side by side with it")
     elif why is None and found.tuning:
         why = f"the fastest measured of the model's best {options.tune} candidates of each nest"
     recorded = {"cache": found.cache, "tuning": [t.to_json() for t in found.tuning], **(extra or {})}
+    if found.confirmation is not None:
+        recorded["tuning_confirmed"] = found.confirmation.to_json()
     # a remembered mapping's code is verified at a partial tile after full ones at every level (its every
     # edge was verified when it was chosen and stored; docs/design.md, "A hit's cost")
     result = _compile_with(kernel, arch, None, values, out_dir, options, progress, found.choice, why, recorded,
@@ -871,6 +876,7 @@ class ChoiceResult:
     tuning: tuple[NestTuning, ...]  # empty when not tuned
     cache: str  # "hit", "miss" or "off"
     warnings: tuple[str, ...] = ()
+    confirmation: Confirmation | None = None  # the tuned kernel against the untuned, when they differed
 
 
 def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[str, int] | None = None,
@@ -911,7 +917,7 @@ def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[
     tuned = tune_choice(choice, arch=arch_obj, params=values, options=opts, timer=timer, progress=progress)
     if store is not None:
         remember(store, key, tuned, values)
-    return ChoiceResult(tuned.choice, tuned.tuning, status, warnings)
+    return ChoiceResult(tuned.choice, tuned.tuning, status, warnings, tuned.confirmation)
 
 
 def measure(kernel: ir.Kernel, mappings: Sequence[MappingArg], *, arch: ArchArg = "host",

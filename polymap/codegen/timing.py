@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -142,6 +142,125 @@ class ProcessTimer:
         return Measurement(statistics.median(samples), samples, None)
 
 
+    def interleaved(self, jobs: Sequence[TimingJob], policy: InterleavedPolicy) -> tuple[Measurement, ...]:
+        """``jobs`` timed round-robin in one child (:func:`interleaved_samples`): every sample of every
+        job, in round order (sample ``r`` of each job was taken in round ``r``, side by side)."""
+        data = pickle.dumps({"interleave": [(j.kernel, j.c_source, dict(j.params), j.seed) for j in jobs],
+                             "policy": policy})
+        limit = sum(j.limit_seconds for j in jobs)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "polymap.codegen.timing"], input=data,
+                                  capture_output=True, timeout=limit,
+                                  env=None if self.environment is None else dict(self.environment))
+        except subprocess.TimeoutExpired:
+            return tuple(Measurement(None, (), f"timed out after {limit:g} s") for _ in jobs)
+        if proc.returncode < 0:
+            return tuple(Measurement(None, (), f"crashed ({_signal_name(-proc.returncode)})") for _ in jobs)
+        try:
+            result = pickle.loads(proc.stdout)
+        except (pickle.UnpicklingError, EOFError, ValueError):
+            tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+            return tuple(Measurement(None, (), f"the timing child failed (exit {proc.returncode}): {tail[0]}")
+                         for _ in jobs)
+        if result.get("error"):
+            return tuple(Measurement(None, (), result["error"]) for _ in jobs)
+        return tuple(Measurement(statistics.median(w for w, _ in s), tuple(w for w, _ in s), None)
+                     for s in result["samples"])
+
+
+@dataclass(frozen=True)
+class InterleavedPolicy:
+    """How whole kernels are compared side by side (:func:`interleaved_samples`): rounds over every job,
+    forward then backward, until every median is stable.
+
+    Each sample is a *steady-state block*: the inputs restored, one untimed call (it wakes the OpenMP
+    team and brings the data into the caches: the cold call of a block is bimodal on a shared machine,
+    the woken team sometimes running on one vCPU for the whole call), then back-to-back calls for at
+    least ``min_sample_seconds``, their mean. Side by side, a drift of the machine's load hits every job
+    of a round alike, so rounds are compared pairwise (:func:`paired_ratio`).
+    """
+
+    rounds: int = 9
+    max_rounds: int = 27
+    stable: float = 0.02  # each median moved by at most this fraction with the last forward-backward pair
+    min_sample_seconds: float = 0.002
+    max_seconds: float = 20.0  # of sampling in all (the rounds taken by then are kept, at least 3)
+
+
+def interleaved_samples(runs: Sequence[Callable[[], None]], restore: Sequence[Callable[[], None]],
+                        policy: InterleavedPolicy, *, clock: Callable[[], float] = time.perf_counter,
+                        cpu_clock: Callable[[], float] = time.thread_time) -> list[list[tuple[float, float]]]:
+    """``(wall, thread CPU)`` seconds per call, one steady-state block per job per round (see
+    :class:`InterleavedPolicy`); ``restore[k]()`` puts job ``k``'s inputs back before its block."""
+
+    def block(k: int, number: int) -> tuple[float, float]:
+        restore[k]()
+        runs[k]()  # untimed: the team's wake, the data into the caches
+        c0, t0 = cpu_clock(), clock()
+        for _ in range(number):
+            runs[k]()
+        return (clock() - t0) / number, (cpu_clock() - c0) / number
+
+    numbers = []
+    for k in range(len(runs)):  # warm-up, and how many calls make one block of at least min_sample_seconds
+        first, _ = block(k, 1)
+        numbers.append(max(1, int(policy.min_sample_seconds / max(first, 1e-9)) + 1)
+                       if first < policy.min_sample_seconds else 1)
+    samples: list[list[tuple[float, float]]] = [[] for _ in runs]
+    start, r = clock(), 0
+    while True:
+        order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
+        for k in order:
+            samples[k].append(block(k, numbers[k]))
+        r += 1
+        if r >= policy.max_rounds or (r >= 3 and clock() - start > policy.max_seconds):
+            break
+        if r >= policy.rounds and r % 2 == 0 and _stable(samples, policy.stable):
+            break
+    return samples
+
+
+def _stable(samples: list[list[tuple[float, float]]], tolerance: float) -> bool:
+    """Every job's median wall time moved by at most ``tolerance`` with its last two samples (one
+    forward and one backward round)."""
+    for smp in samples:
+        walls = [w for w, _ in smp]
+        if len(walls) < 3:
+            return False
+        now, before = statistics.median(walls), statistics.median(walls[:-2] or walls)
+        if abs(now - before) > tolerance * before:
+            return False
+    return True
+
+
+def paired_ratio(a: Measurement, b: Measurement) -> float | None:
+    """The median over rounds of ``a``'s sample over ``b``'s taken in the same round (None when either
+    was not measured): side by side, a drift of the load cancels out of each ratio."""
+    pairs = [(x, y) for x, y in zip(a.samples, b.samples) if y > 0]
+    if a.seconds is None or b.seconds is None or not pairs:
+        return None
+    return statistics.median(x / y for x, y in pairs)
+
+
+def compare(timer: Timer, jobs: Sequence[TimingJob], policy: InterleavedPolicy) -> tuple[Measurement, ...]:
+    """``jobs`` timed side by side: in one child (:meth:`ProcessTimer.interleaved`) when ``timer`` can,
+    else (an injected timer) by calling it once per job per round, in alternating order."""
+    if isinstance(timer, ProcessTimer):
+        return timer.interleaved(jobs, policy)
+    seconds: list[list[float]] = [[] for _ in jobs]
+    errors: list[str | None] = [None] * len(jobs)
+    for r in range(max(3, policy.rounds)):
+        for k in (range(len(jobs)) if r % 2 == 0 else reversed(range(len(jobs)))):
+            if errors[k] is None:
+                m = timer(jobs[k])
+                if m.seconds is None:
+                    errors[k] = m.error or "not measured"
+                else:
+                    seconds[k].append(m.seconds)
+    return tuple(Measurement(None, (), e) if e is not None else Measurement(statistics.median(s), tuple(s), None)
+                 for s, e in zip(seconds, errors))
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -194,8 +313,36 @@ def _time_in_this_process(kernel: ir.Kernel, c_source: str, params: Mapping[str,
     return sample_until_stable(sample, policy)
 
 
+def _interleave_in_this_process(jobs: Sequence[tuple[ir.Kernel, str, Mapping[str, int], int]],
+                                policy: InterleavedPolicy) -> list[list[tuple[float, float]]]:
+    """Build every job, then :func:`interleaved_samples` (the child's work for :meth:`ProcessTimer.interleaved`)."""
+    runs, restore = [], []
+    for kernel, c_source, params, seed in jobs:
+        built, pristine, tensors = prepared_run(kernel, c_source, params, seed)
+        fn = built.call_here  # no thread start per call inside the timed region
+
+        def run(fn=fn, tensors=tensors, params=dict(params)) -> None:
+            fn(tensors, params)
+
+        def put_back(pristine=pristine, tensors=tensors) -> None:
+            for name, a in pristine.items():
+                np.copyto(tensors[name], a)  # every block starts from the same data (no growth to inf)
+
+        runs.append(run)
+        restore.append(put_back)
+    return interleaved_samples(runs, restore, policy)
+
+
 def _child_main() -> int:
     job = pickle.loads(sys.stdin.buffer.read())
+    if "interleave" in job:
+        try:
+            out = {"samples": _interleave_in_this_process(job["interleave"], job["policy"])}
+        except (PolymapError, OSError, ValueError, MemoryError) as exc:
+            out = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+        sys.stdout.buffer.write(pickle.dumps(out))
+        sys.stdout.buffer.flush()
+        return 0
     try:
         samples = _time_in_this_process(job["kernel"], job["c_source"], job["params"], job["policy"], job["seed"])
         out = {"samples": list(samples)}

@@ -20,7 +20,7 @@ from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
 from polymap.codegen.timing import ProcessTimer, timing_environment
 from polymap.errors import InputError
-from polymap.passes.search.tune import tuning_lines
+from polymap.passes.search.tune import confirmation_line, tuning_lines
 from polymap.mapping.model import mapping_loop_extents, nest_tensors
 from polymap.reports.compile import compile_document, level_text, summary_lines, with_outcome
 
@@ -99,7 +99,10 @@ def summary(result: api.CompiledKernel, tuning: tuple = ()) -> list[str]:
     tensors = [nest_tensors(result.kernel, m.nest) for m in result.mappings]
     lines = summary_lines(result.name, result.why, result.mappings, extents, tensors, len(result.kernel.nests()),
                           result.choice, result.files, result.verification)
-    for t in tuning:
+    confirmed = result.extra.get("tuning_confirmed")
+    if confirmed is not None:  # after the nests' tables, which are inserted before it
+        lines[1:1] = ["  " + confirmation_line(confirmed)]
+    for t in reversed(tuning):
         lines[1:1] = ["  tuned " + line if k == 0 else "  " + line for k, line in enumerate(tuning_lines(t))]
     at = len(lines) - (1 if result.verification is not None else 0) - (1 if result.files else 0)
     more = [f"  nest {e['nest']}: C register tile {e['tile']} {e['dtype']}: {e['why']}"

@@ -59,6 +59,8 @@ def remember(cache: TuningCache, key: CacheKey, tuned: TunedChoice, params: Mapp
                       "measured_s": None if m is None else m.measurement.seconds})
     entry = {"kernel": tuned.choice.kernel.name, "k": tuned.k, "params": dict(params), "nests": nests,
              "tuning": [t.to_json() for t in tuned.tuning]}
+    if tuned.confirmation is not None:  # for later study, as the measurements
+        entry["confirmation"] = tuned.confirmation.to_json()
     cache.store(key, entry)
 
 

@@ -22,18 +22,26 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping as MappingT, Sequence
+from typing import Any, Callable, Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.names import canonical_source
-from polymap.codegen.timing import Measurement, ProcessTimer, SamplingPolicy, Timer, TimingJob
+from polymap.codegen.timing import (InterleavedPolicy, Measurement, ProcessTimer, SamplingPolicy, Timer, TimingJob,
+                                   compare, paired_ratio)
 from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, evaluate_candidate
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.variants import neighbours
 from polymap.poly import KernelModel
 from polymap.machine.arch import Architecture
+
+
+#: How much faster (median over rounds of tuned / untuned, timed side by side) the tuned kernel must run
+#: for the tuned mappings to replace the model's: less is noise on a shared machine (2mm 256^4 at 0.5 ms:
+#: per-nest tuning measured its search mappings faster, and the whole kernel ran 1.09x to 1.69x slower
+#: than the untuned register tiles in the bench's interleaved timing). docs/design.md, "Confirming a tuning"
+CONFIRM_MARGIN = 0.03
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,8 @@ class TuneOptions:
     candidate_seconds: float = 60.0  # per candidate, building included; then the child is killed
     seed: int = 0  # of the random inputs
     widen_seconds: float = 30.0  # for counting neighbours when compile's choice has fewer than k candidates
+    confirm: InterleavedPolicy = InterleavedPolicy()  # the tuned kernel against the untuned, side by side
+    margin: float = CONFIRM_MARGIN
 
 
 @dataclass(frozen=True)
@@ -97,12 +107,32 @@ class NestTuning:
 
 
 @dataclass(frozen=True)
+class Confirmation:
+    """The whole kernel with the tuned mappings against it with the model's, timed side by side."""
+
+    untuned: Measurement
+    tuned: Measurement
+    ratio: float | None  # median over rounds of tuned / untuned; None: one of them was not measured
+    kept: str  # "tuned" or "untuned"
+    margin: float
+
+    def to_json(self) -> dict:
+        return {"untuned_s": self.untuned.seconds, "tuned_s": self.tuned.seconds, "ratio": self.ratio,
+                "kept": self.kept, "margin": self.margin,
+                **({"dropped": self.tuned.error or self.untuned.error} if self.ratio is None else {})}
+
+    def line(self) -> str:
+        return confirmation_line(self.to_json())
+
+
+@dataclass(frozen=True)
 class TunedChoice:
     """Compile's choice after measuring, and what was measured."""
 
     choice: KernelChoice
     tuning: tuple[NestTuning, ...]
     k: int = 0
+    confirmation: Confirmation | None = None  # None: the tuning kept the model's mappings (nothing to confirm)
 
 
 def tune(candidates: Sequence[TuneCandidate], *, kernel: ir.Kernel, model: KernelModel, nest: int, arch: Architecture,
@@ -145,8 +175,11 @@ def rank_measurements(nest: int, measured: Sequence[tuple[TuneCandidate, Measure
 
 
 def usable_candidates(nc: NestChoice) -> list[Candidate]:
-    """The nest's legal, fitting candidates in the model's order (cycles, then energy)."""
-    return [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
+    """The nest's legal, fitting candidates in the model's order (cycles, then energy): counted at the
+    given sizes, or chosen by its counts at reduced sizes (``Candidate.ranked_at``: an isl schedule
+    beyond the counting budget, checked and ranked there; before, ``--tune`` left it untimed, so
+    jacobi-2d's first tuned compile timed nothing)."""
+    return [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None or c.ranked_at)]
 
 
 def code_key(model: KernelModel, candidate: Candidate, params: MappingT[str, int]) -> str:
@@ -196,7 +229,45 @@ def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[st
         if result.chosen is not None:
             winner = pool[result.chosen.rank_model - 1]
             nests[pos] = NestChoice(nc.nest, winner, (winner,) + tuple(c for c in nc.candidates if c is not winner))
-    return TunedChoice(dataclasses.replace(choice, nests=tuple(nests)), tuple(tunings), options.k)
+    tuned = dataclasses.replace(choice, nests=tuple(nests))
+    if [n.chosen.mapping for n in tuned.nests] == [n.chosen.mapping for n in choice.nests]:
+        return TunedChoice(tuned, tuple(tunings), options.k)
+    confirmation = confirm(choice, tuned, arch=arch, params=params, options=options,
+                           timer=timer if timer is not None else ProcessTimer())
+    if progress:
+        progress(confirmation.line())
+    if confirmation.kept == "tuned":
+        return TunedChoice(tuned, tuple(tunings), options.k, confirmation)
+    untuned = {n.nest: n.chosen.source for n in choice.nests}
+    return TunedChoice(choice, tuple(_chosen_moved(t, untuned[t.nest]) for t in tunings), options.k, confirmation)
+
+
+def confirm(untuned: KernelChoice, tuned: KernelChoice, *, arch: Architecture, params: MappingT[str, int],
+            options: TuneOptions, timer: Timer) -> Confirmation:
+    """The whole kernel with ``tuned``'s mappings against it with ``untuned``'s, timed side by side
+    (:func:`~polymap.codegen.timing.compare`); the tuned ones are kept only when measurably faster (the
+    median of the rounds' ratios at most ``1 - options.margin``), else the model's.
+
+    Each nest was tuned alone, the others fixed, one candidate after another: a combination was never
+    timed against the untuned one, and a candidate that won by the load's luck stayed won. Here both
+    are timed as the user runs them, back to back, and the untuned pick is the default.
+    """
+    jobs = [TimingJob(" + ".join(n.chosen.source for n in c.nests), c.kernel,
+                      emit_c(c.kernel, c.model, c.mappings, arch=arch, params=dict(params)), dict(params),
+                      options.policy, options.seed, options.candidate_seconds, c.mappings)
+            for c in (untuned, tuned)]
+    before, after = compare(timer, jobs, options.confirm)
+    ratio = paired_ratio(after, before)
+    # the untuned kernel failing where the tuned one ran (a crash, a hang) is no reason to keep it
+    faster = ratio is not None and ratio <= 1 - options.margin
+    kept = "tuned" if faster or (before.seconds is None and after.seconds is not None) else "untuned"
+    return Confirmation(before, after, ratio, kept, options.margin)
+
+
+def _chosen_moved(t: NestTuning, source: str) -> NestTuning:
+    """``t`` with ``chosen`` on the candidate named ``source`` (the model's pick, kept by :func:`confirm`)."""
+    rows = tuple(dataclasses.replace(c, chosen=c.candidate.source == source) for c in t.candidates)
+    return dataclasses.replace(t, candidates=rows)
 
 
 def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: MappingT[str, int], *, k: int, seconds: float,
@@ -210,7 +281,8 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
     codes: set[str] = set()
     have = len(distinct(model, usable_candidates(nc), params, seen=codes))  # all: a neighbour may repeat any
     found: list[Candidate] = []
-    for parent in [c for c in usable_candidates(nc) if c.mapping is not None]:
+    # not a candidate chosen at reduced sizes: its neighbours would be counted at the given sizes, beyond the budget
+    for parent in [c for c in usable_candidates(nc) if c.mapping is not None and not c.ranked_at]:
         # the parent's own loops: an isl candidate's are its schedule's (s0, s1, ...), not the nest's
         extents = mapping_loop_extents(model.kernel, parent.mapping, dict(params), model=model)
         for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
@@ -241,6 +313,16 @@ def _ms(seconds: float) -> str:
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3g} ms"
     return f"{seconds * 1e6:.3g} us"
+
+
+def confirmation_line(doc: MappingT[str, Any]) -> str:
+    """The human line of a :class:`Confirmation` (from its JSON, which is what compile's result holds)."""
+    if doc["ratio"] is None:
+        return (f"the tuned kernel against the untuned: not measured ({doc.get('dropped')}); "
+                f"kept the {doc['kept']} mappings")
+    return (f"the tuned kernel against the untuned, side by side: {_ms(doc['tuned_s'])} vs "
+            f"{_ms(doc['untuned_s'])}, ratio {doc['ratio']:.3f} (tuned kept at <= {1 - doc['margin']:.2f}): "
+            f"kept the {doc['kept']} mappings")
 
 
 def tuning_lines(t: NestTuning) -> list[str]:
