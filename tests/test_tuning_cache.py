@@ -279,3 +279,40 @@ def test_a_remembered_schedule_beyond_the_counting_budget_is_rechecked_as_it_was
     (nest,) = found.choice.nests
     assert nest.chosen.report is None
     assert dict(nest.chosen.ranked_at) == isl_schedule.reduced_sizes(found.choice.model, 0, other)
+
+
+def test_a_remembered_blocking_is_made_again_for_the_sizes_of_its_bucket(tmp_path):
+    """syrk's register tiles blocked for N = 40 cut N = 60 (the same bucket, 64) into more row chunks than
+    cores: refused as they are, they are made again by their rule at 60 (re-checked: legal, fits,
+    verifies) and the hit says so. A mapping no rule makes (the search's) stays a miss there."""
+    from polymap.passes.counting.fit import fit_problems
+    from polymap.passes.search.choice import kernel_to_map, reblocked
+    from polymap.poly import build_model
+
+    root = Path(__file__).resolve().parent.parent
+    kernel = parse((root / "examples/polybench/syrk.loop").read_text(), "syrk.loop").kernels[0]
+    arch = load_architecture("host")
+    sizes, other = {"M": 20, "N": 40}, {"M": 20, "N": 60}
+    mapped, _ = kernel_to_map(kernel)
+    model = build_model(mapped)
+    blocked = reblocked(model, 0, "register tiles", arch, sizes)
+    assert blocked is not None and not fit_problems(model, blocked, arch, sizes)
+    assert fit_problems(model, blocked, arch, other), "the premise: blocked for 40, it does not fit at 60"
+    key = cache_key(kernel, "arch", other)
+    assert key == cache_key(kernel, "arch", sizes)
+
+    def stored(source: str) -> None:
+        TuningCache(tmp_path).store(key, {"kernel": kernel.name, "k": 2, "params": sizes, "tuning": [],
+                                          "nests": [{"nest": 0, "source": source, "mapping": blocked.to_dict(),
+                                                     "measured_s": 1e-3}]})
+
+    stored("register tiles")
+    found = recall(TuningCache(tmp_path), key, kernel, arch, other, k=2, verify=True)
+    assert found.status == "hit", found.warnings
+    (nest,) = found.choice.nests
+    assert nest.chosen.source == "cache (register tiles, re-blocked for these sizes)"
+    assert nest.chosen.mapping == reblocked(model, 0, "register tiles", arch, other) != blocked
+    assert not fit_problems(model, nest.chosen.mapping, arch, other)
+    stored("search #1")
+    missed = recall(TuningCache(tmp_path), key, kernel, arch, other, k=2, verify=False)
+    assert missed.status == "miss" and "does not fit at these sizes" in missed.warnings[0]

@@ -61,6 +61,7 @@ from polymap.passes.search.interchange import interchange_mappings, mapping_stri
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import in_fast_class, search_mappings
 from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
+from polymap.passes.search.variants import neighbours
 from polymap.poly import KernelModel, build_model
 
 Progress = Callable[[str], None]
@@ -297,9 +298,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     kernel = model.kernel
     params = dict(params)
     budget.check(f"the register-tile and default candidates of nest {nest}")
-    proposals: list[tuple[str, Mapping | None]] = list(register_mappings(model, nest, arch, params))
-    proposals.append(("default", choose_mapping(model, nest, arch, params)))
-    proposals += list(interchange_mappings(model, nest, arch, params))
+    proposals = [p for rule in RULES.values() for p in rule(model, nest, arch, params)]
     budget.check(f"isl's scheduler on nest {nest}")
     scheduled, isl_gave_up, scheduler_seconds = isl_proposals(model, nest, arch, params, to_count=False)
     skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
@@ -366,6 +365,38 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         rest += [c for c in ranked if not c.legal]
         chosen = usable[0]
     return NestChoice(nest, chosen, tuple(usable + rest), options.objective, stopped, skipped, scheduler_seconds)
+
+
+#: compile's rules that make a nest's candidates from the sizes alone (no counting), by the source their
+#: candidates carry up to its first blank-separated words: what :func:`reblocked` makes again at other sizes
+RULES: dict[str, Callable[[KernelModel, int, Architecture, dict[str, int]], list[tuple[str, Mapping | None]]]] = {
+    "register tiles": lambda model, nest, arch, params: list(register_mappings(model, nest, arch, params)),
+    "default": lambda model, nest, arch, params: [("default", choose_mapping(model, nest, arch, params))],
+    "interchange": lambda model, nest, arch, params: list(interchange_mappings(model, nest, arch, params)),
+}
+
+
+def reblocked(model: KernelModel, nest: int, source: str, arch: Architecture,
+              params: MappingT[str, int]) -> Mapping | None:
+    """The mapping the rule that made the candidate ``source`` makes at ``params`` (:data:`RULES`; a
+    neighbour ``"register tiles / L2 k doubled"`` of it, as :mod:`~polymap.passes.search.variants`
+    makes it), with the levels it overflows bypassed as compile bypasses them (:func:`fit_keeps`);
+    None for a source no rule makes (the search's, isl's: counted or scheduled at their sizes).
+
+    A remembered choice answers for its shape bucket: syrk's register tiles, blocked for N = 600, cut
+    the rows of N = 1000 (same bucket) into four chunks for two cores and overflowed L1; made again by
+    their rule at 1000 they fit (``docs/design.md``, "A bucket entry answers for its bucket")."""
+    base, *steps = source.split(" / ")
+    rule = next((r for name, r in RULES.items() if base == name or base.startswith(name + " ")), None)
+    if rule is None:
+        return None
+    mapping = next((m for label, m in rule(model, nest, arch, dict(params)) if label == base), None)
+    for step in steps:
+        if mapping is None:
+            return None
+        extents = mapping_loop_extents(model.kernel, mapping, dict(params), model=model)
+        mapping = next((m for label, m in neighbours(mapping, model.kernel, arch, extents) if label == step), None)
+    return None if mapping is None else fit_keeps(model, mapping, arch, params)
 
 
 def rank(model: KernelModel, nest: int, candidate: Candidate, params: MappingT[str, int],

@@ -29,7 +29,7 @@ from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fit import capacity_problems_of, fanout_problems
 from polymap.passes.search.cache import CacheKey, TuningCache
-from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping
+from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping, reblocked
 from polymap.passes.search.isl_schedule import countable, reduced_sizes
 from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
@@ -38,6 +38,10 @@ from polymap.passes.frontend.rename import repeated_loop_names
 from polymap.passes.legality.legality import is_legal
 from polymap.machine.arch import Architecture
 from polymap.poly import KernelModel
+
+
+class DoesNotFit(ValueError):
+    """A remembered mapping that is legal but overflows a level or the fan-out at the new sizes."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,22 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
     if mapping.nest != nest:
         raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
     values = dict(params)
+    try:
+        return _checked_mapping(model, nest, label, mapping, arch, values)
+    except DoesNotFit as exc:
+        # blocked for other sizes of the bucket: made again by the rule that made it, checked alike
+        again = reblocked(model, nest, source, arch, values)
+        if again is None or again == mapping:
+            raise
+        try:
+            return _checked_mapping(model, nest, f"cache ({source}, re-blocked for these sizes)", again, arch, values)
+        except ValueError:
+            raise exc from None
+
+
+def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping, arch: Architecture,
+                     values: dict[str, int]) -> NestChoice:
+    """``mapping`` as the nest's choice when it is legal and fits at ``values``, else ValueError saying why."""
     if not is_legal(model, mapping):
         raise ValueError(f"the mapping of nest {nest} is illegal")
     # a skewed, fused or wavefront mapping whose exact counts are beyond the work budget was checked and
@@ -176,12 +196,12 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
     at = reduced_sizes(model, nest, values) if reduced else values
     extents = mapping_loop_extents(model.kernel, mapping, at, model=model)
     if fanout_problems(mapping, arch, extents):
-        raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
+        raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
     # counted once: the capacities are checked on the counts' footprints (fit's rule, the same numbers),
     # and the report is the one compile writes (before, the footprints were counted twice: 1.2 s of gemm's hit)
     counts = count_mapping(model, mapping, arch, params=at)
     if capacity_problems_of(counts, arch):
-        raise ValueError(f"the mapping of nest {nest} does not fit at these sizes")
+        raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
     if reduced:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
         return NestChoice(nest, cand, (cand,))
