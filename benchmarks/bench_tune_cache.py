@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from polymap.codegen.c.names import canonical_source
 from polymap.codegen.timing import InterleavedPolicy, ProcessTimer, TimingJob, paired_ratio, timing_environment
 from polymap.driver import load_program, param_values
 
@@ -105,11 +106,14 @@ def main(argv: list[str] | None = None) -> int:
             # compile's own confirmation protocol (steady-state blocks, side by side, the same environment)
             u, t = ProcessTimer(timing_environment(os.environ)).interleaved(jobs, InterleavedPolicy(rounds=args.rounds))
             paired = paired_ratio(t, u)
+            # one code twice (the tuning kept the model's picks): the ratio is the noise of this run
+            same = canonical_source(jobs[0].c_source) == canonical_source(jobs[1].c_source)
             if paired is None:
                 ratio = f"not timed: {t.error or u.error}"
             else:
                 ratio = (f"tuned/untuned {t.seconds / u.seconds:.3f} ({t.seconds * 1e3:.3f} vs {u.seconds * 1e3:.3f} ms; "
-                         f"paired {paired:.3f})")
+                         f"paired {paired:.3f}, best {min(t.samples) / min(u.samples):.3f}"
+                         f"{'; the same code: noise' if same else ''})")
             confirmed = [d.get("tuning_confirmed") for d in doc1.get("kernels", [doc1])]
             if any(confirmed):
                 print(f"    compile's confirmation: {confirmed}", flush=True)

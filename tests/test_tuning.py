@@ -500,6 +500,35 @@ def test_confirmation_keeps_the_untuned_pick_when_the_whole_kernel_is_not_faster
     assert tuned.confirmation.to_json()["kept"] == "untuned"
 
 
+class RoundsTimer(WholeKernelTimer):
+    """The confirmation's untuned kernel takes ``untuned[r]`` seconds in round r, the tuned one ``tuned``."""
+
+    def __init__(self, draws: list, untuned: list, tuned: float):
+        super().__init__(draws, [])
+        self.untuned, self.tuned = untuned, tuned
+
+    def __call__(self, job: TimingJob) -> Measurement:
+        if not isinstance(job.mapping, tuple):
+            return RandomTimer.__call__(self, job)
+        self.confirming.append(job)
+        if job.source == self.confirming[0].source:
+            s = self.untuned[sum(j.source == job.source for j in self.confirming) - 1]
+        else:
+            s = self.tuned
+        return Measurement(s, (s,))
+
+
+def test_confirmation_needs_the_best_samples_to_agree(gemm_choice, host, gemm):
+    """Faster in most rounds but not at its best: the untuned kernel's one unloaded round (0.5 s against
+    the tuned 0.9 s) shows the rounds' ratio was the load's; the model's pick stays."""
+    untuned = [0.5] + [1.0] * (TuneOptions().confirm.rounds - 1)
+    timer = RoundsTimer([1.0, 1.0, 0.5], untuned, 0.9)
+    tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES), options=TuneOptions(k=3),
+                        timer=timer)
+    assert tuned.confirmation.ratio == pytest.approx(0.9) and tuned.confirmation.kept == "untuned"
+    assert tuned.choice.nests[0].chosen.source == gemm_choice.nests[0].chosen.source
+
+
 def test_paired_ratio_compares_rounds_side_by_side():
     """A load that doubles half-way hits both jobs of a round: the pairs' ratio sees through it."""
     a = Measurement(3.0, (0.9, 0.9, 1.8, 1.8, 1.8))

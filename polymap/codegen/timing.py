@@ -321,10 +321,11 @@ def _interleave_in_this_process(jobs: Sequence[tuple[ir.Kernel, str, Mapping[str
         built, pristine, tensors = prepared_run(kernel, c_source, params, seed)
         fn = built.call_here  # no thread start per call inside the timed region
 
-        def run(fn=fn, tensors=tensors, params=dict(params)) -> None:
+        def run(fn: Callable[..., Any] = fn, tensors: dict[str, np.ndarray] = tensors,
+                params: dict[str, int] = dict(params)) -> None:
             fn(tensors, params)
 
-        def put_back(pristine=pristine, tensors=tensors) -> None:
+        def put_back(pristine: dict[str, np.ndarray] = pristine, tensors: dict[str, np.ndarray] = tensors) -> None:
             for name, a in pristine.items():
                 np.copyto(tensors[name], a)  # every block starts from the same data (no growth to inf)
 
