@@ -121,11 +121,12 @@ def shared_loops(src: str) -> list[tuple[str, str]]:
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 @pytest.mark.parametrize("name", ["covariance", "correlation"])
-def test_a_triangles_column_panels_are_dealt_round_robin(name):
-    # covariance's rows i <= j under a column panel: the panels are the shared-out loop, dealt one at
-    # a time (contiguous chunks gave one thread 75% of the triangle); sizes that no tile divides, so
-    # full boxes, diagonal boxes and edge boxes all run, on 2 threads, against the reference; more
-    # panels than cores (77 columns: two of 32 and an edge), so that the panels are not one per core
+def test_a_triangles_row_blocks_are_dealt_on_demand(name):
+    # covariance's columns j >= i under a block of rows: the rows are the nest's parallel loop (its
+    # own loops classed, not the kernel's: the first nest's i is a reduction), in blocks of gemm's
+    # MC rows with A's block packed, and the blocks are the shared-out loop, dealt one at a time
+    # (schedule(dynamic, 1)); sizes that no tile divides, so full boxes, diagonal boxes and edge boxes
+    # all run, on 2 threads, against the reference; more blocks than cores
     kernel, model = polybench(name)
     nest = main_nest(name)
     params = {"M": 77, "N": 29}
@@ -133,8 +134,36 @@ def test_a_triangles_column_panels_are_dealt_round_robin(name):
     assert made is not None and not made.levels[1].spatial
     src = emit_c(kernel, model, (made,))  # without sizes nothing is kept on one thread for being small
     deals = shared_loops(src)
-    assert ("schedule(static, 1)", deals[-1][1]) in deals and "polymap_acc_" in src
+    assert ("schedule(dynamic, 1)", deals[-1][1]) in deals and "polymap_acc_" in src
     assert verify(kernel, params, targets=("c",), mapping=made, model=model).passed
+
+
+def _dealt(work: list[float], threads: int, dynamic: bool) -> list[float]:
+    """Each thread's work when the blocks are dealt round-robin, or on demand in their order."""
+    busy = [0.0] * threads
+    for b, w in enumerate(work):
+        busy[busy.index(min(busy)) if dynamic else b % threads] += w
+    return busy
+
+
+@pytest.mark.parametrize("name", ["covariance", "correlation"])
+def test_row_blocks_on_demand_balance_the_triangle(name):
+    # the share of the busiest of 2 threads at LARGE (M = 1200): the work of each row block counted
+    # from the triangle's points by NumPy (row i has M - i columns j >= i), independent of the code;
+    # on demand (the loop's order: longest rows first) the busiest thread has at most 52%, round-robin
+    # over the same five blocks gave it 60%, one contiguous chunk per core 75%
+    kernel, model = polybench(name)
+    nest = main_nest(name)
+    m_ = 1200
+    made = register_mapping(model, nest, HOST, {"M": m_, "N": 1400})
+    rows = dict(zip(made.loops, made.levels[1].tile))["i"]
+    assert isinstance(rows, int) and 4 <= -(-m_ // rows)  # at least two blocks per thread
+    upper = np.triu(np.ones((m_, m_), dtype=bool))
+    per_row = upper.sum(axis=1).astype(float)
+    work = [per_row[b:b + rows].sum() for b in range(0, m_, rows)]
+    share = max(_dealt(work, 2, dynamic=True)) / sum(work)
+    assert share <= 0.52, share
+    assert max(_dealt(work, 2, dynamic=False)) / sum(work) > share
 
 
 def test_a_rectangles_loops_keep_contiguous_chunks():
@@ -180,11 +209,11 @@ int main(int argc, char **argv) {
 TRIANGLE_BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-mfma", "-mno-avx512f"), "avx2")}
 
 
-def _mapped_source(text: str, dtype: str) -> tuple:
-    """The kernel of ``text`` at ``dtype`` and its C for compile's register tiles at M, N = 300, 200."""
+def _mapped_source(text: str, dtype: str, big: dict | None = None) -> tuple:
+    """The kernel of ``text`` at ``dtype`` and its C for compile's register tiles at ``big`` (M, N = 300, 200)."""
     kernel, _ = kernel_to_map(parse(text % {"t": dtype}, "t.loop").kernels[0])
     model = build_model(kernel)
-    big = {"M": 300, "N": 200}
+    big = big or {"M": 300, "N": 200}
     made = fit_keeps(model, register_mapping(model, 0, HOST, big), HOST, big)
     return kernel, emit_c(kernel, model, (made,), params=big)
 
@@ -220,11 +249,15 @@ def test_a_triangles_diagonal_boxes_run_masked(tmp_path, build, dtype):
     # generic loops; under AddressSanitizer and UBSan, against NumPy's D^T D, with every element
     # below the diagonal still the driver's sentinel (the masks never store there); sizes that cut
     # the diagonal at every offset of the box, and edge boxes, in both vector builds
-    _, src = _mapped_source(TRIANGLE, dtype)
+    # made for N = 600, so that k is blocked (KC 256 f64, 352 f32) and both views of D are packed in the
+    # row block's loops (A's block D[k, i] as rows of MR, B's panels D[k, j]): the boxes read the
+    # panels, edge panels zero-filled past the array; run at sizes below, at and past one k block
+    _, src = _mapped_source(TRIANGLE, dtype, {"M": 300, "N": 600})
     assert "= polymap_maskr_" in src and "(polymap_s_j_" in src and "polymap_acc_" in src
+    assert "polymap_pk_D_k_i[" in src and "polymap_pk_D_k_j[" in src and "schedule(dynamic, 1)" in src
     exe = _sanitized(tmp_path, src, dtype, TRIANGLE_DRIVER, build)
     nt = np.float32 if dtype == "f32" else np.float64
-    for m_, n_ in ((1, 3), (7, 5), (17, 9), (45, 29), (77, 31), (300, 200)):
+    for m_, n_ in ((1, 3), (7, 5), (17, 9), (45, 29), (77, 31), (300, 200), (131, 600), (259, 401)):
         d = np.random.default_rng(m_).standard_normal((n_, m_)).astype(nt)
         out = _run(exe, tmp_path, d.tobytes(), m_, n_)
         c = np.frombuffer(out, dtype=nt).reshape(m_, m_).astype(np.float64)

@@ -280,8 +280,12 @@ class _Printer:
 
     def _uneven(self, n: isl.AstNode, info: LoopInfo) -> bool:
         """Do the loop's iterations do unequal work: a loop of another of the mapping's loops inside
-        it has bounds that depend on it (covariance's rows ``i <= j`` under its column panels)? Those
-        are dealt round-robin too: contiguous chunks gave one thread 75% of the triangle. Mappings
+        it has bounds that depend on it (covariance's columns ``j >= i`` under its row blocks)? Those
+        are dealt one at a time as threads come free (``schedule(dynamic, 1)``): contiguous chunks
+        gave one thread 75% of the triangle, and round-robin (``static, 1``) over covariance's five
+        blocks of 252 rows, whose work falls with the row, 60% (blocks 0, 2, 4); dealt on demand
+        in the loop's order, longest rows first, the busiest thread has 51% (counted per box,
+        tests/test_register_triangles.py), and a thread the machine delays takes fewer. Mappings
         with a ``schedule`` (skewed tiles, whose bounds all depend on the outer tiles) keep theirs, and
         so do loops of single points (as ``_on_diagonal``'s: neighbours dealt to different threads
         would write the same cache lines, ``x[i]`` beside ``x[i + 1]``); an entry that only places a
@@ -304,7 +308,8 @@ class _Printer:
         simd = info.innermost and self._unit_stride(info) and (
             info.parallel or (info.rank >= 0 and self.analysis.lockstep(info.rank, info.dim)))
         body_mode = mode
-        deal = "schedule(static, 1)" if self._on_diagonal(info) or self._uneven(n, info) else "schedule(static)"
+        deal = ("schedule(static, 1)" if self._on_diagonal(info) else
+                "schedule(dynamic, 1)" if self._uneven(n, info) else "schedule(static)")
         if mode == "serial" and path in self.plan.parallel_for:
             self.emit("#pragma omp parallel for" + (" simd" if simd else "") + f" {deal}")
             body_mode = "inside"

@@ -260,7 +260,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     # one chunk of the parallel loop per core, a whole number of register tiles: the rows when
     # no dependence crosses them, else the columns (trmm's rows read the rows below them, which
     # are updated later: its columns are independent), else none
-    par = parallel_loop(model, roles)
+    par = parallel_loop(model, roles, nest)
     step = mr if par == i else b.nr
     chunk = -(-max(1, extents.get(par or j, 1)) // cores)
     chunk = -(-chunk // step) * step
@@ -279,6 +279,21 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     # Rounding up instead cut 516 rows (f32 1024, 2 cores, MC 252) into 3 blocks of 174, which ran
     # slower than 2 of 258 (B's panel is packed once per block)
     blocks = (chunk + b.mc // 2) // b.mc if par is not None and par == i else 1
+    # rows of unequal length (covariance's triangle j >= i): one contiguous chunk of rows per core
+    # gives the first core 75% of the work, and groups of one block per core give the first block
+    # of every group more; the DRAM level walks blocks of MC rows instead, no spatial level, so that
+    # the blocks are the parallel loop, dealt one at a time as threads come free (the emitter's
+    # rule for loops of uneven work), the longest rows first. Each block is gemm's: its MC x KC
+    # block of A packed in L2 once for all of the row's columns (the column panels of the round-
+    # robin mapping this replaces re-read their rows' A from the last level, strided, per panel)
+    triangle = par is not None and par == i and bounds_coupled(kernel, nest, i)
+    if triangle:
+        # at least two blocks per core: the code shares out a loop of at least 2 x threads iterations
+        # (codegen/c/parallel.py), and on-demand dealing balances only with blocks to spare
+        rows = chunk = min(b.mc, -(-(-(-max(1, extents.get(i, 1)) // (2 * cores))) // mr) * mr)
+        blocks = 0
+        top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
+        group = tile(rows, None, None)
     if blocks >= 2:
         rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
         chunk = rows
@@ -306,7 +321,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
     specs = {
         0: top,
-        n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None else ()),
+        n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None and not triangle else ()),
         n - 3: (l2, ij + (k,) + others, ()),
         n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
         n - 1: (rf, others + (k,) + ij, ()),
@@ -403,10 +418,14 @@ def _written(model: KernelModel, nest: int) -> set[str]:
     return {s.stmt.target.tensor for s in model.nest_statements(nest)}
 
 
-def parallel_loop(model: KernelModel, roles: Roles) -> str | None:
+def parallel_loop(model: KernelModel, roles: Roles, nest: int) -> str | None:
     """The loop of the register tile's rows (else its columns) that carries no dependence of the
-    kernel (memory-based: a read before a later write counts), or None when both carry one."""
-    classes = loop_classes(model)
+    nest (memory-based: a read before a later write counts), or None when both carry one.
+
+    The nest's own loops only (``loop_classes(nests=...)``): covariance's ``i`` is the reduction of
+    its first nest (``mean[j] += data[i, j]``) and a parallel loop of the product's; classed over
+    the whole kernel it was taken for a reduction, and the product's rows were never shared out."""
+    classes = loop_classes(model, nests=(nest,))
     for x in (roles.i, roles.j):
         if x is not None and x in classes and classes[x].parallel:
             return x
