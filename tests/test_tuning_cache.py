@@ -283,17 +283,18 @@ def test_a_remembered_schedule_beyond_the_counting_budget_is_rechecked_as_it_was
 
 
 def test_a_remembered_blocking_is_made_again_for_the_sizes_of_its_bucket(tmp_path):
-    """syrk's register tiles blocked for N = 40 cut N = 60 (the same bucket, 64) into more row chunks than
+    """gemm's register tiles blocked for NI = 40 cut NI = 60 (the same bucket, 64) into more row chunks than
     cores: refused as they are, they are made again by their rule at 60 (re-checked: legal, fits,
-    verifies) and the hit says so. A mapping no rule makes (the search's) stays a miss there."""
+    verifies) and the hit says so. A mapping no rule makes (the search's) stays a miss there. (syrk's
+    were the example until its triangle took row blocks dealt on demand, which fit every size.)"""
     from polymap.passes.counting.fit import fit_problems
     from polymap.passes.search.choice import kernel_to_map, reblocked
     from polymap.poly import build_model
 
     root = Path(__file__).resolve().parent.parent
-    kernel = parse((root / "examples/polybench/syrk.loop").read_text(), "syrk.loop").kernels[0]
+    kernel = parse((root / "examples/polybench/gemm.loop").read_text(), "gemm.loop").kernels[0]
     arch = load_architecture("host")
-    sizes, other = {"M": 20, "N": 40}, {"M": 20, "N": 60}
+    sizes, other = {"NI": 40, "NJ": 20, "NK": 20}, {"NI": 60, "NJ": 20, "NK": 20}
     mapped, _ = kernel_to_map(kernel)
     model = build_model(mapped)
     blocked = reblocked(model, 0, "register tiles", arch, sizes)
