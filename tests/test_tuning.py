@@ -163,6 +163,10 @@ def test_tune_choice_replaces_the_models_pick(gemm_choice, host, gemm):
     assert tuned.tuning[0].chosen.rank_model == 3
     # the job is the whole kernel with that candidate's mapping (its C source differs per candidate)
     assert len({j.c_source for j in tuning_jobs(timer)}) == 3
+    # only the pick changes: what the choice reported about the nest stays
+    for field in ("objective", "stopped", "skipped", "scheduler_seconds"):
+        assert getattr(tuned.choice.nests[0], field) == getattr(nc, field), field
+    assert nc.scheduler_seconds is not None
 
 
 class SecondFastest(FakeTimer):

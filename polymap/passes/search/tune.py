@@ -228,7 +228,10 @@ def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[st
         tunings.append(result)
         if result.chosen is not None:
             winner = pool[result.chosen.rank_model - 1]
-            nests[pos] = NestChoice(nc.nest, winner, (winner,) + tuple(c for c in nc.candidates if c is not winner))
+            # replace, not a new NestChoice: the objective, what was stopped or skipped and the
+            # scheduler's time stay what the choice reported
+            nests[pos] = dataclasses.replace(nc, chosen=winner, candidates=(winner,) + tuple(
+                c for c in nc.candidates if c is not winner))
     tuned = dataclasses.replace(choice, nests=tuple(nests))
     if [n.chosen.mapping for n in tuned.nests] == [n.chosen.mapping for n in choice.nests]:
         return TunedChoice(tuned, tuple(tunings), options.k)
@@ -307,7 +310,7 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
     everyone = list(nc.candidates) + found
     usable = sorted(usable_candidates(NestChoice(nc.nest, nc.chosen, tuple(everyone))), key=Candidate.key)
     rest = [c for c in everyone if c not in usable]
-    return NestChoice(nc.nest, nc.chosen, tuple(usable + rest))
+    return dataclasses.replace(nc, candidates=tuple(usable + rest))
 
 
 def _ms(seconds: float) -> str:
