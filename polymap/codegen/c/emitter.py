@@ -139,6 +139,7 @@ class _Printer:
         self.analysis = LoopAnalysis(ks)
         self.lines: list[str] = []
         self.depth = 1
+        self.hoisted: dict[str, tuple[str, str]] = {}  # C text of a value computed once -> its local, C type
         self.names = {iname: c_name(p) for iname, p in isl_param_names(model).items()}
         self.decls = {d.name: d for d in kernel.decls}
         self.spatial_ranks = {rank for rank, dims in ks.dims if any(d.spatial for d in dims)}
@@ -190,12 +191,20 @@ class _Printer:
             names = [c_name(d.name) for d in locals_ if not d.is_scalar]
             self.emit(f"if ({' || '.join('!' + n for n in names)}) {{ "
                       + " ".join(f"free({n});" for n in names) + " return; }")
+        top = len(self.lines)
         self.node(root)
         for d in locals_:
             if not d.is_scalar:
                 self.emit(f"free({c_name(d.name)});")
         self.lines.append("}")
+        self.lines[top:top] = [f"  const {t} {name} = {text};" for text, (name, t) in self.hoisted.items()]
         return "\n".join(self.lines) + "\n"
+
+    def hoist(self, text: str, ctype: str) -> str:
+        """The name of a local that holds ``text`` (of type ``ctype``), computed once at the function's top."""
+        if text not in self.hoisted:
+            self.hoisted[text] = (f"polymap_once_{len(self.hoisted)}", C_TYPES[ctype])
+        return self.hoisted[text][0]
 
     def _extent(self, e: ir.Expr) -> str:
         return ValuePrinter(self.kernel, {}, self.ref).index(e)
@@ -350,7 +359,7 @@ class _Printer:
         name, args = user_statement(n)
         sm = self.model.statement(name)
         env = {v: ast_expr(a, self.names, top=False) for v, a in zip(sm.loops, args)}
-        vp = ValuePrinter(self.kernel, env, None)
+        vp = ValuePrinter(self.kernel, env, None, self.hoist)
         vp.ref_text = lambda r: self.ref(r, vp)
         stmt = sm.stmt
         target = self.ref(stmt.target, vp)
