@@ -293,7 +293,7 @@ class _Printer:
         are dealt one at a time as threads come free (``schedule(dynamic, 1)``): contiguous chunks
         gave one thread 75% of the triangle, and round-robin (``static, 1``) over covariance's five
         blocks of 252 rows, whose work falls with the row, 60% (blocks 0, 2, 4); dealt on demand
-        in the loop's order, longest rows first, the busiest thread has 51% (counted per box,
+        in the loop's order, longest rows first, the busiest thread has 51% (counted per point,
         tests/test_register_triangles.py), and a thread the machine delays takes fewer. Mappings
         with a ``schedule`` (skewed tiles, whose bounds all depend on the outer tiles) keep theirs, and
         so do loops of single points (as ``_on_diagonal``'s: neighbours dealt to different threads

@@ -16,6 +16,11 @@ matrix-vector products), on an architecture with at least four levels
                                                    of the L2 panel, in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
 
+Rows of unequal length (a triangle over parallel rows: covariance's ``j >= i``, syrk's ``j <= i``)
+have no spatial level: the DRAM level walks blocks of at most MC rows (at least two per core), the
+code shares that loop out and deals the blocks on demand (design.md, "A triangle's parallel loop is
+dealt on demand").
+
 With ``Blocking.nb`` 0 (or no room in L2 for a group of two panels) the L2 tile
 is ``{i: rows, j: NC, k: KC}``, the LLC walks ``i, j, k``, and B's panels are
 packed one at a time at L1 (before blas4; copying a panel at a time made every
