@@ -682,3 +682,161 @@ def test_model_and_c_agree_on_threads_in_an_imperfect_nest():
     assert execution_module.statement_instances(stmts, ext) == 1900 + 2 * 1900 * 2100  # the counts' instances
     assert execution_module.statement_instances(stmts, ext, "j_2") == 1900 * 2100
     assert execution_module.statement_instances(stmts, ext, "j_2") < MIN_WORK * 1900 <= 1900 * 2100 * 2100
+
+
+# ---- the innermost loop's executions (loop_factor)
+STRIDED = parse("""
+kernel strided(M = 3, N = 2, K = 28) {
+  in    A[M, N, 2*K] : f32
+  out   B[M, N, K] : f32
+  for i in 0..M, j in 0..N, k in 0..K {
+    B[i, j, k] = A[i, j, 2*k]
+  }
+}
+""").kernels[0]
+UNIT = parse("""
+kernel unit(M = 3, N = 2, K = 28) {
+  in    A[M, N, K] : f32
+  out   B[M, N, K] : f32
+  for i in 0..M, j in 0..N, k in 0..K {
+    B[i, j, k] = A[i, j, k]
+  }
+}
+""").kernels[0]
+
+
+def _runs_walked(points):
+    """The executions of the innermost loop ``k`` in a walk: runs of points that only step ``k`` by one."""
+    runs, last = [], None
+    for i, j, k in points:
+        if last is not None and (i, j) == last[:2] and k == last[2] + 1:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+        last = (i, j, k)
+    return runs
+
+
+@pytest.mark.parametrize("kernel", [STRIDED, UNIT], ids=["one lane", "vectors"])
+@pytest.mark.parametrize("l2, l1", [
+    (None, {"k": 8}),                      # 28 = 8 + 8 + 8 + 4
+    ({"k": 12}, {"k": 8}),                 # 12 = 8 + 4 twice, then 4: five executions a row
+    ({"j": 1, "k": 16}, {"k": 16}),        # 16 + 12
+    (None, None),                          # the whole row: one execution
+])
+def test_innermost_loop_executions_walked(kernel, l2, l1, no_team_costs):
+    """The loop factor's executions and issues are the tiled loops' own: a walk of the loops finds the
+    runs of the innermost loop (:func:`_runs_walked`), each issuing its iterations in whole vectors then
+    one at a time when the loop runs in vectors (``B[i, j, k] = A[i, j, k]``, 8 lanes), one at a time
+    when not (``A[i, j, 2 k]``), and the factor is ``1 + LOOP_CYCLES x ops x runs / (issues x latency)``."""
+    from polymap.passes.counting.execution import LOOP_CYCLES
+    ext = {"i": 3, "j": 2, "k": 28}
+    names = [lv.name for lv in HOST.levels]
+    ones = {"i": 1, "j": 1, "k": 1}
+    mp = mapping_from_dict({"kernel": kernel.name, "levels": [
+        {"level": names[0], "order": ["i", "j", "k"]}, {"level": names[1], "order": ["i", "j", "k"]},
+        {"level": names[2], "order": ["i", "j", "k"], **({"tile": l2} if l2 else {})},
+        {"level": names[3], "order": ["i", "j", "k"], **({"tile": l1} if l1 else {})},
+        {"level": names[4], "tile": ones, "order": ["i", "j", "k"]}]}, kernel=kernel, arch=HOST)
+    points = list(_walk_points(ext, [None, None, l2, l1, ones], ["ijk"] * 5))
+    assert sorted(points) == [(i, j, k) for i in range(3) for j in range(2) for k in range(28)]
+    runs = _runs_walked(points)
+    model = build_model(kernel)
+    ex = execution(model, mp, HOST, ext)
+    width = 8 if kernel is UNIT else 1
+    assert ex.lanes == width and ex.latency == 1.0
+    issues = sum(s // width + s % width for s in runs)
+    assert ex.loop == pytest.approx(1 + LOOP_CYCLES * HOST.compute.ops_per_cycle * len(runs) / issues)
+    # the batch form agrees
+    eff = np.array([[[t[x] for x in mp.loops] for t in effective_tiles(mp, ext)]])
+    _, slowdown = batch_execution(model, mp, HOST, ext, eff)
+    assert slowdown[0] == pytest.approx(ex.slowdown)
+
+
+def test_innermost_loop_executions_by_hand(no_team_costs):
+    """Hand-computed: the strided copy's rows of 28 in tiles of 8 start the k loop 4 times for 28
+    iterations of one lane; with LOOP_CYCLES = 4 and 2 operations a cycle each row's 28 / 2 = 14 cycles
+    of work gain 4 x 4 = 16: x(1 + 16 / 14). In tiles of 4 (7 executions): x(1 + 28 / 14) = 3."""
+    from polymap.passes.counting import execution as ex_module
+    assert ex_module.LOOP_CYCLES == 4.0
+    h = replace(HOST, compute=replace(HOST.compute, ops_per_cycle=2.0))
+    names = [lv.name for lv in h.levels]
+    model = build_model(STRIDED)
+    ext = {"i": 3, "j": 2, "k": 28}
+
+    def loop(tile):
+        mp = mapping_from_dict({"kernel": "strided", "levels": [
+            {"level": names[0], "order": ["i", "j", "k"]}, {"level": names[1], "order": ["i", "j", "k"]},
+            {"level": names[2], "order": ["i", "j", "k"]},
+            {"level": names[3], "order": ["i", "j", "k"], "tile": {"k": tile}},
+            {"level": names[4], "tile": {"i": 1, "j": 1, "k": 1}, "order": ["i", "j", "k"]}]}, kernel=STRIDED, arch=h)
+        return execution(model, mp, h, ext).loop
+    assert loop(8) == pytest.approx(1 + 16 / 14)
+    assert loop(4) == pytest.approx(3.0)
+    assert loop(28) == pytest.approx(1 + 4 / 14)
+
+
+def test_register_tiles_pay_their_passes_not_the_loop():
+    """Accumulators in registers make the innermost loop of the code the reduction loop, whose
+    executions are the passes (PASS_CYCLES): the loop factor is 1 there, so nothing is charged twice."""
+    h = HOST
+    names = [lv.name for lv in h.levels]
+    ext = {"i": 16, "j": 64, "k": 128}
+    model = build_model(GEMM_ACC)
+    for rf, order in (({"i": 4, "j": 16, "k": 1}, ["k", "i", "j"]), ({"i": 1, "j": 1, "k": 64}, ["i", "j", "k"])):
+        mp = mapping_from_dict({"kernel": "gemm", "levels": [
+            {"level": names[0], "order": ["i", "j", "k"]}, {"level": names[1], "order": ["i", "j", "k"]},
+            {"level": names[2], "order": ["i", "j", "k"]},
+            {"level": names[3], "tile": {"i": 8, "j": 32, "k": 64}, "order": ["i", "j", "k"]},
+            {"level": names[4], "tile": rf, "order": order}]}, kernel=GEMM_ACC, arch=h)
+        ex = execution(model, mp, h, ext)
+        assert ex.passes > 1 and ex.loop == 1.0
+
+
+CONV = load_program(Path(__file__).resolve().parent.parent / "examples" / "conv2d.loop").kernels[0]
+
+
+def test_one_accumulator_stays_in_a_register_across_the_reduction_loops(no_team_costs):
+    """conv2d's original order (``n, k, p, q, c, r, s``): ``O[n, k, p, q]`` moves along none of
+    ``c, r, s``, so the compiler keeps it in a register across all three (a pass of C x R x S = 288
+    links, stored once), not only across ``s`` (3 links, which charged PASS_CYCLES every 3 instances:
+    x3 on the compute term, the original order predicted 2.8x slower than it ran). Hand-computed:
+    one chain in a register waits LATENCY = 4 cycles a link at 2 operations a cycle (x8), and a pass
+    adds 24 cycles to 288 x 8 / 2 = 1152: x(1 + 24 / 1152). gemm's ``k`` innermost is enclosed by
+    ``j``, which moves ``C[i, j]``: its pass stays K links."""
+    from polymap.passes.counting.execution import PASS_CYCLES
+    h = replace(HOST, compute=replace(HOST.compute, ops_per_cycle=2.0))
+    ext = {"n": 1, "k": 4, "p": 3, "q": 5, "c": 32, "r": 3, "s": 3}
+    model = build_model(CONV)
+    mp = original_mapping(CONV, 0, h)
+    ex = execution(model, mp, h, ext)
+    assert (ex.chains, ex.latency) == (1, 8.0)
+    assert ex.passes == pytest.approx(1 + PASS_CYCLES / 1152)
+    eff = np.array([[[t[x] for x in mp.loops] for t in effective_tiles(mp, ext)]])
+    _, slowdown = batch_execution(model, mp, h, ext, eff)
+    assert slowdown[0] == pytest.approx(ex.slowdown)
+    gemm = execution(build_model(GEMM_ACC), original_mapping(GEMM_ACC, 0, h), h, {"i": 4, "j": 6, "k": 96})
+    assert gemm.passes == pytest.approx(1 + PASS_CYCLES * 2 / (96 * 8))
+
+
+@pytest.mark.parametrize("l2, l1", [
+    ({"c": 8}, {"order": ["n", "k", "p", "q", "c", "r", "s"]}),          # c tiles around r, s: one pass
+    ({"c": 8, "q": 4}, {"order": ["n", "k", "c", "p", "r", "q", "s"]}),  # q between: passes of s only
+    ({"q": 4}, {"order": ["n", "k", "p", "c", "r", "s", "q"], "tile": {"q": 4}}),  # q innermost, in memory
+])
+def test_conv2d_passes_and_loops_batch_equal_one_by_one(l2, l1):
+    """The batch form repeats the passes over several reduction loops and the innermost loop's
+    executions row by row: equal to :func:`execution` on conv2d's mappings of each kind."""
+    names = [lv.name for lv in HOST.levels]
+    ext = {"n": 1, "k": 4, "p": 6, "q": 10, "c": 32, "r": 3, "s": 3}
+    order = ["n", "k", "p", "q", "c", "r", "s"]
+    mp = mapping_from_dict({"kernel": "conv2d", "levels": [
+        {"level": names[0], "order": order}, {"level": names[1], "order": order},
+        {"level": names[2], "order": order, "tile": l2},
+        {"level": names[3], "order": l1["order"], **({"tile": l1["tile"]} if "tile" in l1 else {})},
+        {"level": names[4], "order": order, "tile": {x: 1 for x in order}}]}, kernel=CONV, arch=HOST)
+    model = build_model(CONV)
+    ex = execution(model, mp, HOST, ext)
+    eff = np.array([[[t[x] for x in mp.loops] for t in effective_tiles(mp, ext)]])
+    _, slowdown = batch_execution(model, mp, HOST, ext, eff)
+    assert slowdown[0] == pytest.approx(ex.slowdown)
