@@ -320,15 +320,30 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     # in B's memory order), L1 keeps no B; the last level walks k outside j, so that A's block stays
     # for all of a row block's groups (filled, and packed, once per KC step)
     nb = _grouped(arch, n, b, roles, rows, extents) if par is not None and par == i else 0
+    l1 = tile(rows, b.nr, b.kc)
     if nb:
         l2 = tile(chunk, nb, b.kc)
         inner = (k, j)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
+        if cores > 1 and not bounds_coupled(kernel, nest, i):
+            # B's KC x NC panel shared by the cores (BLIS's jc, pc loops): the last level's tile is
+            # one group of row blocks x the panel, the backing store walks the panels (j, k) outside
+            # the groups (i), so the panel stays in the last level for all of a KC step's groups and
+            # is filled, and packed (codegen/c/packing.py: a tile no spatial loop indexes, kept at
+            # the split, is packed there once, by the team), once per (j, k) step instead of once
+            # per row block (6 times per KC step at f32 2048 on 2 cores). The panel's and the KC
+            # step's sizes are constant even when they cover the loop, so that the panel is a fixed
+            # buffer. Not for triangles (syrk's j <= i: the columns a row block reads vary with it)
+            cols = min(b.nc, -(-max(1, extents.get(j, 1)) // b.nr) * b.nr)
+            red = min(b.kc, max(1, extents.get(k, 1)))
+            group = _with(_with(group, loops, j, cols), loops, k, red)
+            l2 = _with(_with(l2, loops, j, min(nb, cols)), loops, k, red)
+            l1 = _with(l1, loops, k, red)
     specs = {
         0: top,
         n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None and not triangle else ()),
         n - 3: (l2, ij + (k,) + others, ()),
-        n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
+        n - 2: (l1, others + (j,) + ((i,) if i else ()) + (k,), ()),
         n - 1: (rf, others + (k,) + ij, ()),
     }
     levels = []
@@ -417,6 +432,11 @@ def _grouped(arch: Architecture, n: int, b: Blocking, roles: Roles, rows: int | 
     nb = min(b.nb, group_columns(cap, b.kc, rows, b.nr, _ITEMSIZE[roles.dtype]))
     # a loop no longer than one panel gains nothing from groups
     return nb if extents.get(roles.j, 0) > b.nr else 0
+
+
+def _with(t: tuple, loops: Sequence[str], loop: str, value: int) -> tuple:
+    """Tile ``t`` with ``loop``'s entry set to ``value``."""
+    return tuple(value if x == loop else v for x, v in zip(loops, t))
 
 
 def _written(model: KernelModel, nest: int) -> set[str]:
