@@ -3,9 +3,9 @@ the code against NumPy, the copies in the source's memory order. The groups are 
 panel the cores share (packed once at the last level: tests/test_shared_panel.py).
 
 The hand counts: gemm M, N, K = 9, 13, 7 on 2 cores, register tile 2 x 4, KC 3, MC 4, groups of 8
-columns. Rows are cut into blocks of 4 (two per core: 4 + 4, then 1 + idle), so L2 sees 3 row blocks;
-for each, every KC step fills the whole KC x N of B once (groups of 8 + 5 columns, no overlap): B's
-L2 fills are 3 x 7 x 13 = 273. The last level walks k outside j, so A's 4 x 3 block stays for both
+columns. Rows are cut into the fewest blocks of at most 1.5 MC = 6 per core (one: 6 + 3), so L2 sees
+2 row blocks; for each, every KC step fills the whole KC x N of B once (groups of 8 + 5 columns, no
+overlap): B's L2 fills are 2 x 7 x 13 = 182. The last level walks k outside j, so A's 4 x 3 block stays for both
 groups of a KC step: A's L2 fills are M x K = 63 (walking j outside k would fill it once per group).
 """
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_grouped_counts_equal_the_simulator_and_hand_counts():
     got = counts_as_dict(counts)
     assert got == simulate(kernel, mp, params)
     l2 = got["levels"][2]["tensors"]
-    assert l2["B"]["fills"] == 3 * 7 * 13
+    assert l2["B"]["fills"] == 2 * 7 * 13
     assert l2["A"]["fills"] == 9 * 7
 
 

@@ -72,8 +72,11 @@ def test_the_last_level_keeps_a_constant_panel_of_b_and_the_team_packs_it():
     assert check_mapping(model, mp).legal
     llc = mp.levels[1]
     assert llc.spatial == ("i",) and "B" in llc.keep
-    # one group of row blocks (2 cores x 4 rows) x B's 3 x 16 panel (NC 16 covers N = 13: constant)
-    assert _tiles(mp, 1) == {"i": 8, "j": 16, "k": 3}
+    # all rows (one block of at most 1.5 MC = 6 rows per core) x B's 3 x 16 panel (NC 16 covers N = 13,
+    # constant all the same: a fixed buffer)
+    assert _tiles(mp, 1) == {"i": None, "j": 16, "k": 3}
+    # 17 rows: groups of two blocks of 6 (one per core) walked by the backing store
+    assert _tiles(register_mapping(model, 0, ARCH, {"M": 17, "N": 13, "K": 7}, blocking=BLOCKING), 1)["i"] == 12
     packs = packing.plan_packs(model, mp)
     b, a = packs[("B", ("k", "j"))], packs[("A", ("i", "k"))]
     assert (b.level, b.shared, b.size) == (1, True, 3 * 16)
@@ -108,15 +111,14 @@ def test_shared_panel_code_matches_numpy(threads, monkeypatch):
     kernel, model = _model()
     made = {"M": 29, "N": 45, "K": 37}
     mp = register_mapping(model, 0, ARCH, made, blocking=BLOCKING)
-    # without sizes nothing is pruned: the spatial loop is shared out (at these sizes it would not be
-    # worth a barrier, and the panel would be each thread's own, as the next assertion shows)
+    # without sizes nothing is pruned: the spatial loop is shared out (at these sizes it is not worth
+    # a barrier; see test_a_panel_inside_a_thread_share_is_its_own)
     src = emit_c(kernel, model, mp)
     assert src.count("aligned_alloc(64") == 1 and "free(polymap_pk_B_k_j);" in src
     region = src[src.index("#pragma omp parallel\n"):]
     # the team splits the copy, then the row blocks (the copy's barrier orders it before the reads)
     copy, blocks = region.index("#pragma omp for schedule(static)\n"), region.index("i_LLC = 0")
     assert copy < region.index("polymap_pk_B_k_j[") < blocks
-    assert "aligned_alloc" not in emit_c(kernel, model, mp, params=made)
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     fn = load_kernel(src, kernel)
     for params in ({"M": 29, "N": 45, "K": 37}, {"M": 7, "N": 9, "K": 1}, {"M": 1, "N": 1, "K": 4},
@@ -127,3 +129,13 @@ def test_shared_panel_code_matches_numpy(threads, monkeypatch):
         c = np.full((params["M"], params["N"]), np.nan)
         fn({"A": a, "B": b, "C": c}, params)
         np.testing.assert_allclose(c, a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_panel_inside_a_thread_share_is_its_own():
+    """Where the threads split a loop above the panel (at 45 rows the groups' loop, the row blocks not
+    being worth a barrier), each thread runs its copy alone: a buffer of its own, as an unshared pack."""
+    kernel, model = _model()
+    made = {"M": 45, "N": 45, "K": 37}
+    src = emit_c(kernel, model, register_mapping(model, 0, ARCH, made, blocking=BLOCKING), params=made)
+    assert "#pragma omp parallel for" in src and "aligned_alloc" not in src
+    assert "double polymap_pk_B_k_j[48]" in src
