@@ -30,6 +30,12 @@ reference is a tuple of distinct bare loop variables and the tile is a
 constant box at that level and below. Elements of the box outside the
 array (edge tiles) are stored as 0 and never read.
 
+A tile no spatial loop indexes, kept at or above the level whose spatial loop
+splits the work over the cores and packed per core below it, is packed at that
+level instead, once for the team (:func:`_shared_packs`: one buffer, the copy
+split with ``omp for``): BLIS's KC x NC panel of B under row blocks spread
+over the cores.
+
 One more rule makes a layout rather than a fill: a read that is strided
 along the register tile's row loop (syrk's ``A[j, k]`` under a tile over
 ``i, j``) is packed at the level just above the registers even when the

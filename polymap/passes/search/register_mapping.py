@@ -5,13 +5,16 @@ loop ``k`` that does not index ``C`` (gemm, the PolyBench BLAS kernels,
 matrix-vector products), on an architecture with at least four levels
 (``host``: DRAM, LLC, L2 x cores, L1 x cores, RF)::
 
-    DRAM  whole nest, order i, j, k              (walks groups of one row block per core)
-    LLC   tile {i: cores x rows}, spatial i      (one row block per core: one parallel region)
-          order i, k, j                          (A's block stays for all groups of B's columns)
-    L2    tile {i: rows, j: NB, k: KC}           (rows = M / cores, or when that is over MC, the
-                                                  same number of blocks of at most MC per core;
-                                                  keeps A's rows x KC block and B's KC x NB block,
-                                                  packed there: NB / NR panels, 128 columns)
+    DRAM  whole nest, order i, j, k              (walks groups of one row block per core, then
+                                                  B's KC x NC panels: k inside the groups)
+    LLC   tile {i: cores x rows, j: NC, k: KC}   (one row block per core; B's KC x NC panel, kept
+          spatial i, order i, k, j                here and packed once for the team, shared;
+                                                  A's block stays for all groups of B's columns)
+    L2    tile {i: rows, j: NB, k: KC}           (rows = M / cores, or when that is over 1.5 MC, the
+                                                  fewest blocks of at most 1.5 MC per core, as many
+                                                  per core; keeps A's rows x KC block, packed there,
+                                                  and B's KC x NB group of the panel: NB / NR panels,
+                                                  128 columns)
     L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the KC x NR panel of B, a contiguous part
                                                    of the L2 panel, in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
@@ -19,7 +22,8 @@ matrix-vector products), on an architecture with at least four levels
 Rows of unequal length (a triangle over parallel rows: covariance's ``j >= i``, syrk's ``j <= i``)
 have no spatial level: the DRAM level walks blocks of at most MC rows (at least two per core), the
 code shares that loop out and deals the blocks on demand (design.md, "A triangle's parallel loop is
-dealt on demand").
+dealt on demand"). The LLC's constant ``j`` and ``k`` and B's shared panel are for rectangular nests
+on several cores (docs/design.md, "B's panel shared by the cores").
 
 With ``Blocking.nb`` 0 (or no room in L2 for a group of two panels) the L2 tile
 is ``{i: rows, j: NC, k: KC}``, the LLC walks ``i, j, k``, and B's panels are
