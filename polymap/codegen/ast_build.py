@@ -230,6 +230,16 @@ def expr_args(expr: isl.AstExpr) -> list[isl.AstExpr]:
     return [expr.op_get_arg(k) for k in range(expr.op_get_n_arg())]
 
 
+def expr_ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers an AST expression reads."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if t == isl.ast_expr_type.op:
+        return set().union(*(expr_ids(a) for a in expr_args(e)))
+    return set()
+
+
 def user_statement(node: isl.AstNode) -> tuple[str, tuple[isl.AstExpr, ...]]:
     """A user node's statement name and the AST expressions of its original iterators.
 
@@ -280,6 +290,7 @@ class LoopAnalysis:
         self.ks = ks
         self._conflicts: dict[int, isl.UnionMap] = {}
         self._parallel: dict[tuple[int, int], bool] = {}
+        self._chunkable: dict[tuple, bool] = {}
 
     def is_parallel(self, rank: int, dim: int) -> bool:
         """Does the loop over ``dim`` of top-level item ``rank`` carry no conflict?"""
@@ -306,6 +317,25 @@ class LoopAnalysis:
             self._parallel[key] = _lockstep(self._conflicts[rank], self.ks.length, rank, dim)
         return self._parallel[key]
 
+    def chunkable(self, rank: int, outer: int, inner: int, statements: tuple[str, ...]) -> bool:
+        """May the loop over ``inner`` be cut into chunks shared out *around* the loop over ``outer``?
+
+        ``outer`` encloses ``inner`` and every instance of ``statements`` (those under ``outer``) is
+        under ``inner``. A thread that owns a chunk of ``inner``'s range walks ``outer`` over it, so
+        two instances in one iteration of the loops around ``outer`` run in their original order
+        when they lie in one iteration of ``inner`` (one chunk, one thread) and in any order
+        otherwise: legal when no conflict among ``statements`` agrees on every dimension before
+        ``outer`` and differs at ``inner`` (a dependence carried by ``outer``, or by a loop between,
+        stays within one iteration of ``inner``: gramschmidt's ``R[k, j] += Q[i, k] * A[i, j]``
+        carried by ``i`` around ``j``). Conflicts with statements outside ``outer`` are ordered by
+        the barriers around the shared loop, as for every worksharing loop.
+        """
+        key = (rank, outer, inner, statements)
+        if key not in self._chunkable:
+            conflicts = _time_conflicts(self.ks, rank, frozenset(statements))
+            self._chunkable[key] = _chunkable(conflicts, self.ks.length, rank, outer, inner)
+        return self._chunkable[key]
+
     def info(self, node: isl.AstNode) -> LoopInfo:
         ks = self.ks
         it = node.for_get_iterator().get_id().get_name()
@@ -326,14 +356,15 @@ class LoopAnalysis:
         return LoopInfo(it, dim, rank, d.level, loop, d.spatial, par, innermost, stmts)
 
 
-def _time_conflicts(ks: KernelSchedule, rank: int) -> isl.UnionMap:
+def _time_conflicts(ks: KernelSchedule, rank: int, only: frozenset[str] | None = None) -> isl.UnionMap:
     """Pairs of time points of item ``rank`` whose instances touch one element, one writing it.
 
     Pairs across top-level items never agree on dimension 0, so each item
-    is analysed alone (much cheaper for kernels with many nests).
+    is analysed alone (much cheaper for kernels with many nests). ``only``:
+    pairs of instances of those statements only.
     """
     m = ks.model
-    names = {n for n, r in ks.top_rank if r == rank}
+    names = {n for n, r in ks.top_rank if r == rank and (only is None or n in only)}
     space = m.context.get_space()
     w, r = isl.UnionMap.empty(space), isl.UnionMap.empty(space)
     for s in m.statements:
@@ -356,6 +387,19 @@ def _parallel(conflicts: isl.UnionMap, length: int, rank: int, dim: int) -> bool
         probe = isl.UnionMap(f"{{ [{', '.join(t)}] -> [{', '.join(u)}] : {cond} }}")
         probe = probe.align_params(conflicts.get_space())
         if not conflicts.intersect(probe).is_empty():
+            return False
+    return True
+
+
+def _chunkable(conflicts: isl.UnionMap, length: int, rank: int, outer: int, inner: int) -> bool:
+    """No conflict in item ``rank`` agrees before ``outer`` and differs at ``inner``."""
+    t = [f"t{k}" for k in range(length)]
+    u = [f"u{k}" for k in range(length)]
+    eq = [f"t{k} = u{k}" for k in range(outer)] + [f"t0 = {rank}"]
+    for sign in ("<", ">"):
+        cond = " and ".join(eq + [f"t{inner} {sign} u{inner}"])
+        probe = isl.UnionMap(f"{{ [{', '.join(t)}] -> [{', '.join(u)}] : {cond} }}")
+        if not conflicts.intersect(probe.align_params(conflicts.get_space())).is_empty():
             return False
     return True
 

@@ -35,13 +35,14 @@ from polymap.mapping.schedule import mapping_statements, new_coordinates
 from polymap.poly import KernelModel, build_model
 from polymap.codegen.c import packing, regtile, signature
 from polymap.codegen.c.names import DEFAULT_COMMAND, LoopNamer, header
-from polymap.codegen.c.parallel import ParallelPlan, Planner, child_paths
+from polymap.codegen.c.parallel import ParallelPlan, Planner, node_at, child_paths, chunk_bounds
 from polymap.codegen.ast_build import (
     KernelSchedule,
     LoopAnalysis,
     LoopInfo,
     build_ast,
     children,
+    expr_ids,
     isl_param_names,
     kernel_schedule,
     user_statement,
@@ -102,7 +103,23 @@ def emit_c(kernel: ir.Kernel, model: KernelModel | None = None, mapping: Mapping
     body = printer.function(root)
     head = header(kernel, mappings, arch=arch, params=params, command=command)
     head += "" if reassociate else EXACT_ROUNDING
-    return head + PRELUDE + (regtile.VECTOR_TYPES if printer.uses_vectors else "") + "\n" + body
+    return (head + PRELUDE + (regtile.VECTOR_TYPES if printer.uses_vectors else "")
+            + (THREADS_PRELUDE if printer.plan.chunks else "") + "\n" + body)
+
+
+#: The team's size where a loop is shared out in one chunk per thread (parallel.py's chunks); 1 when
+#: the file is built without OpenMP (the pragmas are ignored, one chunk is the whole range).
+THREADS_PRELUDE = """\
+#ifndef POLYMAP_THREADS
+#define POLYMAP_THREADS
+#ifdef _OPENMP
+#include <omp.h>
+static inline long polymap_threads(void) { return omp_get_num_threads(); }
+#else
+static inline long polymap_threads(void) { return 1; }
+#endif
+#endif
+"""
 
 
 #: The original program's rounding: no a * b + c contracted into a fused multiply-add (C's default
@@ -145,6 +162,7 @@ class _Printer:
         self.decls = {d.name: d for d in kernel.decls}
         self.spatial_ranks = {rank for rank, dims in ks.dims if any(d.spatial for d in dims)}
         self.plan = ParallelPlan()
+        self.chunk_ends: dict[tuple, tuple[str, str]] = {}  # inner loop path -> its chunk's C bounds
         self.namer = LoopNamer(kernel, {ks.rank_of(st[0].name): tuple(lm.level for lm in m.levels)
                                         for m in mappings if (st := mapping_statements(model, m))})
 
@@ -243,6 +261,13 @@ class _Printer:
                     for rc, rp in run:
                         self.nested(rc, rp, "inside")
                     self.emit("}")
+                elif mode == "region" and p in dict(self.plan.chunks) and k + 1 < len(kids) \
+                        and kids[k + 1][1] in self.plan.joined:
+                    group = [kids[k]]  # a chunked loop and those that join it: one loop over the chunks
+                    while k + 1 < len(kids) and kids[k + 1][1] in self.plan.joined:
+                        k += 1
+                        group.append(kids[k])
+                    self._chunked(group, mode)
                 else:
                     self.node(c, p, mode)
                 k += 1
@@ -269,6 +294,10 @@ class _Printer:
 
     def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *,
                  register_tiles: bool = True) -> None:
+        if path in dict(self.plan.chunks) and (mode == "serial" and path in self.plan.parallel_for
+                                               or mode == "region" and path in self.plan.worksharing):
+            self._chunked([(n, path)], mode)
+            return
         info = self.analysis.info(n)
         if register_tiles and not info.innermost and info.rank in self.mappings_by_rank:
             tile = regtile.match(self, n, info)
@@ -311,13 +340,46 @@ class _Printer:
         it = n.for_get_iterator().get_id().get_name()
         for f in walk(n.for_get_body()):
             if f.get_type() == isl.ast_node_type.for_ and self.analysis.info(f).loop != info.loop \
-                    and it in regtile.ids(f.for_get_init()) | regtile.ids(f.for_get_cond()):
+                    and it in expr_ids(f.for_get_init()) | expr_ids(f.for_get_cond()):
                 return True
         return False
+
+    def _chunked(self, group: list[tuple[isl.AstNode, tuple]], mode: str) -> None:
+        """Loops shared out in one chunk of an inner loop per thread (:mod:`polymap.codegen.c.parallel`):
+        the chunk's bounds are computed once from the first one's inner loop (which do not depend on
+        the loops between; a joined loop's inner loop has the same), then each loop is printed as it
+        is, in order, inside the one loop over the chunks."""
+        chunks = dict(self.plan.chunks)
+        n, path = group[0]
+        lower, upper, inclusive = chunk_bounds(node_at(n, path, chunks[path]))
+        if mode == "serial":
+            self.emit("#pragma omp parallel")
+        self.emit("{")
+        self.depth += 1
+        self.emit("const long polymap_parts = polymap_threads();")
+        self.emit("#pragma omp for schedule(static)")
+        self.emit("for (long polymap_part = 0; polymap_part < polymap_parts; polymap_part += 1) {")
+        self.depth += 1
+        self.emit(f"const long polymap_lo = {ast_expr(lower, self.names)};")
+        end = ast_expr(upper, self.names, top=False) + (" + 1" if inclusive else "")
+        self.emit(f"const long polymap_n = polymap_max({end} - polymap_lo, 0);")
+        self.emit("const long polymap_b = polymap_lo + polymap_n * polymap_part / polymap_parts;")
+        self.emit("const long polymap_e = polymap_lo + polymap_n * (polymap_part + 1) / polymap_parts;")
+        for n, path in group:
+            self.chunk_ends[chunks[path]] = ("polymap_b", "polymap_e")
+            self.for_loop(n, path, "inside")
+            del self.chunk_ends[chunks[path]]
+        self.depth -= 1
+        self.emit("}")
+        self.depth -= 1
+        self.emit("}")
 
     def _for_loop(self, n: isl.AstNode, info: LoopInfo, it: str, path: tuple, mode: str) -> None:
         init = ast_expr(n.for_get_init(), self.names)
         cond = ast_expr(n.for_get_cond(), self.names)
+        if path in self.chunk_ends:
+            init, end = self.chunk_ends[path]
+            cond = f"{it} < {end}"
         inc = ast_expr(n.for_get_inc(), self.names)
         # a loop that carries conflicts may still run in lock-step when each goes forward in the body
         simd = info.innermost and self._unit_stride(info) and (

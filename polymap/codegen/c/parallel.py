@@ -24,6 +24,25 @@ it (one barrier) covers fewer than :data:`MIN_WORK` statement instances
 its inner loops are tried instead. Without ``params`` nothing is pruned (the
 code is valid, and tested, for every size).
 
+A loop that carries a conflict may still be shared out *in chunks of an inner loop*: when the
+loops from it down to a parallel loop ``L`` form a chain (each the only statement of the one
+above) and every conflict among the statements under it stays within one iteration of ``L``
+(:meth:`~.ast_build.LoopAnalysis.chunkable`), each thread takes one contiguous chunk of ``L``'s
+range and walks the whole chain over it; each element's updates keep their order, so the results
+are bit-identical. ``L``'s bounds must not depend on the loops of the chain. One barrier per
+execution of the chain instead of one per iteration of its outer loop (or none shared at all when
+``L`` alone is too small: gramschmidt's ``R[k, j] += Q[i, k] * A[i, j]`` over ``i`` around ``j``
+ran in ``omp single``, about half the flops on one thread)::
+
+    for i ...  (a reduction)          #pragma omp for schedule(static)
+      for j ...  (parallel)           for part in 0..threads   (b, e: part's share of j's range)
+        R[j] += Q[i] * A[i, j]          for i ...
+                                          for j in b..e  R[j] += Q[i] * A[i, j]
+
+The chunked loop is tried before the loops inside it (fewer barriers); the same sizes rule
+applies, the work of one execution being every instance under the chunked loop and the trips
+those of ``L``.
+
 Decisions are keyed by the node's *path* from the root (child positions),
 since ISL hands out a new Python object per visit.
 """
@@ -31,11 +50,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from polymap.islcheck import isl
 from polymap.poly import count, fix_params, to_int
-from polymap.codegen.ast_build import LoopAnalysis, LoopInfo, children
+from polymap.codegen.ast_build import LoopAnalysis, LoopInfo, children, expr_ids, statements_under
 from polymap.passes.counting.execution import MIN_WORK  # the cost model's rule for threads: one definition
 
 
@@ -46,13 +65,21 @@ def child_paths(node: isl.AstNode, path: Path) -> list[tuple[isl.AstNode, Path]]
     """The children of ``node`` with their paths (the printer walks with the same keys)."""
     t = node.get_type()
     tags = {isl.ast_node_type.for_: ("b",), isl.ast_node_type.mark: ("m",)}
-    if t == isl.ast_node_type.if_:
-        names = ("t", "e")
-    elif t == isl.ast_node_type.block:
-        names = tuple(range(len(children(node))))
-    else:
-        names = tags.get(t, ())
+    if t == isl.ast_node_type.block:
+        # a block in a block (ISL nests them) is one sequence: its statements are siblings of the
+        # ones around it, so that consecutive ones can share one ``omp single`` or one chunk loop
+        return [(c, path + (k,)) for k, c in enumerate(_flat(node))]
+    names = ("t", "e") if t == isl.ast_node_type.if_ else tags.get(t, ())
     return [(c, path + (k,)) for c, k in zip(children(node), names)]
+
+
+def _flat(block: isl.AstNode) -> Iterator[isl.AstNode]:
+    """The statements of ``block``, those of the blocks inside it in their place."""
+    for c in children(block):
+        if c.get_type() == isl.ast_node_type.block:
+            yield from _flat(c)
+        else:
+            yield c
 
 
 @dataclass(frozen=True)
@@ -63,6 +90,51 @@ class ParallelPlan:
     regions: frozenset = frozenset()  # "omp parallel" on a sequential loop
     worksharing: frozenset = frozenset()  # "omp for" inside a region
     holds: frozenset = frozenset()  # nodes inside a region with worksharing loops under them
+    chunks: frozenset = frozenset()  # (path, inner path): shared out in chunks of the inner loop
+    joined: frozenset = frozenset()  # chunked loops that run in the chunk loop of the one before them
+
+
+def chunk_bounds(node: isl.AstNode) -> tuple[isl.AstExpr, isl.AstExpr, bool] | None:
+    """``(lower, upper, inclusive)`` of a ``for`` node walking ``lower <= it < upper`` (``<= upper``
+    when inclusive) in steps of 1, or None for other conditions and steps."""
+    it = node.for_get_iterator().get_id().get_name()
+    inc, cond = node.for_get_inc(), node.for_get_cond()
+    if inc.get_type() != isl.ast_expr_type.int or int(inc.get_val().to_python()) != 1 \
+            or cond.get_type() != isl.ast_expr_type.op:
+        return None
+    op = cond.get_op_type()
+    if op not in (isl.ast_expr_op_type.lt, isl.ast_expr_op_type.le):
+        return None
+    lhs, rhs = cond.op_get_arg(0), cond.op_get_arg(1)
+    if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != it:
+        return None
+    return node.for_get_init(), rhs, op == isl.ast_expr_op_type.le
+
+
+def _free_bounds(node: isl.AstNode, chain: set[str]) -> bool:
+    """Steps of 1 from ``lower`` to ``upper`` (:func:`chunk_bounds`), free of ``chain``'s iterators and its own."""
+    bounds = chunk_bounds(node)
+    if bounds is None:
+        return False
+    lower, upper, _ = bounds
+    return not (expr_ids(lower) | expr_ids(upper)) & (chain | {node.for_get_iterator().get_id().get_name()})
+
+
+def _same_bounds(a: isl.AstNode, b: isl.AstNode) -> bool:
+    """Do for nodes ``a`` and ``b`` walk the same range (same bound expressions, same iterator)?"""
+    x, y = chunk_bounds(a), chunk_bounds(b)
+    if x is None or y is None or x[2] != y[2]:
+        return False
+    return all(e.to_C_str() == f.to_C_str() for e, f in zip(x[:2], y[:2])) \
+        and a.for_get_iterator().to_C_str() == b.for_get_iterator().to_C_str()
+
+
+def node_at(node: isl.AstNode, path: Path, target: Path) -> isl.AstNode:
+    """The node at path ``target`` below ``node`` (whose own path is ``path``)."""
+    for key in target[len(path):]:
+        node = next(c for c, p in child_paths(node, path) if p[-1] == key)
+        path = path + (key,)
+    return node
 
 
 def default_threads() -> int:
@@ -84,15 +156,18 @@ class Planner:
 
     def plan(self, root: isl.AstNode) -> ParallelPlan:
         items = child_paths(root, ()) if root.get_type() == isl.ast_node_type.block else [(root, ())]
-        pf, regions, ws, holds = set(), set(), set(), set()
+        pf, regions, ws, holds, chunks, joined = set(), set(), set(), set(), set(), set()
         for node, path in items:
-            chosen: list[tuple[Path, tuple[Path, ...]]] = []
+            chosen: list[tuple[isl.AstNode, Path, tuple[Path, ...]]] = []
             for spatial_only in (True, False):
-                self._choose(node, path, (), spatial_only, chosen)
+                item_chunks: dict[Path, Path] = {}
+                self._choose(node, path, (), spatial_only, chosen, item_chunks)
                 if chosen:
                     break
+            joined |= self._join(node, path, chosen, item_chunks)
+            chunks.update(item_chunks.items())
             by_anchor: dict[Path, list] = {}
-            for p, loops_above in chosen:
+            for _, p, loops_above in chosen:
                 if not loops_above:
                     pf.add(p)
                 else:
@@ -102,25 +177,98 @@ class Planner:
                 ws.update(inner)
                 for p in inner:
                     holds.update(p[:k] for k in range(len(anchor), len(p)))
-        return ParallelPlan(frozenset(pf), frozenset(regions), frozenset(ws), frozenset(holds))
+        return ParallelPlan(frozenset(pf), frozenset(regions), frozenset(ws), frozenset(holds), frozenset(chunks),
+                            frozenset(joined))
 
     def _choose(self, node: isl.AstNode, path: Path, loops_above: tuple[Path, ...], spatial_only: bool,
-                out: list[tuple[Path, tuple[Path, ...]]]) -> None:
+                out: list[tuple[isl.AstNode, Path, tuple[Path, ...]]], chunks: dict[Path, Path]) -> None:
         if node.get_type() == isl.ast_node_type.for_:
             info = self.analysis.info(node)
             if self.opaque(node, info):
                 return
             wanted = info.parallel and (info.spatial or not spatial_only or info.rank not in self.spatial_ranks)
             if wanted and self._worth(info):
-                out.append((path, loops_above))
+                out.append((node, path, loops_above))
+                return
+            inner = None if info.parallel or spatial_only and info.rank in self.spatial_ranks \
+                else self._chunk_loop(node, path, info)
+            if inner is not None:
+                out.append((node, path, loops_above))
+                chunks[path] = inner[0]
                 return
             loops_above = loops_above + (path,)
         for c, p in child_paths(node, path):
-            self._choose(c, p, loops_above, spatial_only, out)
+            self._choose(c, p, loops_above, spatial_only, out, chunks)
+
+    def _join(self, item: isl.AstNode, item_path: Path, chosen: list, chunks: dict[Path, Path]) -> set[Path]:
+        """Shared loops that join the chunked loop before them (one chunk per thread, no barrier between).
+
+        A chunked loop's next sibling, shared out too, joins it when it can be chunked along the
+        same time dimension with the same bounds and no conflict among the statements of both
+        differs there within one iteration of the loops around them: a thread's chunk of the second
+        reads and writes only what its chunk of the first did (gramschmidt's ``A[i, j] -= Q[i, k]
+        * R[k, j]`` after ``R[k, j] += Q[i, k] * A[i, j]``, both chunked along ``j``), so the two
+        run as one, and the barrier between them goes. The second loop then runs in chunks of
+        ``j`` even when it had a parallel loop of its own (``i``): it is joined only to a chunked
+        loop, never made one. (A loop chunked on its own joins the same way.)
+        """
+        joined: set[Path] = set()
+        shared = {p: (n, above) for n, p, above in chosen}
+        for node, p, above in chosen:
+            if p not in chunks or p in joined or not above or not isinstance(p[-1], int):
+                continue
+            inner = next(c for c in self._chain(node, p) if c[1] == chunks[p])
+            enclosing = self.analysis.info(node_at(item, item_path, above[-1])).dim + 1 if above else 1
+            statements = statements_under(node)
+            q = p[:-1] + (p[-1] + 1,)
+            while q in shared and shared[q][1] == above:
+                nxt = shared[q][0]
+                match = next((c for c in self._chain(nxt, q) if c[2].dim == inner[2].dim), None)
+                every = statements + statements_under(nxt)
+                if match is None or not match[2].parallel or not _free_bounds(match[0], match[3]) \
+                        or not _same_bounds(match[0], inner[0]) \
+                        or not self.analysis.chunkable(inner[2].rank, enclosing, inner[2].dim, every):
+                    break
+                chunks[q] = match[1]
+                joined.add(q)
+                statements = every
+                q = q[:-1] + (q[-1] + 1,)
+        return joined
+
+    def _chain(self, node: isl.AstNode, path: Path) -> Iterator[tuple[isl.AstNode, Path, LoopInfo, set[str]]]:
+        """The loops below for node ``node`` while each is the only statement of the one above
+        (marks skipped): ``(node, path, info, iterators from node's down to the one above it)``."""
+        chain: set[str] = {node.for_get_iterator().get_id().get_name()}
+        n, p = node, path
+        while True:
+            (n, p), = child_paths(n, p)
+            while n.get_type() == isl.ast_node_type.mark:
+                (n, p), = child_paths(n, p)
+            if n.get_type() != isl.ast_node_type.for_:
+                return
+            info = self.analysis.info(n)
+            if self.opaque(n, info):
+                return
+            yield n, p, info, set(chain)
+            chain.add(n.for_get_iterator().get_id().get_name())
+
+    def _chunk_loop(self, node: isl.AstNode, path: Path, info: LoopInfo) -> tuple[Path, LoopInfo] | None:
+        """The loop (path, info) whose chunks ``node`` may be shared out in (module docstring), or None."""
+        if info.rank < 0:
+            return None
+        statements = statements_under(node)
+        for n, p, inner, chain in self._chain(node, path):
+            if inner.rank == info.rank and inner.parallel and _free_bounds(n, chain) and self._worth(inner, info) \
+                    and self.analysis.chunkable(info.rank, info.dim, inner.dim, statements):
+                return p, inner
+        return None
 
     # ---- sizes
-    def _worth(self, info: LoopInfo) -> bool:
-        """Enough iterations for every thread, and enough work per execution (one barrier)."""
+    def _worth(self, info: LoopInfo, around: LoopInfo | None = None) -> bool:
+        """Enough iterations for every thread, and enough work per execution (one barrier).
+
+        ``around``: the loop shared out in chunks of ``info``'s (one execution is one of ``around``'s).
+        """
         if self.params is None:
             return True
         if info.rank < 0 or not info.statements:
@@ -129,7 +277,8 @@ class Planner:
         if outer == 0:
             return False
         trips = self._points(info.statements, info.dim + 1) / outer
-        work = self._points(info.statements, None) / outer
+        executions = outer if around is None else self._points(info.statements, around.dim)
+        work = self._points(info.statements, None) / executions
         # a spatial loop of the mapping is cut to one chunk per core on purpose
         return trips >= (1 if info.spatial else 2) * self.threads and work >= MIN_WORK
 

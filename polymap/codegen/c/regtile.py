@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Callable
 from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
+from polymap.codegen.ast_build import expr_ids as ids  # the emitter reads it as regtile.ids too
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.codegen.c.parallel import Path, child_paths
 from polymap.passes.counting.execution import loop_coefficient
@@ -183,16 +184,6 @@ def _single(n: isl.AstNode) -> isl.AstNode | None:
             n = lst.get_at(0)
         else:
             return n
-
-
-def ids(e: isl.AstExpr) -> set[str]:
-    """The identifiers an AST expression reads."""
-    t = e.get_type()
-    if t == isl.ast_expr_type.id:
-        return {e.get_id().get_name()}
-    if t == isl.ast_expr_type.op:
-        return set().union(*(ids(a) for a in expr_args(e)))
-    return set()
 
 
 def _unit_last(ref: ir.Ref, loop: str) -> bool:
