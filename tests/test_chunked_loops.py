@@ -177,8 +177,11 @@ def test_gramschmidt_shares_its_reduction_in_column_chunks():
     loop = body[body.index("polymap_parts = "):]
     assert loop.index("r_acc") < loop.index("a_upd")
     assert body.count("#pragma omp single") == 1 and body.count("#pragma omp for") == 1
-    # each thread's chunk of j, both statements walk it
-    assert len(re.findall(r"for \(long j\w* = polymap_b; j\w* < polymap_e;", loop)) == 2
+    # each thread's chunk of j, both statements walk it (r_acc twice: unrolled by 4, then the rest)
+    assert len(re.findall(r"for \(long j\w* = polymap_b; j\w* < polymap_e;", loop)) == 3
+    # r_acc's element in a local for 4 updates of i, in their order
+    assert re.search(r"double polymap_acc = R\[\(k \* N \+ j\)\];\n(\s*polymap_acc \+= .*r_acc \*/\n){4}"
+                     r"\s*R\[\(k \* N \+ j\)\] = polymap_acc;", loop)
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -257,6 +260,23 @@ def test_chunked_code_builds_without_openmp(tmp_path):
     (tmp_path / "g.c").write_text(src)
     subprocess.run(["cc", "-c", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-O1", str(tmp_path / "g.c"),
                     "-o", str(tmp_path / "g.o")], check=True)
+
+
+def test_unrolled_only_where_the_element_stays():
+    """The accumulation is unrolled along the chunked loop only when its element does not depend on it
+    and its value does not read the target (it would read the element before the local's updates)."""
+    unrolled = parse(KERNELS["reduction_rows"][0]).kernels[0]
+    assert "polymap_acc" in emit_c(unrolled, build_model(unrolled), None)
+    reads_target = parse("""kernel k(M = 5, N = 6) {
+  in A[M, N] : f64
+  inout s[N] : f64
+  for i in 0..M { for j in 0..N { s[j] += A[i, j] * s[j] } }
+}""").kernels[0]
+    src = emit_c(reads_target, build_model(reads_target), None)
+    assert "polymap_parts" in src and "polymap_acc" not in src
+    for threads in (2, 3):
+        for tensor, (got, want) in _run(reads_target, src, {"M": 6, "N": 7}, threads).items():
+            np.testing.assert_array_equal(got, want, err_msg=tensor)
 
 
 def test_not_chunked_where_a_conflict_crosses_columns():

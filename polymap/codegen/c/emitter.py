@@ -64,6 +64,8 @@ from typing import Mapping as MappingT
 from polymap.mapping.model import Mapping
 
 _COMPOUND = {"+=": "+", "-=": "-", "*=": "*", "/=": "/"}
+#: How many iterations of a chunked reduction loop update one element held in a local (_unrolled_reduction).
+UNROLL = 4
 
 
 def c_signature(kernel: ir.Kernel) -> str:
@@ -367,12 +369,75 @@ class _Printer:
         self.emit("const long polymap_e = polymap_lo + polymap_n * (polymap_part + 1) / polymap_parts;")
         for n, path in group:
             self.chunk_ends[chunks[path]] = ("polymap_b", "polymap_e")
-            self.for_loop(n, path, "inside")
+            if not self._unrolled_reduction(n, path, chunks[path]):
+                self.for_loop(n, path, "inside")
             del self.chunk_ends[chunks[path]]
         self.depth -= 1
         self.emit("}")
         self.depth -= 1
         self.emit("}")
+
+    def _unrolled_reduction(self, n: isl.AstNode, path: tuple, inner: tuple) -> bool:
+        """Print a chunked loop ``n`` whose only statement is an accumulation into an element that
+        does not depend on ``n`` (gramschmidt's ``R[k, j] += Q[i, k] * A[i, j]``, ``n`` walking
+        ``i`` around the chunk's ``j``) with ``n`` unrolled by :data:`UNROLL` into its inner loop:
+        per ``j``, the element is loaded once into a local, updated for ``i .. i + UNROLL - 1`` in
+        that order, and stored once (a loop over the rest of ``i`` after). Every element's updates
+        keep their order, and ``j``'s iterations share no element (why ``n`` could be chunked in
+        ``j``), so the results are bit-identical; the element's load and store are paid once per
+        ``UNROLL`` updates instead of every update (gramschmidt at LARGE, 1 thread: 0.48-0.55 s
+        against 0.75-0.89 s, load 13). False (nothing printed) when ``n`` is not of that form."""
+        (body, bp), = child_paths(n, path)
+        if bp != inner or body.get_type() != isl.ast_node_type.for_ or chunk_bounds(n) is None:
+            return False
+        (user, _), = child_paths(body, bp)
+        if user.get_type() != isl.ast_node_type.user:
+            return False
+        stmt = self.model.statement(user_statement(user)[0]).stmt
+        value_reads = {e.tensor for e in ir.subexpressions(stmt.value) if isinstance(e, ir.Ref)}
+        if stmt.op not in _COMPOUND or stmt.target.tensor in value_reads:
+            return False
+        info, inner_info = self.analysis.info(n), self.analysis.info(body)
+        it_ast = n.for_get_iterator().get_id().get_name()
+        lower, upper, inclusive = chunk_bounds(n)
+        with self.loop_variable(n, info) as it:
+            targets = set()
+            for shift in (0, 1):
+                self.names[it_ast] = f"({it} + {shift})"
+                targets.add(self._parts(user)[1])
+            self.names[it_ast] = it
+            if len(targets) != 1:  # the element depends on n's iterator: not a reduction along n
+                return False
+            end = ast_expr(upper, self.names, top=False)
+            self.emit("{")  # its own scope: the next loop of the chunk may reuse the iterator's name
+            self.depth += 1
+            self.emit(f"long {it} = {ast_expr(lower, self.names)};")
+            self.emit(f"for (; {it} + {UNROLL - 1} {'<=' if inclusive else '<'} {end}; {it} += {UNROLL}) {{")
+            self.depth += 1
+            with self.loop_variable(body, inner_info) as jt:
+                start, stop = self.chunk_ends[bp]
+                self.emit("#pragma omp simd")
+                self.emit(f"for (long {jt} = {start}; {jt} < {stop}; {jt} += 1) {{")
+                self.depth += 1
+                name, target, ctype, _, _ = self._parts(user)
+                self.emit(f"{ctype} polymap_acc = {target};")
+                for shift in range(UNROLL):
+                    self.names[it_ast] = f"({it} + {shift})" if shift else it
+                    self.emit(f"polymap_acc {stmt.op} {self._parts(user)[3]};  /* {name} */")
+                self.names[it_ast] = it
+                self.emit(f"{target} = polymap_acc;")
+                self.depth -= 1
+                self.emit("}")
+            self.depth -= 1
+            self.emit("}")
+            self.emit(f"for (; {it} {'<=' if inclusive else '<'} {end}; {it} += 1) {{")
+            self.depth += 1
+            self.for_loop(body, bp, "inside")
+            self.depth -= 1
+            self.emit("}")
+            self.depth -= 1
+            self.emit("}")
+        return True
 
     def _for_loop(self, n: isl.AstNode, info: LoopInfo, it: str, path: tuple, mode: str) -> None:
         init = ast_expr(n.for_get_init(), self.names)
@@ -423,7 +488,9 @@ class _Printer:
                    if info.loop in self.model.statement(name).loops)
 
     # ---- statements
-    def statement(self, n: isl.AstNode) -> None:
+    def _parts(self, n: isl.AstNode) -> tuple[str, str, str, str, str]:
+        """A user node's statement as C text: ``(name, target, target's C type, value, the value's
+        type)``, the value converted as the statement's operator combines it with the target."""
         name, args = user_statement(n)
         sm = self.model.statement(name)
         env = {v: ast_expr(a, self.names, top=False) for v, a in zip(sm.loops, args)}
@@ -433,11 +500,15 @@ class _Printer:
         target = self.ref(stmt.target, vp)
         ttype = self.decls[stmt.target.tensor].dtype
         value = vp.value(stmt.value)
+        t = ttype if stmt.op == "=" else combine_type(ttype, value.type)
+        return name, target, C_TYPES[ttype], vp.convert(value, t), t
+
+    def statement(self, n: isl.AstNode) -> None:
+        name, target, _, v, t = self._parts(n)
+        stmt = self.model.statement(name).stmt
         if stmt.op == "=":
-            self.emit(f"{target} = {vp.convert(value, ttype)};  /* {name} */")
+            self.emit(f"{target} = {v};  /* {name} */")
             return
-        t = combine_type(ttype, value.type)
-        v = vp.convert(value, t)
         if stmt.op in _COMPOUND:
             self.emit(f"{target} {stmt.op} {v};  /* {name} */")
         else:
