@@ -398,6 +398,8 @@ class _Printer:
         if stmt.op not in _COMPOUND or stmt.target.tensor in value_reads:
             return False
         info, inner_info = self.analysis.info(n), self.analysis.info(body)
+        if self.active_packs or packing.pack_points(self, n, info) or packing.pack_points(self, body, inner_info):
+            return False  # packed references read the loops' tile coordinates, which this form does not track
         it_ast = n.for_get_iterator().get_id().get_name()
         lower, upper, inclusive = chunk_bounds(n)
         with self.loop_variable(n, info) as it:
