@@ -279,6 +279,16 @@ def test_unrolled_only_where_the_element_stays():
             np.testing.assert_array_equal(got, want, err_msg=tensor)
 
 
+def test_no_chunks_in_a_nest_that_stays_on_one_thread():
+    """At sizes where the plain rule shares nothing of a nest (j's 1200 iterations per barrier are
+    under MIN_WORK, i carries the reduction), the nest is not chunked either: the cost model charges
+    it one thread. Without sizes (every loop worth sharing) it is."""
+    kernel = parse(KERNELS["reduction_rows"][0]).kernels[0]
+    model = build_model(kernel)
+    assert "polymap_parts" not in emit_c(kernel, model, None, params={"M": 1000, "N": 1200})
+    assert "polymap_parts" in emit_c(kernel, model, None)
+
+
 def test_not_chunked_where_a_conflict_crosses_columns():
     kernel = _kernel("carried_next_column")
     assert "polymap_parts" not in emit_c(kernel, build_model(kernel), None)

@@ -41,7 +41,11 @@ ran in ``omp single``, about half the flops on one thread)::
 
 The chunked loop is tried before the loops inside it (fewer barriers); the same sizes rule
 applies, the work of one execution being every instance under the chunked loop and the trips
-those of ``L``.
+those of ``L``. Chunks are made only in a nest that the plain rule shares out somewhere already:
+the cost model (``passes/counting/execution.py``) sees one thread loop per nest and no chunks, so a
+nest it charges one thread stays on one in the code. symm at LARGE (``i`` around ``k`` around
+``j``, nothing shared) chunked in ``j`` spent twice the CPU on two threads for the same busiest
+thread (0.32-0.35 s against 0.34-0.50 s on one, load 9-12, bit-identical) and added 3000 barriers.
 
 Decisions are keyed by the node's *path* from the root (child positions),
 since ISL hands out a new Python object per visit.
@@ -161,8 +165,11 @@ class Planner:
             chosen: list[tuple[isl.AstNode, Path, tuple[Path, ...]]] = []
             for spatial_only in (True, False):
                 item_chunks: dict[Path, Path] = {}
-                self._choose(node, path, (), spatial_only, chosen, item_chunks)
+                self._choose(node, path, (), spatial_only, chosen, None)
                 if chosen:
+                    # chunks only in a nest the plain rule shares out already (module docstring)
+                    chosen.clear()
+                    self._choose(node, path, (), spatial_only, chosen, item_chunks)
                     break
             joined |= self._join(node, path, chosen, item_chunks)
             chunks.update(item_chunks.items())
@@ -181,7 +188,7 @@ class Planner:
                             frozenset(joined))
 
     def _choose(self, node: isl.AstNode, path: Path, loops_above: tuple[Path, ...], spatial_only: bool,
-                out: list[tuple[isl.AstNode, Path, tuple[Path, ...]]], chunks: dict[Path, Path]) -> None:
+                out: list[tuple[isl.AstNode, Path, tuple[Path, ...]]], chunks: dict[Path, Path] | None) -> None:
         if node.get_type() == isl.ast_node_type.for_:
             info = self.analysis.info(node)
             if self.opaque(node, info):
@@ -190,7 +197,7 @@ class Planner:
             if wanted and self._worth(info):
                 out.append((node, path, loops_above))
                 return
-            inner = None if info.parallel or spatial_only and info.rank in self.spatial_ranks \
+            inner = None if chunks is None or info.parallel or spatial_only and info.rank in self.spatial_ranks \
                 else self._chunk_loop(node, path, info)
             if inner is not None:
                 out.append((node, path, loops_above))
