@@ -1,11 +1,10 @@
 """B's panels grouped at L2 (register_mapping's ``nb``): counts against the simulator and hand counts,
-the code against NumPy, the copies in the source's memory order. The groups are parts of the KC x NC
-panel the cores share (packed once at the last level: tests/test_shared_panel.py).
+the code against NumPy, the copies in the source's memory order.
 
 The hand counts: gemm M, N, K = 9, 13, 7 on 2 cores, register tile 2 x 4, KC 3, MC 4, groups of 8
-columns. Rows are cut into the fewest blocks of at most 1.5 MC = 6 per core (one: 6 + 3), so L2 sees
-2 row blocks; for each, every KC step fills the whole KC x N of B once (groups of 8 + 5 columns, no
-overlap): B's L2 fills are 2 x 7 x 13 = 182. The last level walks k outside j, so A's 4 x 3 block stays for both
+columns. Rows are cut into blocks of 4 (two per core: 4 + 4, then 1 + idle), so L2 sees 3 row blocks;
+for each, every KC step fills the whole KC x N of B once (groups of 8 + 5 columns, no overlap): B's
+L2 fills are 3 x 7 x 13 = 273. The last level walks k outside j, so A's 4 x 3 block stays for both
 groups of a KC step: A's L2 fills are M x K = 63 (walking j outside k would fill it once per group).
 """
 from __future__ import annotations
@@ -59,7 +58,7 @@ def test_grouped_counts_equal_the_simulator_and_hand_counts():
     got = counts_as_dict(counts)
     assert got == simulate(kernel, mp, params)
     l2 = got["levels"][2]["tensors"]
-    assert l2["B"]["fills"] == 2 * 7 * 13
+    assert l2["B"]["fills"] == 3 * 7 * 13
     assert l2["A"]["fills"] == 9 * 7
 
 
@@ -67,8 +66,8 @@ def test_grouped_counts_equal_the_simulator_and_hand_counts():
 def test_grouped_code_matches_numpy(params):
     kernel, model, mp = _grouped(params, Blocking(2, 4, 3, 4, 16, 8))
     src = emit_c(kernel, model, mp)
-    if params["N"] > 8:  # groups of two panels at L2, parts of the KC x NC panel the cores share (KC x 16)
-        assert "polymap_pk_B_k_j = aligned_alloc(64, (sizeof(double) * 48 + 63)" in src
+    if params["N"] > 8:  # one group of two panels: the buffer at L2 is KC x 8
+        assert "polymap_pk_B_k_j[24]" in src
     fn = load_kernel(src, kernel)
     rng = np.random.default_rng(5)
     a = rng.standard_normal((params["M"], params["K"]))
@@ -83,8 +82,6 @@ def test_group_copy_reads_rows_of_b_whole():
     params = {"M": 29, "N": 45, "K": 37}
     kernel, model, mp = _grouped(params, Blocking(2, 4, 3, 4, 16, 8))
     src = emit_c(kernel, model, mp)
-    copy = src[src.index("const long polymap_pk_B_k_j_o1"):]
-    loops = [line.split("<")[1].split(";")[0].strip() for line in copy.splitlines()
-             if "for (long polymap_d" in line][:4]
-    # k (KC 3), the shared panel's groups (2), a group's panels (2), a panel's columns (4)
-    assert loops == ["3", "2", "2", "4"]
+    copy = src[src.index("polymap_pk_B_k_j[24]"):]
+    loops = [line.split("<")[1].split(";")[0].strip() for line in copy.splitlines()[2:5]]
+    assert loops == ["3", "2", "4"]  # k (KC 3), the group's panels (2), a panel's columns (4)

@@ -152,7 +152,6 @@ class _Printer:
         self.packs_by_rank = {ks.rank_of(model.nest_statements(m.nest)[0].name): packing.plan_packs(model, m)
                               for m in mappings if model.nest_statements(m.nest)} if pack else {}
         self.active_packs: dict = {}
-        self.shared_packs: dict[str, tuple[str, int]] = {}  # buffer -> (C type, elements): packing.shared_buffers
         self.loop_stack: dict = {}  # (level, loop) -> AST iterator of the enclosing mapped loops
         self.model = model
         self.ks = ks
@@ -214,11 +213,6 @@ class _Printer:
                       + " ".join(f"free({n});" for n in names) + " return; }")
         top = len(self.lines)
         self.node(root)
-        # the shared panels' buffers, known once the body is printed: allocated before it, freed after
-        alloc, free = packing.shared_buffers(self.shared_packs)
-        self.lines[top:top] = ["  " * self.depth + line for line in alloc]
-        for line in free:
-            self.emit(line)
         for d in locals_:
             if not d.is_scalar:
                 self.emit(f"free({c_name(d.name)});")
@@ -470,7 +464,7 @@ class _Printer:
         self.emit(f"for (long {it} = {init}; {cond}; {it} += {inc}) {{")
         (body, bp), = child_paths(n, path)
         self.depth += 1
-        opened = packing.open_packs(self, body, packing.pack_points(self, n, info), mode=body_mode)
+        opened = packing.open_packs(self, body, packing.pack_points(self, n, info))
         self.depth -= 1
         # packed subscripts read tile coordinates off it (AST iterators, which self.names renames)
         self.loop_stack[(info.level, info.loop)] = n.for_get_iterator().get_id().get_name()

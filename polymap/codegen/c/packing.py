@@ -30,12 +30,6 @@ reference is a tuple of distinct bare loop variables and the tile is a
 constant box at that level and below. Elements of the box outside the
 array (edge tiles) are stored as 0 and never read.
 
-A tile no spatial loop indexes, kept at or above the level whose spatial loop
-splits the work over the cores and packed per core below it, is packed at that
-level instead, once for the team (:func:`_shared_packs`: one buffer, the copy
-split with ``omp for``): BLIS's KC x NC panel of B under row blocks spread
-over the cores.
-
 One more rule makes a layout rather than a fill: a read that is strided
 along the register tile's row loop (syrk's ``A[j, k]`` under a tile over
 ``i, j``) is packed at the level just above the registers even when the
@@ -44,7 +38,6 @@ vectors; its reads are then counted at the level the mapping says.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING
@@ -85,7 +78,6 @@ class Pack:
     level: int
     tiles: tuple[int, ...]  # the level's tile extent along each of ``loops``
     dims: tuple[PackDim, ...]
-    shared: bool = False  # packed at or above the level that splits the work over the cores: one buffer
 
     @property
     def size(self) -> int:
@@ -144,7 +136,6 @@ def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[st
             pack = _pack(mapping, tensor, loops, level)
             if pack is not None:
                 out[pack.key] = pack
-    out.update(_shared_packs(mapping, refs, written, out))
     # a read strided along the register tile's row loop is packed at the level above the registers,
     # so that the row is contiguous (syrk's A[j, k] under a tile over i, j)
     row = mapping.levels[-1].order[-1] if mapping.levels[-1].order else None
@@ -158,37 +149,6 @@ def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[st
                 pack = _pack(mapping, tensor, loops, n - 2)
                 if pack is not None and pack.unit_last(row):
                     out[pack.key] = pack
-    return out
-
-
-def _shared_packs(mapping: Mapping, refs: dict[str, set], written: set[str],
-                  packs: dict[tuple[str, tuple[str, ...]], Pack]) -> dict[tuple[str, tuple[str, ...]], Pack]:
-    """Per-core packs that move up to the level splitting the work over the cores, shared by the team.
-
-    A tensor that no spatial loop of the split level indexes is read alike by every core (BLIS's
-    KC x NC panel of B under row blocks spread over the cores). When a level at or above the split
-    keeps it with a constant box, and a level below would pack it per core, it is packed at the
-    innermost such level instead: one buffer for the function, whose copy the team splits (one
-    barrier), made at the entry of that level's tiles, as the counts fill that level once per tile
-    (``docs/design.md``, "B's panel shared by the cores"). The inner levels' tiles are contiguous
-    parts of the panel (its innermost digits), so no copy of their own.
-    """
-    n = len(mapping.levels)
-    split = next((lv for lv in range(1, n - 1) if mapping.levels[lv].spatial), None)
-    if split is None:
-        return {}
-    spatial = set(mapping.levels[split].spatial)
-    out = {}
-    for tensor, views in refs.items():
-        if tensor in written or None in views or any(spatial & set(v) for v in views):
-            continue
-        above = [lv for lv in range(1, split + 1) if tensor in mapping.levels[lv].keep]
-        below = [packs.get((tensor, v)) for v in views]
-        if not above or any(p is None or p.level <= split for p in below):
-            continue
-        shared = [_pack(mapping, tensor, v, above[-1]) for v in views]
-        if all(p is not None for p in shared):
-            out.update((p.key, dataclasses.replace(p, shared=True)) for p in shared)
     return out
 
 
@@ -284,21 +244,10 @@ def _first_user(node: isl.AstNode, loops: tuple[str, ...], model: KernelModel, i
     return None
 
 
-def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack], *, mode: str = "serial"
-               ) -> list[tuple[Pack, bool]]:
-    """Print the copies of ``packs`` at the top of a loop body; returns what to close after it.
-
-    A shared pack's buffer is allocated once for the function (:func:`shared_buffers`). Inside a
-    parallel region (``mode`` "region": every thread walks this body) the team splits its copy with
-    ``omp for``, whose closing barrier orders the copy before every read; the reads are in
-    worksharing loops (or ``omp single``), each ending in a barrier, so the next copy waits for them.
-    Where one thread of a team runs the body (``mode`` "inside": the work was split above the
-    pack), the panel is the thread's own, as an unshared one.
-    """
+def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack]) -> list[tuple[Pack, bool]]:
+    """Print the copies of ``packs`` at the top of a loop body; returns what to close after it."""
     opened = []
     for pack in packs:
-        if pack.shared and mode == "inside":
-            pack = dataclasses.replace(pack, shared=False)
         inner: set[str] = set()
         hit = _first_user(body, pack.loops, printer.model, inner)
         if hit is None:
@@ -314,15 +263,11 @@ def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack], *, mode: 
             # x = sum of level coordinates times the next level's tile: the inner ones zeroed give the origin
             printer.emit(f"const long {origin_name(pack, x)} = {some};")
         heap = pack.size * {"f32": 4, "f64": 8}.get(decl.dtype, 8) > STACK_BYTES
-        if pack.shared:
-            size = printer.shared_packs.get(name, (ctype, 0))[1]
-            printer.shared_packs[name] = (ctype, max(size, pack.size))
-            heap = False  # freed at the end of the function
-        elif heap:
+        if heap:
             printer.emit(f"{ctype} *restrict {name} = malloc(sizeof({ctype}) * {pack.size});")
         else:
             printer.emit(f"{ctype} {name}[{pack.size}] __attribute__((aligned(64)));")
-        _copy(printer, pack, name, split=pack.shared and mode == "region")
+        _copy(printer, pack, name)
         printer.active_packs[pack.key] = pack
         opened.append((pack, heap))
     return opened
@@ -335,19 +280,8 @@ def close_packs(printer: Printer, opened: list[tuple[Pack, bool]]) -> None:
             printer.emit(f"free({buffer_name(pack)});")
 
 
-def shared_buffers(buffers: dict[str, tuple[str, int]]) -> tuple[list[str], list[str]]:
-    """The lines allocating the shared packs' buffers (64-byte aligned) at the top of the function,
-    and those freeing them at its end."""
-    alloc = [f"{ctype} *restrict {name} = aligned_alloc(64, (sizeof({ctype}) * {size} + 63) / 64 * 64);"
-             for name, (ctype, size) in buffers.items()]
-    return alloc, [f"free({name});" for name in buffers]
-
-
-def _copy(printer: Printer, pack: Pack, name: str, *, split: bool = False) -> None:
+def _copy(printer: Printer, pack: Pack, name: str) -> None:
     """Nested loops over the buffer's digits in the source's memory order; values outside the array become 0.
-
-    ``split``: the threads of the enclosing region share the outermost loop (``omp for``, ending in
-    a barrier: a shared panel, complete before anyone reads it).
 
     The loops run over the tensor's dimensions in its (row-major) order, and within one dimension
     the larger divisor outer, so the copy reads the source as it lies in memory::
@@ -380,8 +314,6 @@ def _copy(printer: Printer, pack: Pack, name: str, *, split: bool = False) -> No
                                       ("", f"{inside} ? {c_name(pack.tensor)}[{flat}] : 0"))):
         printer.emit(f"if ({cond}) {{" if k == 0 else "} else {")
         printer.depth = depth + 1
-        if split and pack.dims:
-            printer.emit("#pragma omp for schedule(static)")
         for d in source_order(pack):
             printer.emit(f"for (long {digit[id(d)]} = 0; {digit[id(d)]} < {d.count}; {digit[id(d)]} += 1)")
             printer.depth += 1

@@ -5,16 +5,13 @@ loop ``k`` that does not index ``C`` (gemm, the PolyBench BLAS kernels,
 matrix-vector products), on an architecture with at least four levels
 (``host``: DRAM, LLC, L2 x cores, L1 x cores, RF)::
 
-    DRAM  whole nest, order i, j, k              (walks groups of one row block per core, then
-                                                  B's KC x NC panels: k inside the groups)
-    LLC   tile {i: cores x rows, j: NC, k: KC}   (one row block per core; B's KC x NC panel, kept
-          spatial i, order i, k, j                here and packed once for the team, shared;
-                                                  A's block stays for all groups of B's columns)
-    L2    tile {i: rows, j: NB, k: KC}           (rows = M / cores, or when that is over 1.5 MC, the
-                                                  fewest blocks of at most 1.5 MC per core, as many
-                                                  per core; keeps A's rows x KC block, packed there,
-                                                  and B's KC x NB group of the panel: NB / NR panels,
-                                                  128 columns)
+    DRAM  whole nest, order i, j, k              (walks groups of one row block per core)
+    LLC   tile {i: cores x rows}, spatial i      (one row block per core: one parallel region)
+          order i, k, j                          (A's block stays for all groups of B's columns)
+    L2    tile {i: rows, j: NB, k: KC}           (rows = M / cores, or when that is over MC, the
+                                                  same number of blocks of at most MC per core;
+                                                  keeps A's rows x KC block and B's KC x NB block,
+                                                  packed there: NB / NR panels, 128 columns)
     L1    tile {i: rows, j: NR, k: KC} order j, i, k  (the KC x NR panel of B, a contiguous part
                                                    of the L2 panel, in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
@@ -22,8 +19,7 @@ matrix-vector products), on an architecture with at least four levels
 Rows of unequal length (a triangle over parallel rows: covariance's ``j >= i``, syrk's ``j <= i``)
 have no spatial level: the DRAM level walks blocks of at most MC rows (at least two per core), the
 code shares that loop out and deals the blocks on demand (design.md, "A triangle's parallel loop is
-dealt on demand"). The LLC's constant ``j`` and ``k`` and B's shared panel are for rectangular nests
-on several cores (docs/design.md, "B's panel shared by the cores").
+dealt on demand").
 
 With ``Blocking.nb`` 0 (or no room in L2 for a group of two panels) the L2 tile
 is ``{i: rows, j: NC, k: KC}``, the LLC walks ``i, j, k``, and B's panels are
@@ -303,13 +299,6 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         blocks = 0
         top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
         group = tile(rows, None, None)
-    elif par is not None and par == i and cores > 1:
-        # with B's panel shared (below), a group of blocks costs a copy of B and its refill of the
-        # last level and of L2: the fewest blocks of at most 1.5 MC (the same bound). f32 2048 on 2
-        # cores: 2 blocks of 516 rows per core, not 3 of 342 (the counts: B's L2 fills 25.2M -> 16.8M,
-        # cycles -0.1%, energy -3.6%; f64 2048: 3 of 342, not 4 of 258, energy -3.4%). The same
-        # blocks as the nearest whole number wherever that is under 1.5 MC (f32 1024, f64 1024)
-        blocks = -(-chunk // (b.mc * 3 // 2))
     if blocks >= 2:
         rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
         chunk = rows
@@ -331,31 +320,15 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     # in B's memory order), L1 keeps no B; the last level walks k outside j, so that A's block stays
     # for all of a row block's groups (filled, and packed, once per KC step)
     nb = _grouped(arch, n, b, roles, rows, extents) if par is not None and par == i else 0
-    l1 = tile(rows, b.nr, b.kc)
     if nb:
         l2 = tile(chunk, nb, b.kc)
         inner = (k, j)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
-        if cores > 1 and not triangle:
-            # B's KC x NC panel shared by the cores (BLIS's pc loop): the last level's tile is one
-            # group of row blocks x the panel, and it keeps it; the backing store walks the groups
-            # outside k (C's rows stay in the last level for all of a group's KC steps; k outside
-            # the groups, BLIS's order, counted C's refill at every step: energy +35% at f32 2048),
-            # so the panel is filled, and packed (codegen/c/packing.py: a tile no spatial loop
-            # indexes, kept at the split, is packed there, once for the team), once per group and
-            # KC step instead of once per row block (f32 2048 on 2 cores: 2 copies of B per KC step,
-            # were 6). The panel's and the KC step's sizes are constant even when they cover the
-            # loop, so that the panel is one fixed buffer. Not for triangles (their own blocks above)
-            cols = min(b.nc, -(-max(1, extents.get(j, 1)) // b.nr) * b.nr)
-            red = min(b.kc, max(1, extents.get(k, 1)))
-            group = _with(_with(group, loops, j, cols), loops, k, red)
-            l2 = _with(_with(l2, loops, j, min(nb, cols)), loops, k, red)
-            l1 = _with(l1, loops, k, red)
     specs = {
         0: top,
         n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None and not triangle else ()),
         n - 3: (l2, ij + (k,) + others, ()),
-        n - 2: (l1, others + (j,) + ((i,) if i else ()) + (k,), ()),
+        n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
         n - 1: (rf, others + (k,) + ij, ()),
     }
     levels = []
@@ -444,11 +417,6 @@ def _grouped(arch: Architecture, n: int, b: Blocking, roles: Roles, rows: int | 
     nb = min(b.nb, group_columns(cap, b.kc, rows, b.nr, _ITEMSIZE[roles.dtype]))
     # a loop no longer than one panel gains nothing from groups
     return nb if extents.get(roles.j, 0) > b.nr else 0
-
-
-def _with(t: tuple, loops: Sequence[str], loop: str, value: int) -> tuple:
-    """Tile ``t`` with ``loop``'s entry set to ``value``."""
-    return tuple(value if x == loop else v for x, v in zip(loops, t))
 
 
 def _written(model: KernelModel, nest: int) -> set[str]:
