@@ -33,17 +33,6 @@ def small_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(isl_schedule, "RANKING_LIMIT", 120)
 
 
-@pytest.fixture
-def isl_wins_small(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The innermost loop's starts cost nothing (``execution.LOOP_CYCLES``): the tests using this need an
-    isl candidate that wins at the reduced sizes (what compile writes for a winner ranked elsewhere, the
-    margin a reduced-size win must clear). Charged since session 24, the starts of jacobi-1d's skewed
-    loops at N = 10 (1-8 trips) make the original order's rows win there, as its code does at LARGE
-    (the wavefront ran 0.60x of the original, gate6); without them the wavefront wins as before."""
-    from polymap.passes.counting import execution as execution_module
-    monkeypatch.setattr(execution_module, "LOOP_CYCLES", 0.0)
-
-
 def _kernel():
     return parse((ROOT / "examples/polybench/jacobi-1d.loop").read_text(), "jacobi-1d.loop").kernels[0]
 
@@ -97,8 +86,7 @@ def test_beyond_the_budget_isl_candidates_are_ranked_at_reduced_sizes(small_budg
     assert choose(_kernel(), host, SIZES, options=FAST).nests[0].chosen.source == nest.chosen.source
 
 
-def test_compile_writes_no_cost_for_a_mapping_ranked_elsewhere(small_budgets: None, isl_wins_small: None,
-                                                                tmp_path: Path):
+def test_compile_writes_no_cost_for_a_mapping_ranked_elsewhere(small_budgets: None, tmp_path: Path):
     result = polymap.compile(_kernel(), params=SIZES, out_dir=tmp_path,
                              options=polymap.CompileOptions(choice=FAST, targets=("c",)))
     doc = json.loads((tmp_path / "jacobi_1d.json").read_text())
@@ -156,8 +144,7 @@ def _cycles(model, mapping, params) -> float:
                     execution=dataclasses.replace(run, sync=1.0)).cycles
 
 
-def test_a_reduced_size_win_within_the_margin_keeps_the_choice(small_budgets: None, isl_wins_small: None,
-                                                                monkeypatch: pytest.MonkeyPatch):
+def test_a_reduced_size_win_within_the_margin_keeps_the_choice(small_budgets: None, monkeypatch: pytest.MonkeyPatch):
     first = choose(_kernel(), HOST, SIZES, options=FAST).nests[0]
     assert first.chosen.ranked_at and first.chosen.source.startswith("isl schedule")
     model = choose(_kernel(), HOST, SIZES, options=FAST).model

@@ -218,8 +218,7 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
     units = capped_units(arch, execution.units)
-    work = compute_cycles(arch, counts.instances, units,
-                          execution.waste * execution.latency * execution.passes * execution.loop)
+    work = compute_cycles(arch, counts.instances, units, execution.waste * execution.latency * execution.passes)
     # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
     # compute rate (on the one the execution was found for, the same as stretching by execution.sync), at
     # this architecture's cost of a start and a barrier (a calibrated file's measured ones)

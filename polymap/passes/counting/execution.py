@@ -41,14 +41,6 @@ the mapping, by the same rules it applies:
   its steps, a factor ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x the
   steps' latency or loads factor)`` (:func:`pass_factor`): gemm's 4 x 16 box (8 operations of 8
   lanes a step) with KC 32: 1.19; the 6 x 64 register tile with KC 352: 1.003.
-* **loop**: each execution of the code's innermost loop (the last loop that walks, with its
-  pieces: the tiles of its extent, edges included) costs :data:`LOOP_CYCLES` beyond its iterations,
-  a factor ``1 + LOOP_CYCLES x ops x executions / (vector operations issued x the steps' latency or
-  loads factor)`` (:func:`loop_factor`), so that the cost is added to the cycles the iterations take.
-  Not where the passes of a box of accumulators in registers stand for it (the register tile's
-  reduction loop, or one accumulator kept in a register), nor with spatial lanes. conv2d's q loop in
-  tiles of 8 (28 = 8 + 8 + 8 + 4, one lane, 7 iterations an execution, x2.25 latency): 1.51; in tiles
-  of 16 (x2.06): 1.28; gemm's j loop of one 16-lane vector (x1.58 for loads): 6.05.
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
   for each further execution of the shared-out loop (the product of the trips
@@ -106,15 +98,6 @@ LOADS_PER_CYCLE = 2
 #: mapping at KC 256 (single thread, CPU time, load 2.2), i.e. 24 cycles a pass of 128 zmm FMAs
 #: (RESULTS.md "session 21 (blas6)").
 PASS_CYCLES = 24.0
-#: Cycles each execution of the code's innermost loop costs beyond its iterations, where no pass of a
-#: box of accumulators (:data:`PASS_CYCLES`) already stands for it: its set-up (bounds and addresses
-#: of the loops around it, the vectoriser's alias and trip checks) and its exit, whose branch the
-#: predictor often misses when the trips change from tile to tile. Assumed, estimated on the session-24
-#: Zen 4 host (RESULTS.md "session 24 (fid13)"): conv2d 32 x 32 x 28 x 28's tiled code, q innermost, one
-#: thread, ran 4.2, 3.1, 2.3, 1.6 and 0.95 nominal cycles an instance with q tiles of 2, 4, 8, 16 and
-#: 28 (the model without it: 4.5, 2.25, 1.13, 1.03, 1.02), 6-8 cycles an execution; gemm 384^3's
-#: search mappings with one 16-lane vector per execution of the j loop ran 3-4x their prediction.
-LOOP_CYCLES = 4.0
 #: Cycles a call's shared-out loop costs the team before its threads compute: waking the idle OpenMP
 #: threads (``OMP_WAIT_POLICY=passive``, timing's default: they sleep in the kernel) and the processors
 #: they sleep on (a virtual machine that halts an idle vCPU at once, ``guest_halt_poll_ns=0``, wakes it
@@ -144,7 +127,6 @@ class Execution:
     # unscaled on any architecture (another clock rate, calibration's compute factor)
     sync_cycles: float = 0.0
     passes: float = 1.0  # the stretch by loading and storing a box of accumulators every pass (pass_factor)
-    loop: float = 1.0  # the stretch by each execution of the code's innermost loop (loop_factor)
 
     @property
     def team(self) -> float:
@@ -154,9 +136,8 @@ class Execution:
 
     @property
     def slowdown(self) -> float:
-        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x
-        loop x sync."""
-        return self.waste * self.latency * self.passes * self.loop * self.sync
+        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x sync."""
+        return self.waste * self.latency * self.passes * self.sync
 
     @property
     def units(self) -> int:
@@ -166,7 +147,7 @@ class Execution:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
-                "passes": self.passes, "loop": self.loop, "why": self.why}
+                "passes": self.passes, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -363,39 +344,20 @@ def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
 def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tuple[dict[str, int], str, int] | None:
     """``(box, reduction loop, its trips)`` of an accumulating statement: the trips of the loops inside
     its innermost reduction loop (``walk``'s order) while its target depends on them, the reduction
-    loop and its trips at that level (the steps of one pass; with an empty box, one accumulator, times
-    the trips of the reduction loops around it, :func:`_invariant_trips`); None when it does not
-    accumulate along a loop that walks."""
+    loop and its trips at that level (the steps of one pass); None when it does not accumulate along
+    a loop that walks."""
     if not accumulates(ctx.stmt):
         return None
     own = {lp.var for lp in ctx.loops}
     deps = target_loops(ctx.stmt, own)
     box: dict[str, int] = {}
-    outward = list(reversed(walk))
-    for q, (_, x, trips) in enumerate(outward):
+    for _, x, trips in reversed(walk):
         if x not in own:
             continue
         if x not in deps:
-            if not box:  # one accumulator: kept in a register across the reduction loops around it too
-                trips *= _invariant_trips(outward[q + 1:], own, deps)
             return box, x, trips
         box[x] = box.get(x, 1) * trips
     return None
-
-
-def _invariant_trips(outward: list[tuple[int, str, int]], own: set[str], deps: frozenset[str]) -> int:
-    """The trips of the walked loops around a reduction loop (``outward``: innermost first) up to the
-    first one the target depends on: GCC keeps a single accumulator, whose address none of them moves,
-    in a register across all of them (conv2d's original order: ``c, r, s``, 288 links a pass, not 3).
-    Loops not of the statement are not around it and are passed over."""
-    out = 1
-    for _, x, trips in outward:
-        if x not in own:
-            continue
-        if x in deps:
-            break
-        out *= trips
-    return out
 
 
 def _boxes(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]]
@@ -431,25 +393,6 @@ def pass_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str,
     for _, box, _, steps in _boxes(stmts, walk):
         worst = max(worst, 1.0 + PASS_CYCLES * ops_per_cycle / (_issued(box, vloop, lanes)(box) * steps * stretch))
     return worst
-
-
-def loop_factor(walk: list[tuple[int, str, int]], eff: list[dict[str, int]], extents: MappingT[str, int],
-                vloop: str | None, width: int, ops_per_cycle: float, stretch: float) -> float:
-    """The compute term's stretch by the executions of the code's innermost loop (``walk``'s last):
-    ``1 + LOOP_CYCLES x ops x executions / (vector operations x stretch)`` over the pieces its extent is
-    cut into by the tiles (one execution each, edges included), in vectors of ``width`` when it is the
-    vector loop ``vloop`` (whole vectors, then the remainder one iteration per issue, as
-    :func:`issue_slots`), one iteration per issue otherwise; ``stretch``: the steps' latency or loads
-    factor, so that :data:`LOOP_CYCLES` adds to the cycles an execution's iterations take. 1 without
-    a walking loop."""
-    if not walk:
-        return 1.0
-    k, x, _ = walk[-1]
-    sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
-    w = width if x == vloop else 1
-    runs = sum(sizes.values())
-    issued = sum(n * (s // w + s % w) for s, n in sizes.items())
-    return 1.0 + LOOP_CYCLES * ops_per_cycle * runs / (max(issued, 1) * stretch)
 
 
 def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
@@ -687,7 +630,6 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"spatial {tloop}: {threads} threads")
     threads = max(1, min(threads, cores))
     lanes, vwaste, vloop = _spatial(mapping, eff, range(last, last + 1))
-    explicit, width = vloop is not None, 1
     if vloop is not None:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
@@ -719,20 +661,13 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     passes = pass_factor(stmts, walk, vloop, lanes, arch.compute.ops_per_cycle, registers, latency)
     if passes > 1.005:
         why.append(f"accumulators loaded and stored every pass: x{passes:.3g}")
-    # the innermost loop's executions: charged here unless a pass of accumulators in registers is that
-    # loop's cost (pass_factor), or the innermost level's lanes are spatial (no loop in the code)
-    loop = 1.0
-    if not explicit and not (elements is not None and registers):
-        loop = loop_factor(walk, eff, extents, vloop, width, arch.compute.ops_per_cycle, latency)
-        if loop > 1.005:
-            why.append(f"innermost loop {walk[-1][1]} started {LOOP_CYCLES:g} cycles an execution: x{loop:.3g}")
     syncs = executions if threads > 1 else 0
-    sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes * loop,
+    sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes,
                        arch.compute.ops_per_cycle, arch)
     if sync > 1:
         why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads, arch), passes, loop)
+                     team_cycles(syncs, threads, arch), passes)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -871,23 +806,17 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         red = np.full(B, -1)
         steps = np.ones(B)  # the reduction loop's trips: the steps of one pass (pass_factor)
         stopped = np.zeros(B, dtype=bool)
-        extend = np.zeros(B, dtype=bool)  # one accumulator: its pass goes on over the loops around (_invariant_trips)
         for k, j in reversed(positions):
             x = loops[j]
             if x not in own:
                 continue
-            t = trips[:, k, j]
-            live = ~stopped & (t > 1)
+            live = ~stopped & (trips[:, k, j] > 1)
             if x in deps:
-                tb[j] = np.where(live, tb[j] * t, tb[j])
+                tb[j] = np.where(live, tb[j] * trips[:, k, j], tb[j])
                 inbox[j] |= live
-                extend &= ~(t > 1)
             else:
-                steps = np.where(extend & (t > 1), steps * t, steps)
-                empty = ~np.any([inbox[i] for i in range(m)], axis=0)
                 red = np.where(live, j, red)
-                steps = np.where(live, t, steps)
-                extend = np.where(live, empty, extend)
+                steps = np.where(live, trips[:, k, j], steps)
                 stopped |= live
         found = red >= 0
         vin = np.zeros(B, dtype=bool)
@@ -921,27 +850,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     for found, work in pass_steps:
         passes = np.where(found, np.maximum(passes, 1.0 + PASS_CYCLES * arch.compute.ops_per_cycle
                                             / (work * latency)), passes)
-    # the innermost loop's executions (loop_factor), row by row as there: not where accumulators in
-    # registers make the innermost loop a pass (pass_factor), nor with spatial lanes
-    loop = np.ones(B)
-    covered = np.isfinite(elements) & registers
-    for q, (k, j) in enumerate(positions):
-        here = (innermost == q) & ~explicit & ~covered
-        if not here.any():
-            continue
-        sizes = np.full((B, 1), extents[loops[j]], dtype=np.int64)
-        counts = np.ones((B, 1), dtype=np.int64)
-        for level in range(1, k + 1):
-            tile = eff[:, level, j][:, None]
-            full, rest = sizes // tile, sizes % tile
-            sizes = np.concatenate([np.broadcast_to(tile, sizes.shape), rest], axis=1)
-            counts = np.concatenate([counts * full, counts * (rest > 0)], axis=1)
-        w = np.where(vidx == j, width, 1)[:, None]
-        issued = (counts * (sizes // w + sizes % w)).sum(axis=1)
-        runs = counts.sum(axis=1)
-        factor = 1.0 + LOOP_CYCLES * arch.compute.ops_per_cycle * runs / (np.maximum(issued, 1) * latency)
-        loop = np.where(here, factor, loop)
-    busy = twaste * vwaste * latency * passes * loop
+    busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
                        arch.compute.ops_per_cycle, arch)
     return threads * lanes, busy * sync
