@@ -378,17 +378,9 @@ def _time_conflicts(ks: KernelSchedule, rank: int, only: frozenset[str] | None =
 
 
 def _parallel(conflicts: isl.UnionMap, length: int, rank: int, dim: int) -> bool:
-    """No conflict in the item of top rank ``rank`` agrees before ``dim`` and differs at it."""
-    t = [f"t{k}" for k in range(length)]
-    u = [f"u{k}" for k in range(length)]
-    eq = [f"t{k} = u{k}" for k in range(dim)] + [f"t0 = {rank}"]
-    for sign in ("<", ">"):
-        cond = " and ".join(eq + [f"t{dim} {sign} u{dim}"])
-        probe = isl.UnionMap(f"{{ [{', '.join(t)}] -> [{', '.join(u)}] : {cond} }}")
-        probe = probe.align_params(conflicts.get_space())
-        if not conflicts.intersect(probe).is_empty():
-            return False
-    return True
+    """No conflict in the item of top rank ``rank`` agrees before ``dim`` and differs at it: a loop is
+    parallel when it can be chunked along itself."""
+    return _chunkable(conflicts, length, rank, dim, dim)
 
 
 def _chunkable(conflicts: isl.UnionMap, length: int, rank: int, outer: int, inner: int) -> bool:
