@@ -35,7 +35,7 @@ _SUFFIX = {"f32": "f", "f64": "d", "i32": "i32", "i64": "i64", "int": "l", "floa
 C_KEYWORDS = frozenset("""auto break case char const continue default do double else enum extern
 float for goto if inline int long register restrict return short signed sizeof static struct
 switch typedef union unsigned void volatile while _Bool _Complex _Imaginary bool true false
-int32_t int64_t min max floord free calloc malloc abs sqrt exp log pow fabs fmod floor NULL
+int32_t int64_t min max floord free calloc malloc aligned_alloc abs sqrt exp log pow fabs fmod floor NULL
 main omp""".split())
 
 PRELUDE = """\

@@ -53,8 +53,11 @@ from polymap.poly import KernelModel, StatementModel
 if TYPE_CHECKING:  # annotations only: the emitter builds on this module
     from polymap.codegen.c.emitter import _Printer as Printer
 
-#: a buffer larger than this (bytes) is allocated with malloc instead of on the stack
+#: a buffer larger than this (bytes) is allocated on the heap (aligned_alloc) instead of on the stack
 STACK_BYTES = 64 * 1024
+#: a buffer's alignment (bytes): a cache line, so that a register tile's 64-byte vectors of a panel whose
+#: rows are whole vectors never straddle two lines
+BUFFER_ALIGN = 64
 
 
 @dataclass(frozen=True)
@@ -264,9 +267,13 @@ def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack]) -> list[t
             printer.emit(f"const long {origin_name(pack, x)} = {some};")
         heap = pack.size * {"f32": 4, "f64": 8}.get(decl.dtype, 8) > STACK_BYTES
         if heap:
-            printer.emit(f"{ctype} *restrict {name} = malloc(sizeof({ctype}) * {pack.size});")
+            # on a cache line, as the stack buffers: malloc's 16-byte alignment made every 64-byte vector
+            # of a packed panel straddle two lines (gemm, one thread, aligned: f32 1024 +5%, 2048 +14%;
+            # docs/design.md). aligned_alloc wants a whole number of alignments
+            printer.emit(f"{ctype} *restrict {name} = aligned_alloc({BUFFER_ALIGN}, "
+                         f"(sizeof({ctype}) * {pack.size} + {BUFFER_ALIGN - 1}) / {BUFFER_ALIGN} * {BUFFER_ALIGN});")
         else:
-            printer.emit(f"{ctype} {name}[{pack.size}] __attribute__((aligned(64)));")
+            printer.emit(f"{ctype} {name}[{pack.size}] __attribute__((aligned({BUFFER_ALIGN})));")
         _copy(printer, pack, name)
         printer.active_packs[pack.key] = pack
         opened.append((pack, heap))
