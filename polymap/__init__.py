@@ -13,7 +13,7 @@ verified C and NumPy code. Every ``polymap`` command is one function of
 """
 from __future__ import annotations
 
-from polymap.islcheck import isl
+from polymap.islcheck import isl  # noqa: F401  (fails loudly when islpy lacks card())
 from polymap.api import (
     ChoiceOptions,
     CompileOptions,

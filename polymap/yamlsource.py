@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import yaml
 from yaml.constructor import SafeConstructor
 
-from polymap.errors import Diagnostic, InputError, MappingError
+from polymap.errors import MappingError
 from polymap.ir import Loc, SourceFile
 from polymap.limits import Limits, read_text
 

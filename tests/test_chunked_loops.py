@@ -9,7 +9,6 @@ in one iteration of the loops around the chunked loop ever differs in ``j``.
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from itertools import combinations
@@ -19,15 +18,13 @@ import numpy as np
 import pytest
 
 from polymap.codegen.ast_build import LoopAnalysis, build_ast, kernel_schedule, statements_under, walk
-from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.parallel import Planner, child_paths
 from polymap.driver import load_program, parse
 from polymap.poly import build_model
-from polymap.reference import execute
-from polymap.tensors import allocate, random_inputs
 
 from bruteforce import instances
+from c_run import run_c
 
 ROOT = Path(__file__).parent.parent
 
@@ -189,7 +186,7 @@ def test_gramschmidt_mapped_equals_the_reference_exactly(threads):
     kernel, model, mapping = _gramschmidt_mapped()
     src = emit_c(kernel, model, (mapping,))
     assert "polymap_parts" in src
-    for tensor, (got, want) in _run(kernel, src, {"M": 7, "N": 10}, threads).items():
+    for tensor, (got, want) in run_c(kernel, src, {"M": 7, "N": 10}, seed=3, threads=threads).items():
         np.testing.assert_array_equal(got, want, err_msg=tensor)
 
 
@@ -215,28 +212,8 @@ def test_join_agrees_with_brute_force_and_matches_the_reference(name):
     src = emit_c(kernel, model, None)
     assert src.count("polymap_parts = ") == 1 + (not plan.joined)
     for threads in (2, 3):
-        for tensor, (got, want) in _run(kernel, src, {"T": 3, "M": 5, "N": 7}, threads).items():
+        for tensor, (got, want) in run_c(kernel, src, {"T": 3, "M": 5, "N": 7}, seed=3, threads=threads).items():
             np.testing.assert_array_equal(got, want, err_msg=tensor)
-
-
-def _run(kernel, source: str, params: dict, threads: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    inputs = random_inputs(kernel, params, seed=3)
-    store = allocate(kernel, params)
-    arrays = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
-    for n, a in inputs.items():
-        if n in arrays:
-            arrays[n] = np.ascontiguousarray(np.array(a, dtype=arrays[n].dtype))
-    want = execute(kernel, inputs, params)
-    old = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    try:
-        load_kernel(source, kernel)(arrays, params)
-    finally:
-        if old is None:
-            del os.environ["OMP_NUM_THREADS"]
-        else:
-            os.environ["OMP_NUM_THREADS"] = old
-    return {n: (arrays[n], want[n]) for n in want}
 
 
 @pytest.mark.parametrize("name, params", [
@@ -249,7 +226,7 @@ def test_chunked_code_equals_the_reference_exactly(name, params, threads):
     kernel = _kernel(name)
     src = emit_c(kernel, build_model(kernel), None)
     assert "polymap_parts" in src
-    for tensor, (got, want) in _run(kernel, src, params, threads).items():
+    for tensor, (got, want) in run_c(kernel, src, params, seed=3, threads=threads).items():
         np.testing.assert_array_equal(got, want, err_msg=tensor)
 
 
@@ -275,7 +252,7 @@ def test_unrolled_only_where_the_element_stays():
     src = emit_c(reads_target, build_model(reads_target), None)
     assert "polymap_parts" in src and "polymap_acc" not in src
     for threads in (2, 3):
-        for tensor, (got, want) in _run(reads_target, src, {"M": 6, "N": 7}, threads).items():
+        for tensor, (got, want) in run_c(reads_target, src, {"M": 6, "N": 7}, seed=3, threads=threads).items():
             np.testing.assert_array_equal(got, want, err_msg=tensor)
 
 

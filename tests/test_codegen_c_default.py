@@ -19,7 +19,6 @@ import pytest
 
 from polymap import ir
 from polymap.machine.presets import load_architecture
-from polymap.codegen.build import load_kernel
 from polymap.codegen.c.emitter import c_signature, emit_c
 from polymap.passes.counting.execution import loop_coefficient
 from polymap.codegen.verify import needs_well_conditioned, verify
@@ -27,8 +26,8 @@ from polymap.driver import load_program
 from polymap.mapping.model import nest_loops
 from polymap.passes.search.choice import ChoiceOptions, choose, choose_nest, original_mapping
 from polymap.poly import build_model
-from polymap.reference import execute
-from polymap.tensors import allocate, random_inputs
+
+from c_run import run_c
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.loop")) + sorted((ROOT / "examples" / "polybench").glob("*.loop"))
@@ -82,18 +81,6 @@ def test_choose_renames_shared_loop_names_and_keeps_the_signature():
     assert len(set(nest_loops(choice.kernel, 0))) == 5
 
 
-def _run_c(kernel, source: str, params: dict) -> dict[str, np.ndarray]:
-    inputs = random_inputs(kernel, params, seed=1, well_conditioned=needs_well_conditioned(kernel))
-    store = allocate(kernel, params)
-    arrays = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
-    for n, a in inputs.items():
-        if n in arrays:
-            arrays[n] = np.ascontiguousarray(np.array(a, dtype=arrays[n].dtype))
-    want = execute(kernel, inputs, params)
-    load_kernel(source, kernel)(arrays, params)
-    return {n: (arrays[n], want[n]) for n in want}
-
-
 @pytest.mark.parametrize("name, params", [("jacobi-2d", {"TSTEPS": 4, "N": 23}),
                                           ("fdtd-2d", {"TMAX": 3, "NX": 17, "NY": 19}),
                                           ("heat-3d", {"TSTEPS": 3, "N": 9})])
@@ -106,7 +93,7 @@ def test_time_loop_gets_one_hoisted_region_and_matches(name, params):
     # worksharing loops inside it
     assert re.search(r"#pragma omp parallel\n\s*for \(long t = [01]; t <=? T", body)
     assert body.count("#pragma omp for") >= 2
-    for tensor, (got, want) in _run_c(kernel, src, params).items():
+    for tensor, (got, want) in run_c(kernel, src, params, well_conditioned=needs_well_conditioned(kernel)).items():
         np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=tensor)
 
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Mapping as MappingT
 
-from polymap import api, ir
+from polymap import api
 from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
 from polymap.codegen.timing import ProcessTimer, timing_environment

@@ -23,7 +23,7 @@ from polymap.driver import check_defines, load_program, parse_defines, select_ke
 from polymap.errors import InputError
 from polymap.passes.counting.cost_model import Objective
 from polymap.passes.search.mapsearch import Progress, SearchOptions
-from polymap.passes.search.tune import NestTuning, tuning_lines
+from polymap.passes.search.tune import tuning_lines
 from polymap.reports.search import search_json, search_text, write_csv
 
 

@@ -12,7 +12,7 @@ from typing import Any, Iterable
 
 from polymap import ir
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import LevelMapping, Mapping, nest_loops, nest_tensors
+from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
 from polymap.passes.frontend.expansion import expansions
 from polymap.poly import build_model
 from polymap.mapping.schedule_files import mapping_loops, read_nests, read_schedule, read_wavefront

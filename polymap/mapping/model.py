@@ -19,11 +19,10 @@ enclosing level, orders are complete, ``keep`` lists tensor names. For gemm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import ceil, prod
+from math import ceil
 from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
-from polymap.machine.arch import Architecture
 from polymap.mapping.schedule import ScheduleEntry, mapping_extents
 from polymap.poly import KernelModel, build_model, cached, fix_params
 

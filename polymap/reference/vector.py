@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from polymap import ir
-from polymap.reference.plan import Plan, StatementInstances, plan_region
+from polymap.reference.plan import StatementInstances, plan_region
 from polymap.reference.vector_tree import StmtNode, compile_tree
 from polymap.reference.vector_values import Fallback, store_values, vcast, vop
 from polymap.reference.values import common

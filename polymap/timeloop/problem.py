@@ -39,7 +39,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from polymap.errors import MappingError
 from polymap.yamlsource import YamlDocument
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

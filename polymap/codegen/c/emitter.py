@@ -41,7 +41,6 @@ from polymap.codegen.ast_build import (
     LoopAnalysis,
     LoopInfo,
     build_ast,
-    children,
     expr_ids,
     isl_param_names,
     kernel_schedule,

@@ -14,7 +14,6 @@ non-negative remainder) through the prelude's ``polymap_floord`` and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np

@@ -32,7 +32,7 @@ import numpy as np
 
 from polymap import ir
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, build_model, isl_name
+from polymap.poly import KernelModel, build_model
 from polymap.codegen.ast_build import (
     KernelSchedule,
     build_ast,

@@ -108,7 +108,7 @@ def _index(e: ir.Expr, scope: Scope, where: str, out: list[Diagnostic]) -> None:
         case ir.Var(name=n):
             if scope.kind(n) is None:
                 out.append(Diagnostic(f"undefined name '{n}'", e.loc))
-        case ir.Ref(tensor=t):
+        case ir.Ref():
             out.append(_data_dependent(e, scope, where))
         case ir.Neg(operand=a):
             _index(a, scope, where, out)

@@ -43,7 +43,7 @@ from polymap.passes.counting.fastcount_nest import FastNest, NotSupported, analy
 from polymap.passes.dependences.dependences import memory_based
 from polymap.passes.dependences.loop_classes import distance_set
 from polymap.passes.search.executors import Executor, LocalExecutor
-from polymap.passes.search.explore import ItemResult, Scored, WorkItem, evaluate_item, work_items
+from polymap.passes.search.explore import ItemResult, Scored, evaluate_item, work_items
 from polymap.passes.search.bypass import floor, keep_plans
 from polymap.passes.search.mapspace import (Group, Mapspace, SpatialPlan, build_mapspace, full_orders, merged,
                                             plan_space)
