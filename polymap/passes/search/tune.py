@@ -20,9 +20,11 @@ be measured the model's pick stays.
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping as MappingT, Sequence
+from typing import Any, Callable, Iterator, Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.codegen.c.emitter import emit_c
@@ -42,6 +44,10 @@ from polymap.machine.arch import Architecture
 #: per-nest tuning measured its search mappings faster, and the whole kernel ran 1.09x to 1.69x slower
 #: than the untuned register tiles in the bench's interleaved timing). docs/design.md, "Confirming a tuning"
 CONFIRM_MARGIN = 0.03
+
+#: :func:`widen` counts at most this many neighbours per candidate wanted (once it has them): enough for
+#: a few steps downhill from the model's best, bounded where the walk would otherwise search for minutes
+WIDEN_EVALUATIONS = 3
 
 
 @dataclass(frozen=True)
@@ -279,40 +285,77 @@ def _chosen_moved(t: NestTuning, source: str) -> NestTuning:
 
 
 def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: MappingT[str, int], *, k: int, seconds: float,
-          progress: Callable[[str], None] | None = None) -> NestChoice:
-    """``nc`` with neighbours of its candidates (:mod:`polymap.passes.search.variants`), checked and
-    counted, until ``k`` legal, fitting candidates of distinct code (:func:`distinct`) are there or
-    ``seconds`` have passed; ranked as compile ranks. A neighbour that prints the code of a candidate
-    already there is not added: it would be measured twice and tie with itself."""
+          evaluations: int | None = None, progress: Callable[[str], None] | None = None) -> NestChoice:
+    """``nc`` with neighbours (:mod:`polymap.passes.search.variants`), checked and counted, grown
+    best-first from the model's best candidates, so that its best ``k`` of distinct code
+    (:func:`distinct`) are what the model ranks best near them; ranked as compile ranks.
+
+    Every step expands the candidate the model ranks best among those whose neighbours are not all
+    counted yet, and stops expanding it as soon as one of its neighbours ranks better than it (that
+    one is expanded next: the walk follows the model downhill). It ends when the model's best ``k``
+    distinct codes have all been expanded (one decision more or less makes none of them better), after
+    ``seconds``, or once ``evaluations`` neighbours (default :data:`WIDEN_EVALUATIONS` x ``k``) were
+    counted with ``k`` distinct codes there: the walk downhill can go on for minutes (gemm 256^3's
+    search #2 improved ten steps in a row), and compile's ``--tune`` wants a pool, not a search. Before, the neighbours of compile's first candidates were added in the order
+    they were generated until ``k`` were there: conv2d's 16 were single steps of ``default``, ten of
+    them one code in speed, and the model's best (its q tile doubled, then doubled again) never
+    entered the pool. A neighbour that prints the code of a candidate already there is not added: it
+    would be measured twice and tie with itself.
+    """
     deadline = time.monotonic() + seconds
+    evaluations = WIDEN_EVALUATIONS * k if evaluations is None else evaluations
+    counted = 0
     seen = {repr(c.mapping.to_dict()) for c in nc.candidates if c.mapping is not None}
     codes: set[str] = set()
-    have = len(distinct(model, usable_candidates(nc), params, seen=codes))  # all: a neighbour may repeat any
+    pool = distinct(model, usable_candidates(nc), params, seen=codes)  # all: a neighbour may repeat any
     found: list[Candidate] = []
-    # not a candidate chosen at reduced sizes: its neighbours would be counted at the given sizes, beyond the budget
-    for parent in [c for c in usable_candidates(nc) if c.mapping is not None and not c.ranked_at]:
-        # the parent's own loops: an isl candidate's are its schedule's (s0, s1, ...), not the nest's
-        extents = mapping_loop_extents(model.kernel, parent.mapping, dict(params), model=model)
-        for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
-            if have + len(found) >= k or time.monotonic() > deadline:
+    # the frontier: (model key, tie-break, candidate, its neighbours not yet generated); not a candidate
+    # chosen at reduced sizes: its neighbours would be counted at the given sizes, beyond the budget
+    frontier: list[tuple[tuple[float, float], int, Candidate, Iterator[tuple[str, Mapping]] | None]] = []
+    tick = itertools.count()
+
+    def push(c: Candidate, rest: Iterator[tuple[str, Mapping]] | None = None) -> None:
+        heapq.heappush(frontier, (c.key(), next(tick), c, rest))
+
+    for c in pool:
+        if c.mapping is not None and not c.ranked_at and c.report is not None:
+            push(c)
+    while frontier and time.monotonic() < deadline:
+        ranked = sorted(c.key() for c in pool if c.report is not None)
+        if len(ranked) >= k and (frontier[0][0] > ranked[k - 1] or counted >= evaluations):
+            break  # the best k are expanded (what is left to expand ranks below all of them), or enough work
+        key, _, parent, rest = heapq.heappop(frontier)
+        if rest is None:
+            # the parent's own loops: an isl candidate's are its schedule's (s0, s1, ...), not the nest's
+            extents = mapping_loop_extents(model.kernel, parent.mapping, dict(params), model=model)
+            rest = neighbours(parent.mapping, model.kernel, arch, extents)
+        for label, m in rest:
+            if time.monotonic() > deadline or (counted >= evaluations and len(pool) >= k):
                 break
             if repr(m.to_dict()) in seen:
                 continue
             seen.add(repr(m.to_dict()))
-            key = canonical_source(emit_c(model.kernel, model, (m,), params=dict(params)))
-            if key in codes:  # printed before counting: a duplicate costs no count
+            code = canonical_source(emit_c(model.kernel, model, (m,), params=dict(params)))
+            if code in codes:  # printed before counting: a duplicate costs no count
                 continue
             cand = evaluate_candidate(model, f"{parent.source} / {label}", m, arch, params,
                                       seconds=max(1.0, deadline - time.monotonic()))
-            if cand.legal and cand.report is not None:
-                codes.add(key)
-                found.append(cand)
-                if progress:
-                    progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
+            counted += 1
+            if not (cand.legal and cand.report is not None):
+                continue
+            codes.add(code)
+            found.append(cand)
+            pool.append(cand)
+            push(cand)
+            if progress:
+                progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
+            if cand.key() < key:  # downhill: expand the better one first, come back to this one later
+                push(parent, rest)
+                break
     everyone = list(nc.candidates) + found
     usable = sorted(usable_candidates(NestChoice(nc.nest, nc.chosen, tuple(everyone))), key=Candidate.key)
-    rest = [c for c in everyone if c not in usable]
-    return dataclasses.replace(nc, candidates=tuple(usable + rest))
+    rest_ = [c for c in everyone if c not in usable]
+    return dataclasses.replace(nc, candidates=tuple(usable + rest_))
 
 
 def _ms(seconds: float) -> str:
