@@ -390,6 +390,32 @@ def test_widen_stops_at_its_evaluations_once_it_has_k_codes(monkeypatch):
     assert counted[:8] == [-1, 1, 2, 3, 4, 5, 6, 7]
 
 
+def test_spread_takes_the_best_of_each_group_the_model_ties_first():
+    """Groups: first keys within SPREAD_TIE (2 %) of the group's best; a candidate without a report is its own."""
+    from types import SimpleNamespace
+
+    from polymap.passes.search.choice import Candidate
+    from polymap.passes.search.tune import spread
+
+    def cand(name, cycles):
+        report = None if cycles is None else SimpleNamespace(cycles=cycles, energy_pj=0.0)
+        return Candidate(name, None, None, True, report=report)
+
+    # in the model's order (a candidate without counts ranks last)
+    # groups a b c | d e (2.03 is 1.5 % above 2.0) | f | g | h
+    cs = [cand("a", 1.0), cand("b", 1.01), cand("c", 1.019), cand("d", 2.0), cand("e", 2.03), cand("f", 3.0),
+          cand("g", None), cand("h", None)]
+    names = lambda got: "".join(c.source for c in got)  # noqa: E731
+    assert names(spread(cs, 4)) == "adfg"
+    assert names(spread(cs, 5)) == "adfgh"
+    assert names(spread(cs, 7)) == "abdefgh"  # the second of each group next, then the third
+    assert names(spread(cs, 8)) == "abcdefgh"
+    assert names(spread(cs[:3], 5)) == "abc"
+    # 1.019 is within 2 % of the group's best (1.0), not only of its neighbour: no chain of ties
+    assert names(spread([cand("a", 1.0), cand("b", 1.015), cand("c", 1.03)], 2)) == "ac"
+    assert spread([], 3) == []
+
+
 def test_widen_takes_an_isl_candidates_loops_from_its_schedule(host):
     """jacobi-2d's choice is isl's wavefronts, whose loops are their schedule's (s0, s1, ...): their
     neighbours are tiled over those loops' extents (before, the nest's ``t, i, j`` were looked up:
