@@ -149,9 +149,13 @@ def test_nothing_measured_chooses_nothing():
 
 
 def test_tune_choice_replaces_the_models_pick(gemm_choice, host, gemm):
+    from polymap.passes.search.tune import distinct, spread, usable_candidates
+
     nc = gemm_choice.nests[0]
-    usable = [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
-    assert len(usable) >= 3, [c.source for c in nc.candidates]
+    # the pool: the model's best 3 of distinct code, spread over its predictions (search #1 and #2 tie)
+    usable = spread(distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES)), 3)
+    assert len(usable) == 3, [c.source for c in nc.candidates]
+    assert usable[0].key()[0] < usable[1].key()[0] < usable[2].key()[0]
     last = usable[2].source
     timer = FakeTimer({last: 1e-6}, default=1.0)
     tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES),
@@ -585,8 +589,10 @@ class WholeKernelTimer(RandomTimer):
 
 def test_confirmation_keeps_the_untuned_pick_when_the_whole_kernel_is_not_faster(gemm_choice, host, gemm):
     """2mm's case: each candidate timed alone looked faster, the whole kernel side by side did not."""
+    from polymap.passes.search.tune import distinct, spread, usable_candidates
+
     nc = gemm_choice.nests[0]
-    last = [c for c in nc.candidates if c.legal and c.report is not None][2].source
+    last = spread(distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES)), 3)[2].source
     timer = WholeKernelTimer([1.0, 1.0, 0.5], [1.0, 0.99])  # 1 % faster side by side: noise
     tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES), options=TuneOptions(k=3),
                         timer=timer)
