@@ -1,6 +1,7 @@
 """``--tune K``: the model ranks, the machine decides.
 
-The model's best ``K`` legal, fitting candidates of a nest are built and
+The model's best ``K`` legal, fitting candidates of a nest (of distinct code,
+spread over the model's predictions: :func:`spread`) are built and
 timed (:mod:`polymap.codegen.timing`, in a child process per candidate) and
 the fastest measured is kept. The other nests keep their mappings while one
 nest is tuned, nest after nest. Before -> after, for gemm::
@@ -222,6 +223,13 @@ def distinct(model: KernelModel, candidates: Sequence[Candidate], params: Mappin
     return out
 
 
+def _tied(best: Candidate, other: Candidate) -> bool:
+    """The model cannot tell ``other`` from the better-ranked ``best``: both counted, first keys (cycles)
+    within :data:`SPREAD_TIE`."""
+    return best.report is not None and other.report is not None and \
+        other.key()[0] <= best.key()[0] * (1 + SPREAD_TIE)
+
+
 def spread(candidates: Sequence[Candidate], k: int) -> list[Candidate]:
     """``k`` of ``candidates`` (distinct code, in the model's order) spread over the model's predictions:
     the best of each group the model cannot tell apart (first keys within :data:`SPREAD_TIE` of the
@@ -235,9 +243,7 @@ def spread(candidates: Sequence[Candidate], k: int) -> list[Candidate]:
     """
     groups: list[list[Candidate]] = []
     for c in candidates:
-        first = c.key()[0]
-        home = next((g for g in groups if g[0].report is not None and c.report is not None
-                     and first <= g[0].key()[0] * (1 + SPREAD_TIE)), None)
+        home = next((g for g in groups if _tied(g[0], c)), None)
         if home is None:
             groups.append([c])
         else:
@@ -252,7 +258,8 @@ def spread(candidates: Sequence[Candidate], k: int) -> list[Candidate]:
 
 def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
                 timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> TunedChoice:
-    """Measure the best ``options.k`` candidates of every nest of ``choice``; keep the fastest of each."""
+    """Measure the model's best ``options.k`` candidates of every nest of ``choice``, spread over its
+    predictions (:func:`spread`); keep the fastest of each."""
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
@@ -390,7 +397,7 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
             push(cand)
             if progress:
                 progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
-            if cand.key()[0] * (1 + SPREAD_TIE) < key[0]:  # downhill: the better one first, this one later
+            if cand.key() < key and not _tied(cand, parent):  # downhill: the better one first, this one later
                 downhill = True
                 break
         if downhill:
