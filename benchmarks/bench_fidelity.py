@@ -4,15 +4,20 @@
 
 For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each (``--quick``:
 the first size only, fewer rounds): compile's candidates per nest, widened
-with neighbours (:mod:`polymap.passes.search.variants`) to the model's best
-``--top`` of *distinct code* (:func:`polymap.passes.search.tune.distinct`:
+best-first from the model's best with neighbours (:func:`polymap.passes.search.tune.widen`,
+:mod:`polymap.passes.search.variants`) to the model's best
+``--top`` of *distinct code*, spread over the model's predictions as ``--tune`` spreads them
+(:func:`polymap.passes.search.tune.spread`: the best of each group the model ties first; before, gemm's
+sixteen widened best-first were one group predicted 0.497 ms each, and rho was the load's noise)
+(:func:`polymap.passes.search.tune.distinct`:
 mappings that print the same C up to loop names are one candidate; before,
 9 of conv2d's 16 were one code, timed 0.44-2.1 ms under load and ranked
 apart by energy alone). Each is first built and run once in its own child
 (:class:`polymap.codegen.timing.ProcessTimer`: a candidate that crashes or
 hangs is dropped with the reason); the survivors are then timed
-*interleaved* in one child: ``--rounds`` rounds or more (until every median is stable), each running every
-candidate once (forward, then backward, so that a drift of the machine's
+*interleaved* in one child (:meth:`polymap.codegen.timing.ProcessTimer.interleaved`, compile's
+confirmation's timing: one source): ``--rounds`` rounds or more (until every median is stable), each
+running every candidate once (forward, then backward, so that a drift of the machine's
 load falls on all of them alike), and each candidate's median over the
 rounds is its time (also kept: the fastest round, what the machine can do
 when the other users leave it alone, and the CPU time of the calling thread,
@@ -34,21 +39,18 @@ import dataclasses
 import json
 import math
 import os
-import pickle
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 from polymap import api
 from polymap.budget import Budget
 from polymap.codegen.c.emitter import emit_c
-from polymap.codegen.timing import ProcessTimer, SamplingPolicy, TimingJob, prepared_run, timing_environment
+from polymap.codegen.timing import InterleavedPolicy, ProcessTimer, SamplingPolicy, TimingJob, timing_environment
 from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
 from polymap.mapping.model import mapping_loop_extents
@@ -59,7 +61,7 @@ from polymap.passes.search.choice import ChoiceOptions, choose, evaluate_candida
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.fidelity import ranks
 from polymap.passes.search.remember import exact_form
-from polymap.passes.search.tune import distinct, usable_candidates, widen
+from polymap.passes.search.tune import SPREAD_LOOK, distinct, spread, usable_candidates, widen
 
 ROOT = Path(__file__).resolve().parent.parent
 #: two sizes per kernel, where the fastest candidates run about 1 ms and the slowest tens of ms (session 21,
@@ -81,75 +83,18 @@ CASES = {
 SCREEN = SamplingPolicy(warmup=0, min_repeats=2, max_repeats=2, max_seconds=0.0)
 #: screening children at once (each builds its candidate; the machine's two cores)
 SCREEN_WORKERS = 2
-#: a run shorter than this is repeated inside one sample
-MIN_SAMPLE_S = 0.002
 #: interleaved rounds go on past ``--rounds`` (in forward-backward pairs) until every candidate's median
-#: moves by at most this fraction with the last pair, at most MAX_ROUNDS_FACTOR x ``--rounds`` in all
-STABLE = 0.02
+#: is stable (InterleavedPolicy.stable), at most this many times ``--rounds`` in all
 MAX_ROUNDS_FACTOR = 3
+#: the interleaved child's sampling time before it stops at the rounds it has (compile's confirmation
+#: stops at 20 s; sixteen candidates of tens of ms need minutes for their rounds)
+INTERLEAVED_SECONDS = 600.0
 
 
-def interleaved(jobs: list[TimingJob], rounds: int, limit_s: float) -> list[list[tuple[float, float]]] | str:
-    """``(wall, thread CPU)`` seconds per sample per job, timed round-robin in one child (``rounds``
-    rounds, alternate directions); a string: why the child failed."""
-    data = pickle.dumps({"jobs": [(j.kernel, j.c_source, dict(j.params), j.seed) for j in jobs], "rounds": rounds})
-    try:
-        proc = subprocess.run([sys.executable, __file__, "--child"], input=data, capture_output=True,
-                              timeout=limit_s, env=timing_environment(os.environ))
-    except subprocess.TimeoutExpired:
-        return f"interleaved timing timed out after {limit_s:g} s"
-    if proc.returncode != 0:
-        return f"interleaved timing failed (exit {proc.returncode}): {proc.stderr.decode(errors='replace')[-300:]}"
-    return pickle.loads(proc.stdout)
-
-
-def _child() -> int:
-    """The interleaving child: every candidate loaded, then one sample of each per round."""
-    spec = pickle.loads(sys.stdin.buffer.read())
-    runs = []
-    for kernel, source, params, seed in spec["jobs"]:
-        built, pristine, tensors = prepared_run(kernel, source, params, seed)
-        runs.append([built.call_here, pristine, tensors, params, 1])  # no thread start in the timing
-
-    def sample(run) -> tuple[float, float]:
-        fn, pristine, tensors, params, number = run
-        for name, a in pristine.items():
-            np.copyto(tensors[name], a)  # the same data every time (accumulating kernels never reach inf)
-        c0, t0 = time.thread_time(), time.perf_counter()
-        for _ in range(number):
-            fn(tensors, params)
-        return (time.perf_counter() - t0) / number, (time.thread_time() - c0) / number
-
-    for run in runs:  # warm-up, and how many runs make one sample of at least MIN_SAMPLE_S
-        first, _ = sample(run)
-        run[4] = max(1, int(MIN_SAMPLE_S / max(first, 1e-9)) + 1) if first < MIN_SAMPLE_S else 1
-    samples: list[list[tuple[float, float]]] = [[] for _ in runs]
-    rounds, r = spec["rounds"], 0
-    while True:
-        order = range(len(runs)) if r % 2 == 0 else reversed(range(len(runs)))
-        for k in order:
-            samples[k].append(sample(runs[k]))
-        r += 1
-        if r >= rounds and (r % 2 == 0 or r >= MAX_ROUNDS_FACTOR * rounds) and stable(samples):
-            break
-        if r >= MAX_ROUNDS_FACTOR * rounds:
-            break
-    sys.stdout.buffer.write(pickle.dumps(samples))
-    return 0
-
-
-def stable(samples: list[list[tuple[float, float]]]) -> bool:
-    """Every candidate's median wall time moved by at most :data:`STABLE` when its last two samples
-    (one forward and one backward round) were added: the issue's "repeats until the median is stable",
-    applied to all the interleaved candidates at once."""
-    for smp in samples:
-        walls = [w for w, _ in smp]
-        if len(walls) < 3:
-            return False
-        now, before = statistics.median(walls), statistics.median(walls[:-2] or walls)
-        if abs(now - before) > STABLE * before:
-            return False
-    return True
+def interleaved_policy(rounds: int) -> InterleavedPolicy:
+    """The timing of the pool, side by side in one child (:meth:`ProcessTimer.interleaved`, the same
+    steady-state blocks and stopping rule as compile's confirmation): ``rounds`` rounds or more."""
+    return InterleavedPolicy(rounds=rounds, max_rounds=MAX_ROUNDS_FACTOR * rounds, max_seconds=INTERLEAVED_SECONDS)
 
 
 def model_keys(cands, arch) -> list[tuple[float, float]]:
@@ -242,7 +187,9 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
         nc = counted(choice.model, nc, host, values, seconds=min(budget_s, 300.0))
         t2 = time.monotonic()
         nc = widen(choice.model, nc, host, values, k=top, seconds=widen_s)
-        pool = distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values, limit=top)
+        # the model's best of distinct code, spread over its predictions (tune_choice's pool: tune.spread)
+        pool = spread(distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values,
+                               limit=SPREAD_LOOK * top), top)
         t3 = time.monotonic()
         phases.update(counted=t2 - t1, widen=t3 - t2)
         if len(pool) < 2:
@@ -266,20 +213,20 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                       f"{m.error or f'{m.seconds * 1e3:.3f} ms'}", file=sys.stderr, flush=True)
         alive = [k for k, e in enumerate(errors) if e is None]
         t4 = time.monotonic()
-        got = interleaved([jobs[k] for k in alive], rounds, limit_s=900.0)
+        got = timer.interleaved([jobs[k] for k in alive], interleaved_policy(rounds))
         phases.update(screen=t4 - t3, interleaved=time.monotonic() - t4)
         print("    phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), file=sys.stderr, flush=True)
         measured: list[float | None] = [None] * len(pool)
         fastest: list[float | None] = [None] * len(pool)
         cpu: list[float | None] = [None] * len(pool)
         samples: list[list[float]] = [[] for _ in pool]
-        if isinstance(got, str):
-            errors = [e or got for e in errors]
-        else:
-            for k, smp in zip(alive, got):
-                samples[k] = [w for w, _ in smp]
-                measured[k], fastest[k] = statistics.median(samples[k]), min(samples[k])
-                cpu[k] = statistics.median(c for _, c in smp)
+        for k, m in zip(alive, got):
+            if m.seconds is None:
+                errors[k] = m.error
+                continue
+            samples[k] = list(m.samples)
+            measured[k], fastest[k] = m.seconds, min(m.samples)
+            cpu[k] = statistics.median(m.cpu_samples)
         if sum(m is not None for m in measured) < 2:
             out.append({"kernel": name, "sizes": sizes, "nest": nc.nest, "candidates": len(pool),
                         "note": "fewer than two measured candidates", "dropped": [e for e in errors if e]})
@@ -403,4 +350,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child() if sys.argv[1:] == ["--child"] else main())
+    sys.exit(main())

@@ -149,9 +149,13 @@ def test_nothing_measured_chooses_nothing():
 
 
 def test_tune_choice_replaces_the_models_pick(gemm_choice, host, gemm):
+    from polymap.passes.search.tune import distinct, spread, usable_candidates
+
     nc = gemm_choice.nests[0]
-    usable = [c for c in nc.candidates if c.legal and (c.report is not None or c.mapping is None)]
-    assert len(usable) >= 3, [c.source for c in nc.candidates]
+    # the pool: the model's best 3 of distinct code, spread over its predictions (search #1 and #2 tie)
+    usable = spread(distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES)), 3)
+    assert len(usable) == 3, [c.source for c in nc.candidates]
+    assert usable[0].key()[0] < usable[1].key()[0] < usable[2].key()[0]
     last = usable[2].source
     timer = FakeTimer({last: 1e-6}, default=1.0)
     tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES),
@@ -306,18 +310,114 @@ def test_widen_adds_counted_legal_candidates_in_the_models_order(gemm_choice, ho
 
     nc = gemm_choice.nests[0]
     values = param_values(gemm, SIZES)
-    before = len(usable_candidates(nc))
-    codes_before = len(distinct(gemm_choice.model, usable_candidates(nc), values))
-    # k counts distinct code (seconds: generous, a loaded machine prints and counts slowly)
-    wide = widen(gemm_choice.model, nc, host, values, k=codes_before + 3, seconds=300)
+    before = usable_candidates(nc)
+    codes_before = len(distinct(gemm_choice.model, before, values))
+    # k counts distinct code (seconds: generous, a loaded machine prints and counts slowly; the
+    # evaluations bound the walk, which on gemm improves for minutes)
+    order: list[str] = []
+    wide = widen(gemm_choice.model, nc, host, values, k=codes_before + 3, seconds=300, evaluations=6,
+                 progress=lambda line: order.append(line.split("(", 1)[1][:-1]))
     usable = usable_candidates(wide)
-    assert len(usable) == before + 3
-    assert len(distinct(gemm_choice.model, usable, values)) == codes_before + 3
     added = [c for c in usable if " / " in c.source]
+    assert 3 <= len(added) <= 6 and len(usable) == len(before) + len(added)
+    assert len(distinct(gemm_choice.model, usable, values)) == codes_before + len(added)
     old = {code_key(gemm_choice.model, c, values) for c in usable if " / " not in c.source}
-    assert len(added) == 3 and not old & {code_key(gemm_choice.model, c, values) for c in added}
+    assert not old & {code_key(gemm_choice.model, c, values) for c in added}
     assert [c.key() for c in usable if c.report is not None] == sorted(c.key() for c in usable if c.report is not None)
     assert all(c.legal and c.report is not None for c in added)
+    # best-first: the first neighbour is one of the model's best expandable candidate
+    best = min((c for c in before if c.mapping is not None and c.report is not None and not c.ranked_at),
+               key=lambda c: c.key())
+    assert order[0].startswith(best.source + " / ")
+
+
+class _Point:
+    """A fake mapping on a line: ``widen``'s walk over a landscape whose best point is 10."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def to_dict(self) -> dict:
+        return {"n": self.n}
+
+
+def _fake_landscape(monkeypatch):
+    """``widen``'s collaborators replaced: neighbours n - 1 and n + 1, legal when n >= 0, cycles |n - 10| + 1
+    (energy n: no ties), one code per point; what was counted, in order, is returned."""
+    from types import SimpleNamespace
+
+    import polymap.passes.search.tune as tune_mod
+    from polymap.passes.search.choice import Candidate
+
+    counted: list[int] = []
+
+    def evaluate(model, source, m, arch, params, **_):
+        counted.append(m.n)
+        report = SimpleNamespace(cycles=abs(m.n - 10) + 1.0, energy_pj=float(m.n))
+        return Candidate(source, m, m, m.n >= 0, report=report if m.n >= 0 else None)
+
+    monkeypatch.setattr(tune_mod, "neighbours", lambda m, *a: iter([(f"n={m.n - 1}", _Point(m.n - 1)),
+                                                                       (f"n={m.n + 1}", _Point(m.n + 1))]))
+    monkeypatch.setattr(tune_mod, "mapping_loop_extents", lambda *a, **kw: {})
+    monkeypatch.setattr(tune_mod, "emit_c", lambda kernel, model, mappings, **kw: str([m.n for m in mappings]))
+    monkeypatch.setattr(tune_mod, "canonical_source", lambda text: text)
+    monkeypatch.setattr(tune_mod, "evaluate_candidate", evaluate)
+    start = evaluate(None, "start", _Point(0), None, {})
+    counted.clear()
+    return tune_mod, SimpleNamespace(kernel=None), tune_mod.NestChoice(0, start, (start,)), counted
+
+
+def test_widen_walks_downhill_from_the_models_best_and_stops_when_its_best_k_are_expanded(monkeypatch):
+    """Best-first: each neighbour better than its parent is expanded next (before, the parent's
+    neighbours were added in the order generated, so that conv2d's pool was all single steps of
+    ``default``); the walk ends when the best k have had their neighbours counted, the rest ranking below."""
+    tune_mod, model, nc, counted = _fake_landscape(monkeypatch)
+    lines: list[str] = []
+    wide = tune_mod.widen(model, nc, None, {}, k=3, seconds=300, evaluations=100, progress=lines.append)
+    # 0's neighbour -1 is illegal, 1 is better: 1 is expanded next, and so on down to 10; then the
+    # candidates tied with the third best (9, 11) are expanded: 11 finds 12, which ranks below the best 3
+    assert counted == [-1] + list(range(1, 13))
+    assert [c.mapping.n for c in wide.candidates][:3] == [10, 9, 11]
+    assert [c.key() for c in wide.candidates] == sorted(c.key() for c in wide.candidates)
+    assert wide.candidates[0].source == "start / n=1 / n=2 / n=3 / n=4 / n=5 / n=6 / n=7 / n=8 / n=9 / n=10"
+    assert len(lines) == 12 and lines[0].endswith("(start / n=1)")
+
+
+def test_widen_stops_at_its_evaluations_once_it_has_k_codes(monkeypatch):
+    tune_mod, model, nc, counted = _fake_landscape(monkeypatch)
+    wide = tune_mod.widen(model, nc, None, {}, k=3, seconds=300, evaluations=5)
+    assert counted == [-1, 1, 2, 3, 4]
+    assert [c.mapping.n for c in wide.candidates] == [4, 3, 2, 1, 0]
+    # fewer than k codes: the evaluations do not stop it (the time does)
+    tune_mod, model, nc, counted = _fake_landscape(monkeypatch)
+    tune_mod.widen(model, nc, None, {}, k=8, seconds=300, evaluations=2)
+    assert counted[:8] == [-1, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_spread_takes_the_best_of_each_group_the_model_ties_first():
+    """Groups: first keys within SPREAD_TIE (2 %) of the group's best; a candidate without a report is its own."""
+    from types import SimpleNamespace
+
+    from polymap.passes.search.choice import Candidate
+    from polymap.passes.search.tune import spread
+
+    def cand(name, cycles):
+        report = None if cycles is None else SimpleNamespace(cycles=cycles, energy_pj=0.0)
+        return Candidate(name, None, None, True, report=report)
+
+    # in the model's order (a candidate without counts ranks last)
+    # groups a b c | d e (2.03 is 1.5 % above 2.0) | f | g | h
+    cs = [cand("a", 1.0), cand("b", 1.01), cand("c", 1.019), cand("d", 2.0), cand("e", 2.03), cand("f", 3.0),
+          cand("g", None), cand("h", None)]
+    names = lambda got: "".join(c.source for c in got)  # noqa: E731
+    assert names(spread(cs, 4)) == "adfg"
+    assert names(spread(cs, 5)) == "adfgh"
+    assert names(spread(cs, 7)) == "abdefgh"  # the second of each group next, then the third
+    assert names(spread(cs, 8)) == "abcdefgh"
+    assert names(spread(cs[:3], 5)) == "abc"
+    # 1.019 is within 2 % of the group's best (1.0), not only of its neighbour: no chain of ties
+    assert names(spread([cand("a", 1.0), cand("b", 1.015), cand("c", 1.03)], 2)) == "ac"
+    assert spread([], 3) == []
 
 
 def test_widen_takes_an_isl_candidates_loops_from_its_schedule(host):
@@ -333,7 +433,7 @@ def test_widen_takes_an_isl_candidates_loops_from_its_schedule(host):
     nc = choice.nests[0]
     scheduled = [c for c in usable_candidates(nc) if c.mapping is not None and c.mapping.schedule]
     assert scheduled, "the test needs an isl candidate"
-    wide = widen(choice.model, nc, host, values, k=len(usable_candidates(nc)) + 2, seconds=300)
+    wide = widen(choice.model, nc, host, values, k=len(usable_candidates(nc)) + 2, seconds=300, evaluations=4)
     added = [c for c in usable_candidates(wide) if " / " in c.source]
     assert added and all(c.legal and c.report is not None for c in added)
     for c in added:  # tiles within their own loops' extents
@@ -489,8 +589,10 @@ class WholeKernelTimer(RandomTimer):
 
 def test_confirmation_keeps_the_untuned_pick_when_the_whole_kernel_is_not_faster(gemm_choice, host, gemm):
     """2mm's case: each candidate timed alone looked faster, the whole kernel side by side did not."""
+    from polymap.passes.search.tune import distinct, spread, usable_candidates
+
     nc = gemm_choice.nests[0]
-    last = [c for c in nc.candidates if c.legal and c.report is not None][2].source
+    last = spread(distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES)), 3)[2].source
     timer = WholeKernelTimer([1.0, 1.0, 0.5], [1.0, 0.99])  # 1 % faster side by side: noise
     tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES), options=TuneOptions(k=3),
                         timer=timer)

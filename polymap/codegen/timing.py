@@ -69,6 +69,7 @@ class Measurement:
     seconds: float | None
     samples: tuple[float, ...] = ()
     error: str | None = None
+    cpu_samples: tuple[float, ...] = ()  # the calling thread's CPU seconds per sample, where the timer keeps them
 
 
 class Timer(Protocol):
@@ -164,8 +165,8 @@ class ProcessTimer:
                          for _ in jobs)
         if result.get("error"):
             return tuple(Measurement(None, (), result["error"]) for _ in jobs)
-        return tuple(Measurement(statistics.median(w for w, _ in s), tuple(w for w, _ in s), None)
-                     for s in result["samples"])
+        return tuple(Measurement(statistics.median(w for w, _ in s), tuple(w for w, _ in s), None,
+                                 tuple(c for _, c in s)) for s in result["samples"])
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """``--tune K``: the model ranks, the machine decides.
 
-The model's best ``K`` legal, fitting candidates of a nest are built and
+The model's best ``K`` legal, fitting candidates of a nest (of distinct code,
+spread over the model's predictions: :func:`spread`) are built and
 timed (:mod:`polymap.codegen.timing`, in a child process per candidate) and
 the fastest measured is kept. The other nests keep their mappings while one
 nest is tuned, nest after nest. Before -> after, for gemm::
@@ -20,9 +21,11 @@ be measured the model's pick stays.
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping as MappingT, Sequence
+from typing import Any, Callable, Iterator, Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.codegen.c.emitter import emit_c
@@ -42,6 +45,19 @@ from polymap.machine.arch import Architecture
 #: per-nest tuning measured its search mappings faster, and the whole kernel ran 1.09x to 1.69x slower
 #: than the untuned register tiles in the bench's interleaved timing). docs/design.md, "Confirming a tuning"
 CONFIRM_MARGIN = 0.03
+
+#: candidates whose first key (cycles) is within this fraction of a better one's are one group to
+#: :func:`spread`: the model says they run alike (gemm's register-tile variants: 0.497 ms each; a 1 %
+#: difference is below what a shared machine can measure, session 25 treats < 5 % as noise)
+SPREAD_TIE = 0.02
+
+#: :func:`tune_choice` spreads the model's best ``SPREAD_LOOK x K`` distinct codes (printing one costs
+#: about a second: the rest are not printed)
+SPREAD_LOOK = 3
+
+#: :func:`widen` counts at most this many neighbours per candidate wanted (once it has them): enough for
+#: a few steps downhill from the model's best, bounded where the walk would otherwise search for minutes
+WIDEN_EVALUATIONS = 3
 
 
 @dataclass(frozen=True)
@@ -207,18 +223,53 @@ def distinct(model: KernelModel, candidates: Sequence[Candidate], params: Mappin
     return out
 
 
+def _tied(best: Candidate, other: Candidate) -> bool:
+    """The model cannot tell ``other`` from the better-ranked ``best``: both counted, first keys (cycles)
+    within :data:`SPREAD_TIE`."""
+    return best.report is not None and other.report is not None and \
+        other.key()[0] <= best.key()[0] * (1 + SPREAD_TIE)
+
+
+def spread(candidates: Sequence[Candidate], k: int) -> list[Candidate]:
+    """``k`` of ``candidates`` (distinct code, in the model's order) spread over the model's predictions:
+    the best of each group the model cannot tell apart (first keys within :data:`SPREAD_TIE` of the
+    group's best; a candidate without a report is a group of its own) first, in the model's order,
+    then the second best of each group, and so on; returned in the model's order.
+
+    Measuring ten candidates the model ties measures the machine's noise, not the model's ranking, and
+    tells the tuning nothing the model's order did not (conv2d 28 x 28: ten of sixteen within 2 % of
+    each other measured, tied in the model, rho capped near 0.75; gemm 384^3 widened best-first: all
+    sixteen register-tile variants predicted 0.497 ms, rho -0.25 under load).
+    """
+    groups: list[list[Candidate]] = []
+    for c in candidates:
+        home = next((g for g in groups if _tied(g[0], c)), None)
+        if home is None:
+            groups.append([c])
+        else:
+            home.append(c)
+    picked: set[int] = set()
+    for depth in range(max((len(g) for g in groups), default=0)):
+        for g in groups:
+            if len(picked) < k and depth < len(g):
+                picked.add(id(g[depth]))
+    return [c for c in candidates if id(c) in picked]
+
+
 def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
                 timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> TunedChoice:
-    """Measure the best ``options.k`` candidates of every nest of ``choice``; keep the fastest of each."""
+    """Measure the model's best ``options.k`` candidates of every nest of ``choice``, spread over its
+    predictions (:func:`spread`); keep the fastest of each."""
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
-        pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
-        if len(pool) < options.k:
+        pool = distinct(choice.model, usable_candidates(nc), params, limit=SPREAD_LOOK * options.k)
+        if len(spread(pool, options.k)) < options.k:
             nc = widen(choice.model, nc, arch, params, k=options.k, seconds=options.widen_seconds,
                        progress=progress)
             nests[pos] = nc
-            pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
+            pool = distinct(choice.model, usable_candidates(nc), params, limit=SPREAD_LOOK * options.k)
+        pool = spread(pool, options.k)
         if len(pool) < 2:  # nothing to decide between
             continue
         fixed = tuple(n.chosen.mapping for n in nests if n.chosen.mapping is not None and n.nest != nc.nest)
@@ -279,40 +330,84 @@ def _chosen_moved(t: NestTuning, source: str) -> NestTuning:
 
 
 def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: MappingT[str, int], *, k: int, seconds: float,
-          progress: Callable[[str], None] | None = None) -> NestChoice:
-    """``nc`` with neighbours of its candidates (:mod:`polymap.passes.search.variants`), checked and
-    counted, until ``k`` legal, fitting candidates of distinct code (:func:`distinct`) are there or
-    ``seconds`` have passed; ranked as compile ranks. A neighbour that prints the code of a candidate
-    already there is not added: it would be measured twice and tie with itself."""
+          evaluations: int | None = None, progress: Callable[[str], None] | None = None) -> NestChoice:
+    """``nc`` with neighbours (:mod:`polymap.passes.search.variants`), checked and counted, grown
+    best-first from the model's best candidates; ranked as compile ranks.
+
+    Every step expands the candidate the model ranks best among those whose neighbours are not all
+    counted yet, and leaves it for later as soon as one of its neighbours is predicted faster by more
+    than a tie (:data:`SPREAD_TIE`): that one is expanded next, the walk following the model downhill.
+    It ends when every candidate of the pool that would be measured (:func:`spread` over the distinct
+    codes: the model's best ``k``, spread over its predictions) has been expanded, after ``seconds``, or
+    once ``evaluations`` neighbours (default :data:`WIDEN_EVALUATIONS` x ``k``) were counted with ``k``
+    distinct codes there (the walk is a local search: gemm 256^3's search #2 improved ten steps in a
+    row, and ``--tune`` wants a pool, not a search). Before, the neighbours of compile's first
+    candidates were added in the order generated until ``k`` were there: conv2d's 16 were single steps
+    of ``default``, ten of them one code in speed, and the model's best (its q tile doubled, then
+    doubled again) never entered the pool. A neighbour that prints the code of a candidate already
+    there is not added: it would be measured twice and tie with itself.
+    """
     deadline = time.monotonic() + seconds
+    evaluations = WIDEN_EVALUATIONS * k if evaluations is None else evaluations
+    counted = 0
     seen = {repr(c.mapping.to_dict()) for c in nc.candidates if c.mapping is not None}
     codes: set[str] = set()
-    have = len(distinct(model, usable_candidates(nc), params, seen=codes))  # all: a neighbour may repeat any
+    pool = distinct(model, usable_candidates(nc), params, seen=codes)  # all: a neighbour may repeat any
     found: list[Candidate] = []
-    # not a candidate chosen at reduced sizes: its neighbours would be counted at the given sizes, beyond the budget
-    for parent in [c for c in usable_candidates(nc) if c.mapping is not None and not c.ranked_at]:
-        # the parent's own loops: an isl candidate's are its schedule's (s0, s1, ...), not the nest's
-        extents = mapping_loop_extents(model.kernel, parent.mapping, dict(params), model=model)
-        for label, m in neighbours(parent.mapping, model.kernel, arch, extents):
-            if have + len(found) >= k or time.monotonic() > deadline:
+    # the frontier: (model key, tie-break, candidate, its neighbours not yet generated); not a candidate
+    # chosen at reduced sizes: its neighbours would be counted at the given sizes, beyond the budget
+    frontier: list[tuple[tuple[float, float], int, Candidate, Iterator[tuple[str, Mapping]] | None]] = []
+    unexpanded: set[int] = set()  # ids of the frontier's candidates
+    tick = itertools.count()
+
+    def push(c: Candidate, rest: Iterator[tuple[str, Mapping]] | None = None) -> None:
+        heapq.heappush(frontier, (c.key(), next(tick), c, rest))
+        unexpanded.add(id(c))
+
+    for c in pool:
+        if c.mapping is not None and not c.ranked_at and c.report is not None:
+            push(c)
+    while frontier and time.monotonic() < deadline:
+        if len(pool) >= k and (counted >= evaluations or
+                               not any(id(c) in unexpanded for c in spread(sorted(pool, key=Candidate.key), k))):
+            break  # what would be measured is expanded, or enough work
+        key, _, parent, rest = heapq.heappop(frontier)
+        if rest is None:
+            # the parent's own loops: an isl candidate's are its schedule's (s0, s1, ...), not the nest's
+            extents = mapping_loop_extents(model.kernel, parent.mapping, dict(params), model=model)
+            rest = neighbours(parent.mapping, model.kernel, arch, extents)
+        downhill = False
+        for label, m in rest:
+            if time.monotonic() > deadline or (counted >= evaluations and len(pool) >= k):
                 break
             if repr(m.to_dict()) in seen:
                 continue
             seen.add(repr(m.to_dict()))
-            key = canonical_source(emit_c(model.kernel, model, (m,), params=dict(params)))
-            if key in codes:  # printed before counting: a duplicate costs no count
+            code = canonical_source(emit_c(model.kernel, model, (m,), params=dict(params)))
+            if code in codes:  # printed before counting: a duplicate costs no count
                 continue
             cand = evaluate_candidate(model, f"{parent.source} / {label}", m, arch, params,
                                       seconds=max(1.0, deadline - time.monotonic()))
-            if cand.legal and cand.report is not None:
-                codes.add(key)
-                found.append(cand)
-                if progress:
-                    progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
+            counted += 1
+            if not (cand.legal and cand.report is not None):
+                continue
+            codes.add(code)
+            found.append(cand)
+            pool.append(cand)
+            push(cand)
+            if progress:
+                progress(f"tuning nest {nc.nest}: {len(found)} more candidates ({cand.source})")
+            if cand.key() < key and not _tied(cand, parent):  # downhill: the better one first, this one later
+                downhill = True
+                break
+        if downhill:
+            heapq.heappush(frontier, (key, next(tick), parent, rest))
+        else:
+            unexpanded.discard(id(parent))
     everyone = list(nc.candidates) + found
     usable = sorted(usable_candidates(NestChoice(nc.nest, nc.chosen, tuple(everyone))), key=Candidate.key)
-    rest = [c for c in everyone if c not in usable]
-    return dataclasses.replace(nc, candidates=tuple(usable + rest))
+    rest_ = [c for c in everyone if c not in usable]
+    return dataclasses.replace(nc, candidates=tuple(usable + rest_))
 
 
 def _ms(seconds: float) -> str:
