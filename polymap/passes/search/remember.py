@@ -23,14 +23,14 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.schedule import moves_statements, schedule_entry
+from polymap.mapping.schedule import schedule_entry
 from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
-from polymap.passes.counting.fit import capacity_problems_of, fanout_problems
+from polymap.passes.counting.fit import capacity_problems_at, fanout_problems, level_footprints
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping, reblocked
-from polymap.passes.search.isl_schedule import countable, reduced_sizes
+from polymap.passes.search.isl_schedule import checked_sizes
 from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
 from polymap.codegen.verify import verify as check_against_reference
@@ -192,19 +192,21 @@ def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping
     # Counted at the given sizes instead, jacobi-2d's 8 x 64 x 64 wavefront tiles were refused at every
     # size of the bucket (L1 49 KB at T=16, N=1024 as at 13 x 1000), so a hit was never possible, and the
     # miss chose again for a minute
-    reduced = moves_statements(model, mapping) and not countable(model, nest, values)
-    at = reduced_sizes(model, nest, values) if reduced else values
+    at = checked_sizes(model, nest, mapping, values)
     extents = mapping_loop_extents(model.kernel, mapping, at, model=model)
     if fanout_problems(mapping, arch, extents):
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
-    # counted once: the capacities are checked on the counts' footprints (fit's rule, the same numbers),
-    # and the report is the one compile writes (before, the footprints were counted twice: 1.2 s of gemm's hit)
-    counts = count_mapping(model, mapping, arch, params=at)
-    if capacity_problems_of(counts, arch):
+    # the capacities on the footprints alone (fit's rule; the fast path's closed forms where it applies,
+    # else ISL's): a mapping that does not fit, or one checked at reduced sizes, is never counted whole.
+    # syrk's re-blocked hit counted the remembered blocking whole only to find that it overflowed L1
+    footprints = level_footprints(model, mapping, at)
+    if capacity_problems_at(footprints, arch):
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
-    if reduced:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
+    if at != values:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
         return NestChoice(nest, cand, (cand,))
+    # the report compile writes (KernelChoice.report_of), its footprints not counted a second time
+    counts = count_mapping(model, mapping, arch, params=at, footprints=footprints)
     report = evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
     cand = Candidate(label, mapping, mapping, True, report=report)
     return NestChoice(nest, cand, (cand,))
