@@ -119,10 +119,12 @@ def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture, *, model:
 
 
 def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
-           k: int = 0, verify: bool = True) -> Recall:
+           k: int = 0, verify: bool = True, count: bool = True) -> Recall:
     """The remembered choice for ``kernel`` at ``params``, checked (see the module docstring).
 
-    ``k``: an entry tuned over fewer candidates than asked for is a miss.
+    ``k``: an entry tuned over fewer candidates than asked for is a miss. ``count`` false: a mapping that
+    passes gets no report (legal and fits, decided all the same): compile counts it while it writes the
+    code (``api._start_costs``), on the other core where ISL counts it.
     """
     loaded = cache.load(key)
     if loaded.entry is None:
@@ -136,7 +138,7 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     nests = []
     try:
         for item in entry.get("nests", []):
-            nests.append(_checked_nest(model, item, arch, params))
+            nests.append(_checked_nest(model, item, arch, params, count=count))
     except (MappingError, KeyError, TypeError, ValueError) as exc:
         return Recall("miss", None, (f"{where} ignored: {str(exc).splitlines()[0]}",))
     wanted = {n for n in range(len(renamed.nests())) if nest_loops(renamed, n)}
@@ -154,7 +156,8 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     return Recall("hit", choice, ())
 
 
-def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: MappingT[str, int]) -> NestChoice:
+def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: MappingT[str, int], *,
+                  count: bool = True) -> NestChoice:
     """One nest of an entry as a NestChoice, or ValueError saying what is wrong with it."""
     nest, source = int(item["nest"]), str(item["source"])
     label = f"cache ({source})"
@@ -170,21 +173,23 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
         raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
     values = dict(params)
     try:
-        return _checked_mapping(model, nest, label, mapping, arch, values)
+        return _checked_mapping(model, nest, label, mapping, arch, values, count=count)
     except DoesNotFit as exc:
         # blocked for other sizes of the bucket: made again by the rule that made it, checked alike
         again = reblocked(model, nest, source, arch, values)
         if again is None or again == mapping:
             raise
         try:
-            return _checked_mapping(model, nest, f"cache ({source}, re-blocked for these sizes)", again, arch, values)
+            return _checked_mapping(model, nest, f"cache ({source}, re-blocked for these sizes)", again, arch, values,
+                                    count=count)
         except ValueError:
             raise exc from None
 
 
 def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping, arch: Architecture,
-                     values: dict[str, int]) -> NestChoice:
-    """``mapping`` as the nest's choice when it is legal and fits at ``values``, else ValueError saying why."""
+                     values: dict[str, int], *, count: bool = True) -> NestChoice:
+    """``mapping`` as the nest's choice when it is legal and fits at ``values``, else ValueError saying why;
+    with its exact report when ``count``."""
     if not is_legal(model, mapping):
         raise ValueError(f"the mapping of nest {nest} is illegal")
     # a skewed, fused or wavefront mapping whose exact counts are beyond the work budget was checked and
@@ -204,6 +209,9 @@ def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
     if at != values:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
+        return NestChoice(nest, cand, (cand,))
+    if not count:
+        cand = Candidate(label, mapping, mapping, True)
         return NestChoice(nest, cand, (cand,))
     # the report compile writes (KernelChoice.report_of), its footprints not counted a second time
     counts = count_mapping(model, mapping, arch, params=at, footprints=footprints)
