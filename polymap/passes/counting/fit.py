@@ -8,8 +8,9 @@ Two rules of ``mapping.md``, each written once:
 - **capacity**: the footprint of a level (the most elements held at once by
   one instance, :func:`polymap.passes.counting.footprint.level_footprint`, or
   the same numbers from the fast path where it applies,
-  :func:`polymap.passes.counting.fastcount.fast_counts`) must not exceed its
-  capacity, in elements, or in bytes when the capacity has a unit.
+  :func:`polymap.passes.counting.fastcount.fast_footprints`; both routes:
+  :func:`level_footprints`) must not exceed its capacity, in elements, or in
+  bytes when the capacity has a unit.
 
 Before, five callers rebuilt these checks with three wordings and legality
 parsed a level name back out of a message. Now every caller gets
