@@ -63,7 +63,7 @@ from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
-from polymap.passes.counting.fastcount import fast_counts
+from polymap.passes.counting.fastcount import in_class
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.passes.counting.variance import Variance, variance
@@ -441,17 +441,18 @@ def _start_costs(choice: KernelChoice | None, m: KernelModel, mappings: Sequence
                  values: dict[str, int], budget: Budget | None) -> _Costs:
     """The exact reports compile writes, one per mapping: None for a mapping ranked at reduced sizes (no
     counts at these); the choice's own report where it counted that very mapping at these sizes (counting
-    a winner again cost gramschmidt at LARGE seconds of CPU); counted here where the fast path counts it
-    (milliseconds); the rest, counted by ISL (seconds: syrk's remembered blocking, half of its hit), in a
-    child of ``budget`` started now, while compile generates and verifies the code on the other core
-    (:meth:`~polymap.budget.Budget.start`; without a budget, when the result is asked for)."""
+    a winner again cost gramschmidt at LARGE seconds of CPU); counted here in the fast path's class
+    (milliseconds; where its counts are inexact, ISL counts the rest with its footprints: conv2d's hit,
+    0.1 s, less than a child costs); the rest, counted by ISL whole (seconds: syrk's remembered blocking,
+    half of its hit), in a child of ``budget`` started now, while compile generates and verifies the code
+    on the other core (:meth:`~polymap.budget.Budget.start`; without a budget, when asked for)."""
     costs: list[CostReport | None] = []
     slow: list[int] = []
     for k, mp in enumerate(mappings):
         known = None
         if not _ranked_elsewhere(choice, mp):
             known = None if choice is None else choice.report_of(mp, arch, values)
-            if known is None and fast_counts(m, mp, arch, params=values) is not None:
+            if known is None and in_class(m, mp, values):
                 known = _report(m, mp, arch, values, CostOptions())
             elif known is None:
                 slow.append(k)

@@ -271,15 +271,15 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     :class:`Counts`, equal to the ISL path's (``tests/test_count_paths.py``), in
     milliseconds instead of ISL's seconds. Everything else is counted by
     :func:`isl_count_mapping`. ``footprints``: every level's ``(elements, bytes)`` at ``params`` known
-    already (:func:`polymap.passes.counting.fit.level_footprints`, which a fit check made), not counted again.
+    already from a fit check that tried the fast path and got no exact counts
+    (:func:`polymap.passes.counting.fit.footprints_and_fast_counts`): ISL counts the rest with them.
     """
-    if not symbolic:
+    if not symbolic and footprints is None:
         # one evaluation: the counts where exact; in the class but inexact (an edge tile idles a spatial
         # instance), the footprints still are
-        fast, fast_footprints = fast_path(model, mapping, arch, params=params)
+        fast, footprints = fast_path(model, mapping, arch, params=params)
         if fast is not None:
             return fast
-        footprints = footprints if footprints is not None else fast_footprints
     return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
 from polymap.passes.counting.counts import Counts
-from polymap.passes.counting.fastcount import fast_footprints
+from polymap.passes.counting.fastcount import fast_path
 from polymap.passes.counting.footprint import enumerable, level_footprint
 from polymap.passes.counting.residency import residencies
 from polymap.poly import KernelModel
@@ -117,21 +117,31 @@ Footprints = tuple[tuple[int, int] | None, ...]
 
 
 def level_footprints(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> Footprints:
-    """Every level's footprint at ``params``: the fast path's closed forms where it applies (exact also
+    """Every level's footprint at ``params`` (:func:`footprints_and_fast_counts`)."""
+    return footprints_and_fast_counts(model, mapping, params)[0]
+
+
+def footprints_and_fast_counts(model: KernelModel, mapping: Mapping, params: MappingT[str, int],
+                               arch: Architecture | None = None) -> tuple[Footprints, Counts | None]:
+    """Every level's footprint at ``params``, and the mapping's exact counts where the fast path gives them
+    (one evaluation for both): the fast path's closed forms where it applies (its footprints exact also
     where its other counts are not: :func:`~polymap.passes.counting.fastcount.fast_path`), else the ISL
     path's (:func:`~polymap.passes.counting.footprint.level_footprint`, the residencies' maximum).
 
     The footprints alone, not the counts: what a fit check needs. On a nest outside the fast path's class
     (syrk's triangle) they are a fifth of a whole ISL count, and a caller that counts the mapping after
-    all passes them on (``count_mapping(..., footprints=)``) instead of counting them again."""
+    all passes them on (``count_mapping(..., footprints=)``) instead of counting them again. ``arch``
+    names the counts' levels (None: the mapping's names)."""
     values = dict(params)
-    fast = fast_footprints(model, mapping, params=values)
+    counts, fast = fast_path(model, mapping, arch, params=values)
+    if counts is not None:
+        return (None,) + tuple((lv.footprint, lv.footprint_bytes) for lv in counts.levels[1:]), counts
     if fast is not None:
-        return fast
+        return fast, None
     res = residencies(model, mapping, params=values)
     by_points = enumerable(model, mapping, values)
     return (None,) + tuple(level_footprint(model, res.levels[k], values, by_points=by_points)
-                           for k in range(1, len(mapping.levels)))
+                           for k in range(1, len(mapping.levels))), None
 
 
 def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,

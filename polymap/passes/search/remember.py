@@ -27,7 +27,8 @@ from polymap.mapping.schedule import schedule_entry
 from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
-from polymap.passes.counting.fit import capacity_problems_at, fanout_problems, level_footprints
+from polymap.passes.counting.fastcount import in_class
+from polymap.passes.counting.fit import capacity_problems_at, fanout_problems, footprints_and_fast_counts
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping, reblocked
 from polymap.passes.search.isl_schedule import checked_sizes
@@ -123,8 +124,8 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     """The remembered choice for ``kernel`` at ``params``, checked (see the module docstring).
 
     ``k``: an entry tuned over fewer candidates than asked for is a miss. ``count`` false: a mapping that
-    passes gets no report (legal and fits, decided all the same): compile counts it while it writes the
-    code (``api._start_costs``), on the other core where ISL counts it.
+    passes and lies outside the fast path's class gets no report (legal and fits, decided all the same):
+    compile counts it with ISL while it writes the code (``api._start_costs``), on the other core.
     """
     loaded = cache.load(key)
     if loaded.entry is None:
@@ -204,17 +205,18 @@ def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping
     # the capacities on the footprints alone (fit's rule; the fast path's closed forms where it applies,
     # else ISL's): a mapping that does not fit, or one checked at reduced sizes, is never counted whole.
     # syrk's re-blocked hit counted the remembered blocking whole only to find that it overflowed L1
-    footprints = level_footprints(model, mapping, at)
+    footprints, fast = footprints_and_fast_counts(model, mapping, at, arch)
     if capacity_problems_at(footprints, arch):
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
     if at != values:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
         return NestChoice(nest, cand, (cand,))
-    if not count:
+    if fast is None and not count and not in_class(model, mapping, at):  # ISL counts it whole: seconds
         cand = Candidate(label, mapping, mapping, True)
         return NestChoice(nest, cand, (cand,))
-    # the report compile writes (KernelChoice.report_of), its footprints not counted a second time
-    counts = count_mapping(model, mapping, arch, params=at, footprints=footprints)
+    # the report compile writes (KernelChoice.report_of): the fast path's counts that came with the
+    # footprints, else counted with those footprints (not counted a second time)
+    counts = fast if fast is not None else count_mapping(model, mapping, arch, params=at, footprints=footprints)
     report = evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
     cand = Candidate(label, mapping, mapping, True, report=report)
     return NestChoice(nest, cand, (cand,))
