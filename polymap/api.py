@@ -457,17 +457,20 @@ def _start_costs(choice: KernelChoice | None, m: KernelModel, mappings: Sequence
             elif known is None:
                 slow.append(k)
         costs.append(known)
-    work = (m, tuple(mappings[k] for k in slow), arch, values)
+    checked = [(n.chosen.mapping, n.chosen.footprints) for n in (choice.nests if choice is not None else ())]
+    work = (m, tuple(mappings[k] for k in slow), arch, values,
+            tuple(next((fp for mp, fp in checked if mp is mappings[k]), ()) or None for k in slow))
     pending = None
     if slow and budget is not None:
         pending = budget.start(_reports, work, what=f"the exact counts of kernel '{m.kernel.name}'")
     return _Costs(costs, slow, work, pending)
 
 
-def _reports(m: KernelModel, mappings: Sequence[Mapping], arch: Architecture,
-             values: dict[str, int]) -> tuple[CostReport, ...]:
-    """The exact report of each mapping at ``values`` (what :func:`_start_costs` counts in its child)."""
-    return tuple(_report(m, mp, arch, values, CostOptions()) for mp in mappings)
+def _reports(m: KernelModel, mappings: Sequence[Mapping], arch: Architecture, values: dict[str, int],
+             footprints: Sequence[tuple | None]) -> tuple[CostReport, ...]:
+    """The exact report of each mapping at ``values`` (what :func:`_start_costs` counts in its child), with
+    the footprints its fit was checked on where there are some (not counted again)."""
+    return tuple(_report(m, mp, arch, values, CostOptions(), footprints=fp) for mp, fp in zip(mappings, footprints))
 
 
 def _with_reports(choice: KernelChoice | None, mappings: Sequence[Mapping],
@@ -491,7 +494,10 @@ def _with_reports(choice: KernelChoice | None, mappings: Sequence[Mapping],
 
 
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
-            options: CostOptions, budget: Budget | None = None) -> CostReport:
+            options: CostOptions, budget: Budget | None = None, *,
+            footprints: tuple[tuple[int, int] | None, ...] | None = None) -> CostReport:
+    """The cost report of ``mp`` at ``values`` by the options' convention; ``footprints``: every level's, known
+    from a fit check (exact counts only, :func:`~polymap.passes.counting.counting.count_mapping`)."""
     if options.convention not in ("exact", "timeloop"):
         raise InputError(f"--convention {options.convention}: expected exact or timeloop")
     if options.convention == "timeloop":
@@ -501,7 +507,7 @@ def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, i
     elif options.symbolic:
         counts = count_symbolic_within(m, mp, arch, params=values, budget=budget)
     else:
-        counts = count_mapping(m, mp, arch, params=values)
+        counts = count_mapping(m, mp, arch, params=values, footprints=footprints)
     return evaluate(counts, arch, execution=mapping_execution(m, mp, arch, loop_extents_of(m, mp, values)))
 
 

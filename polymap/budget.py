@@ -34,6 +34,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import gc
 import io
 import mmap
 import multiprocessing
@@ -187,7 +188,13 @@ class Budget:
             return Pending(self, what, fn, args, kwargs, None, None)
         results = ctx.Queue()
         child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
-        child.start()
+        # the objects made so far out of the child's collections: its collector would walk (and so copy,
+        # page by page) the whole inherited heap, where the caller goes on in the parent
+        gc.freeze()
+        try:
+            child.start()
+        finally:
+            gc.unfreeze()
         return Pending(self, what, fn, args, kwargs, child, results)
 
     def supervise(self, fn: Callable[..., int], args: tuple = (), *, what: str) -> int:

@@ -107,6 +107,9 @@ class Candidate:
     """The reduced sizes it was ranked at (beyond the counting budget; ``report`` is None then)."""
     strided: int | None = None
     """The strided references of its innermost walk, the tie-break of :func:`rank` (set when ranked)."""
+    footprints: tuple[tuple[int, int] | None, ...] = ()
+    """Every level's ``(elements, bytes)`` its fit was checked on where its report is still to be counted (a
+    remembered mapping ISL counts: ``api._start_costs`` passes them on to the count)."""
 
     def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:

@@ -212,7 +212,7 @@ def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
         return NestChoice(nest, cand, (cand,))
     if fast is None and not count and not in_class(model, mapping, at):  # ISL counts it whole: seconds
-        cand = Candidate(label, mapping, mapping, True)
+        cand = Candidate(label, mapping, mapping, True, footprints=footprints)
         return NestChoice(nest, cand, (cand,))
     # the report compile writes (KernelChoice.report_of): the fast path's counts that came with the
     # footprints, else counted with those footprints (not counted a second time)
