@@ -850,6 +850,8 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
     # counted while the code is generated and verified (a child, where ISL counts them)
     costs = _start_costs(choice, m, mappings, arch_obj, values, budget)
     try:
+        if budget is not None:  # the stage a refusal names (the child's start named its own)
+            budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
         return _generate(original, kernel, m, mappings, arch_obj, values, out_dir, options, progress, choice, why,
                          extra, command, budget, costs, verify_edges=verify_edges)
     finally:
