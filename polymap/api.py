@@ -48,7 +48,7 @@ from polymap.codegen.c.names import DEFAULT_COMMAND
 from polymap.codegen.verify_sizes import SizedVerification, verify_written
 from polymap.driver import load_program, param_values, parse
 from polymap.codegen.timing import ProcessTimer, Timer
-from polymap.budget import Budget
+from polymap.budget import Budget, ChildFailed, Pending
 from polymap.errors import EnvironmentProblem, IllegalTransformation, InputError, InvalidMapping, VerificationFailure
 from polymap.limits import Limits, require_integers, require_tractable
 from polymap.machine.arch import Architecture
@@ -63,6 +63,7 @@ from polymap.mapping.model import Mapping, mapping_loop_extents, nest_loops
 from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
 from polymap.passes.counting.convention import count_mapping_timeloop
 from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.fastcount import in_class
 from polymap.passes.counting.fit import FitProblem, fanout_problems, fit_problems
 from polymap.passes.counting.symbolic_budget import count_symbolic_within
 from polymap.passes.counting.variance import Variance, variance
@@ -413,16 +414,90 @@ def _ranked_elsewhere(choice: KernelChoice | None, mapping: Mapping) -> bool:
     return choice is not None and any(n.chosen.mapping is mapping and n.chosen.ranked_at for n in choice.nests)
 
 
-def _chosen_report(choice: KernelChoice | None, m: KernelModel, mp: Mapping, arch: Architecture,
-                   values: dict[str, int]) -> CostReport:
-    """The exact report of a mapping compile writes: the choice's own when it counted that very mapping at
-    these sizes (counting a winner again cost gramschmidt at LARGE seconds of CPU), else counted here."""
-    known = None if choice is None else choice.report_of(mp, arch, values)
-    return known if known is not None else _report(m, mp, arch, values, CostOptions())
+class _Costs:
+    """The exact reports compile writes, one per mapping, some perhaps still being counted in a child
+    (:func:`_start_costs`): :meth:`result` once, :meth:`cancel` on every path (it ends the child)."""
+
+    def __init__(self, costs: list[CostReport | None], slow: list[int], work: tuple, pending: Pending | None):
+        self._costs, self._slow, self._work, self._pending = costs, slow, work, pending
+
+    def result(self) -> tuple[CostReport | None, ...]:
+        if self._slow:
+            try:
+                counted = _reports(*self._work) if self._pending is None else self._pending.result()
+            except ChildFailed:  # counted here again: the same error, raised with its own type
+                counted = _reports(*self._work)
+            for k, report in zip(self._slow, counted):
+                self._costs[k] = report
+            self._slow = []
+        return tuple(self._costs)
+
+    def cancel(self) -> None:
+        if self._pending is not None:
+            self._pending.cancel()
+
+
+def _start_costs(choice: KernelChoice | None, m: KernelModel, mappings: Sequence[Mapping], arch: Architecture,
+                 values: dict[str, int], budget: Budget | None) -> _Costs:
+    """The exact reports compile writes, one per mapping: None for a mapping ranked at reduced sizes (no
+    counts at these); the choice's own report where it counted that very mapping at these sizes (counting
+    a winner again cost gramschmidt at LARGE seconds of CPU); counted here in the fast path's class
+    (milliseconds; where its counts are inexact, ISL counts the rest with its footprints: conv2d's hit,
+    0.1 s, less than a child costs); the rest, counted by ISL whole (seconds: syrk's remembered blocking,
+    half of its hit), in a child of ``budget`` started now, while compile generates and verifies the code
+    on the other core (:meth:`~polymap.budget.Budget.start`; without a budget, when asked for)."""
+    costs: list[CostReport | None] = []
+    slow: list[int] = []
+    for k, mp in enumerate(mappings):
+        known = None
+        if not _ranked_elsewhere(choice, mp):
+            known = None if choice is None else choice.report_of(mp, arch, values)
+            if known is None and in_class(m, mp, values):
+                known = _report(m, mp, arch, values, CostOptions())
+            elif known is None:
+                slow.append(k)
+        costs.append(known)
+    checked = [(n.chosen.mapping, n.chosen.footprints) for n in (choice.nests if choice is not None else ())]
+    work = (m, tuple(mappings[k] for k in slow), arch, values,
+            tuple(next((fp for mp, fp in checked if mp is mappings[k]), ()) or None for k in slow))
+    pending = None
+    if slow and budget is not None:
+        pending = budget.start(_reports, work, what=f"the exact counts of kernel '{m.kernel.name}'")
+    return _Costs(costs, slow, work, pending)
+
+
+def _reports(m: KernelModel, mappings: Sequence[Mapping], arch: Architecture, values: dict[str, int],
+             footprints: Sequence[tuple | None]) -> tuple[CostReport, ...]:
+    """The exact report of each mapping at ``values`` (what :func:`_start_costs` counts in its child), with
+    the footprints its fit was checked on where there are some (not counted again)."""
+    return tuple(_report(m, mp, arch, values, CostOptions(), footprints=fp) for mp, fp in zip(mappings, footprints))
+
+
+def _with_reports(choice: KernelChoice | None, mappings: Sequence[Mapping],
+                  costs: Sequence[CostReport | None]) -> KernelChoice | None:
+    """``choice`` with each chosen candidate's report where it had none and compile counted one at its
+    sizes (a remembered mapping outside the fast path's class: :func:`_start_costs`), so that the ranking
+    in ``NAME.json`` and the summary show the counts that were written."""
+    if choice is None:
+        return None
+    nests = []
+    for nc in choice.nests:
+        c = nc.chosen
+        report = next((r for mp, r in zip(mappings, costs) if mp is c.mapping), None)
+        if c.report is not None or c.ranked_at or report is None:
+            nests.append(nc)
+            continue
+        new = dataclasses.replace(c, report=report)
+        nests.append(dataclasses.replace(nc, chosen=new, candidates=tuple(new if x is c else x
+                                                                          for x in nc.candidates)))
+    return dataclasses.replace(choice, nests=tuple(nests))
 
 
 def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, int],
-            options: CostOptions, budget: Budget | None = None) -> CostReport:
+            options: CostOptions, budget: Budget | None = None, *,
+            footprints: tuple[tuple[int, int] | None, ...] | None = None) -> CostReport:
+    """The cost report of ``mp`` at ``values`` by the options' convention; ``footprints``: every level's, known
+    from a fit check (exact counts only, :func:`~polymap.passes.counting.counting.count_mapping`)."""
     if options.convention not in ("exact", "timeloop"):
         raise InputError(f"--convention {options.convention}: expected exact or timeloop")
     if options.convention == "timeloop":
@@ -432,7 +507,7 @@ def _report(m: KernelModel, mp: Mapping, arch: Architecture, values: dict[str, i
     elif options.symbolic:
         counts = count_symbolic_within(m, mp, arch, params=values, budget=budget)
     else:
-        counts = count_mapping(m, mp, arch, params=values)
+        counts = count_mapping(m, mp, arch, params=values, footprints=footprints)
     return evaluate(counts, arch, execution=mapping_execution(m, mp, arch, loop_extents_of(m, mp, values)))
 
 
@@ -678,9 +753,11 @@ def compile(kernel: ir.Kernel, *, arch: Architecture | str | Path = "host",  # n
                              command, budget)
     values = _values(kernel, params)
     fingerprint = arch_fingerprint or _fingerprint(arch, arch_obj)
+    # a hit's code is verified by compile's own verification, and its exact reports are counted while that
+    # code is generated and verified (_start_costs)
     found = tuned_choice(kernel, arch=arch_obj, params=values, tune=options.tune, cache_dir=cache_dir,
                          arch_fingerprint=fingerprint, verify_hit=False, timer=timer, progress=progress,
-                         choice_options=options.choice, budget=budget)
+                         choice_options=options.choice, budget=budget, count_hit=False)
     warnings = found.warnings
     try:
         return _compile_found(kernel, arch_obj, values, out_dir, options, progress, found, why, extra, command,
@@ -770,9 +847,22 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
         progress("generating code...")
     if budget is not None:
         budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
-    # a mapping ranked at reduced sizes (its exact counts beyond the work budget) has no cost here
-    costs = tuple(None if _ranked_elsewhere(choice, mp) else _chosen_report(choice, m, mp, arch_obj, values)
-                  for mp in mappings)
+    # counted while the code is generated and verified (a child, where ISL counts them)
+    costs = _start_costs(choice, m, mappings, arch_obj, values, budget)
+    try:
+        if budget is not None:  # the stage a refusal names (the child's start named its own)
+            budget.check(f"the code generation of kernel '{kernel.name}' (costs, C and NumPy)")
+        return _generate(original, kernel, m, mappings, arch_obj, values, out_dir, options, progress, choice, why,
+                         extra, command, budget, costs, verify_edges=verify_edges)
+    finally:
+        costs.cancel()
+
+
+def _generate(original: ir.Kernel, kernel: ir.Kernel, m: KernelModel, mappings: Sequence[Mapping],
+              arch_obj: Architecture, values: dict[str, int], out_dir: str | Path | None, options: CompileOptions,
+              progress: Progress | None, choice: KernelChoice | None, why: str, extra: MappingT[str, Any] | None,
+              command: str, budget: Budget | None, counting: _Costs, *, verify_edges: str) -> CompiledKernel:
+    """:func:`_compile_with`'s code, verification and files; ``counting`` gives the reports (:func:`_start_costs`)."""
     c_source = c_emitter.emit_c(kernel, m, mappings, arch=arch_obj, params=values, command=command,
                       reassociate=options.reassociate)
     # without a given mapping the NumPy target gets its own choice (whole-array blocks)
@@ -784,7 +874,7 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
         recorded["numpy_mappings"] = [_written(original, choice, mp).to_dict() for mp in numpy_maps]
     recorded["register_tiles"] = register_tile_doc(m, mappings, arch_obj)
     recorded.update(extra or {})
-    result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, costs, choice,
+    result = CompiledKernel(kernel, arch_obj, tuple(sorted(values.items())), tuple(mappings), why, (), choice,
                             c_source, numpy_source, tuple(options.targets), (), None, recorded, numpy_maps,
                             tuple(_written(original, choice, mp) for mp in mappings))
     verification = None
@@ -807,6 +897,9 @@ def _compile_with(kernel: ir.Kernel, arch: ArchArg, mapping: MappingArg | None, 
             raise VerificationFailure(f"{exc.message}\n  not written as {kernel.name}.c: the code that failed is "
                                       f"in {', '.join(kept)}", exc.payload) from None
         result = dataclasses.replace(result, verification=verification)
+    costs = counting.result()
+    choice = _with_reports(choice, mappings, costs)
+    result = dataclasses.replace(result, costs=costs, choice=choice)
     if out is not None:
         written = []
         for suffix, text in ((".c", c_source), (".py", numpy_source)):
@@ -883,7 +976,7 @@ def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[
                  tune: int = 0, cache_dir: str | Path | None = None, arch_fingerprint: str | None = None,
                  options: TuneOptions | None = None, timer: Timer | None = None, verify_hit: bool = True,
                  progress: Progress | None = None, choice_options: ChoiceOptions | None = None,
-                 budget: Budget | None = None) -> ChoiceResult:
+                 budget: Budget | None = None, count_hit: bool = True) -> ChoiceResult:
     """The mapping of every nest as ``compile`` picks it: remembered, or chosen (and, with ``tune`` K, measured).
 
     ``cache_dir`` None turns the cache off; otherwise an entry for this
@@ -893,7 +986,8 @@ def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[
     architecture (:func:`polymap.passes.search.cache.arch_fingerprint` of the
     ``--arch`` text; default: the architecture's data). ``options`` is a
     :class:`~polymap.passes.search.tune.TuneOptions` (its ``k`` is replaced by
-    ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`.
+    ``tune``); ``timer`` a :class:`~polymap.codegen.timing.Timer`. ``count_hit`` false leaves a remembered
+    mapping's report uncounted where the fast path cannot count it (compile counts it while it writes the code).
     """
 
     arch_obj = architecture(arch)
@@ -902,7 +996,7 @@ def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[
     key = cache_key(kernel, arch_fingerprint or architecture_fingerprint(arch_obj), values)
     warnings: tuple[str, ...] = ()
     if store is not None:
-        found = recall(store, key, kernel, arch_obj, values, k=tune, verify=verify_hit)
+        found = recall(store, key, kernel, arch_obj, values, k=tune, verify=verify_hit, count=count_hit)
         warnings = found.warnings
         if found.choice is not None:
             return ChoiceResult(found.choice, (), "hit", warnings)

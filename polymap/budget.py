@@ -34,6 +34,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import ctypes
+import gc
 import io
 import mmap
 import multiprocessing
@@ -171,6 +172,31 @@ class Budget:
         return value
 
 
+    def start(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
+              what: str) -> "Pending":
+        """``fn(*args, **kwargs)`` in a forked child while the caller goes on: :meth:`Pending.result`
+        waits for its value (until the deadline: ``BudgetExceeded``), :meth:`Pending.cancel` ends it.
+
+        For work the caller needs only later (compile's exact reports, counted while it generates and
+        verifies the code: the machine has two cores). Without fork on this platform the work runs
+        when its result is asked for."""
+        kwargs = kwargs or {}
+        self.check(what)
+        try:
+            ctx = multiprocessing.get_context("fork")
+        except ValueError:
+            return Pending(self, what, fn, args, kwargs, None, None)
+        results = ctx.Queue()
+        child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
+        # the objects made so far out of the child's collections: its collector would walk (and so copy,
+        # page by page) the whole inherited heap, where the caller goes on in the parent
+        gc.freeze()
+        try:
+            child.start()
+        finally:
+            gc.unfreeze()
+        return Pending(self, what, fn, args, kwargs, child, results)
+
     def supervise(self, fn: Callable[..., int], args: tuple = (), *, what: str) -> int:
         """``fn(*args)`` (a command: it prints and returns an exit status) in a forked child, killed
         ``GRACE_SECONDS`` after the deadline when it has not answered by then.
@@ -239,6 +265,37 @@ class Budget:
             raise ChildFailed(f"the command's process ended with {how} without an answer")
         status, out = pickle.loads(bytes(result))
         return status, out
+
+
+class Pending:
+    """Work :meth:`Budget.start` runs in a child: its value once, then the child is gone."""
+
+    def __init__(self, budget: Budget, what: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
+                 child: Any, results: Any) -> None:
+        self._budget, self._what = budget, what
+        self._fn, self._args, self._kwargs = fn, args, kwargs
+        self._child, self._results = child, results
+
+    def result(self) -> Any:
+        """The value (the child's exception as :class:`ChildFailed`); past the deadline ``BudgetExceeded``."""
+        if self._child is None:
+            return self._fn(*self._args, **self._kwargs)
+        try:
+            status, value = self._results.get(timeout=max(self._budget.remaining(), 1e-3))
+        except queue.Empty:
+            raise self._budget.refusal(self._what) from None
+        finally:
+            self.cancel()
+        if status == "error":
+            raise ChildFailed(value)
+        return value
+
+    def cancel(self) -> None:
+        """End the child (nothing when it has answered and ended already)."""
+        if self._child is not None:
+            if self._child.is_alive():
+                self._child.kill()
+            self._child.join()
 
 
 def _isatty(stream: Any) -> bool:

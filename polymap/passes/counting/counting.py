@@ -256,7 +256,7 @@ def _default_params(model: KernelModel, params: MappingT[str, int]) -> dict[str,
 
 
 def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                  symbolic: bool = False) -> Counts:
+                  symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None) -> Counts:
     """The exact counts of ``mapping`` on ``arch`` (``mapping.md``): the one entry ``cost``, ``compile``
     and ``NAME.json`` count with.
 
@@ -270,10 +270,11 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     from :func:`~polymap.passes.counting.fastcount.fast_counts`: the same
     :class:`Counts`, equal to the ISL path's (``tests/test_count_paths.py``), in
     milliseconds instead of ISL's seconds. Everything else is counted by
-    :func:`isl_count_mapping`.
+    :func:`isl_count_mapping`. ``footprints``: every level's ``(elements, bytes)`` at ``params`` known
+    already from a fit check that tried the fast path and got no exact counts
+    (:func:`polymap.passes.counting.fit.footprints_and_fast_counts`): ISL counts the rest with them.
     """
-    footprints = None
-    if not symbolic:
+    if not symbolic and footprints is None:
         # one evaluation: the counts where exact; in the class but inexact (an edge tile idles a spatial
         # instance), the footprints still are
         fast, footprints = fast_path(model, mapping, arch, params=params)

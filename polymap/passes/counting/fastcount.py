@@ -442,11 +442,8 @@ def evaluator_for(model: KernelModel, mapping: Mapping, params: MappingT[str, in
     return found
 
 
-def _evaluated(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | None
-               ) -> tuple[Evaluator, BatchCounts] | None:
-    """The evaluator of ``mapping`` and its batch of one, or None outside the fast path's class."""
-    if params is None:
-        params = param_values(model.kernel)
+def _evaluator(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> Evaluator | None:
+    """The evaluator of ``mapping`` (kept in ``model.cache``), or None outside the fast path's class."""
     if mapping.schedule or len(mapping.mapped_nests) > 1:
         return None  # a statement schedule or fused nests: not one nest's loops
     try:
@@ -455,7 +452,20 @@ def _evaluated(model: KernelModel, mapping: Mapping, params: MappingT[str, int] 
         return None
     if tuple(mapping.loops) != ev.nest.loops:
         return None  # the tiles are read by the nest's loop positions
-    return ev, ev.evaluate(tiles_of([mapping], ev.nest))
+    return ev
+
+
+def in_class(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | None = None) -> bool:
+    """Does the fast path evaluate ``mapping`` (its counts exact or not)? Without evaluating it: an evaluation
+    is milliseconds to a tenth of a second (conv2d's seven loops), the class test a look-up once made."""
+    return _evaluator(model, mapping, param_values(model.kernel) if params is None else params) is not None
+
+
+def _evaluated(model: KernelModel, mapping: Mapping, params: MappingT[str, int] | None
+               ) -> tuple[Evaluator, BatchCounts] | None:
+    """The evaluator of ``mapping`` and its batch of one, or None outside the fast path's class."""
+    ev = _evaluator(model, mapping, param_values(model.kernel) if params is None else params)
+    return None if ev is None else (ev, ev.evaluate(tiles_of([mapping], ev.nest)))
 
 
 def fast_path(model: KernelModel, mapping: Mapping, arch: Architecture | None, *,

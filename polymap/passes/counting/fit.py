@@ -8,8 +8,9 @@ Two rules of ``mapping.md``, each written once:
 - **capacity**: the footprint of a level (the most elements held at once by
   one instance, :func:`polymap.passes.counting.footprint.level_footprint`, or
   the same numbers from the fast path where it applies,
-  :func:`polymap.passes.counting.fastcount.fast_counts`) must not exceed its
-  capacity, in elements, or in bytes when the capacity has a unit.
+  :func:`polymap.passes.counting.fastcount.fast_footprints`; both routes:
+  :func:`level_footprints`) must not exceed its capacity, in elements, or in
+  bytes when the capacity has a unit.
 
 Before, five callers rebuilt these checks with three wordings and legality
 parsed a level name back out of a message. Now every caller gets
@@ -33,7 +34,7 @@ import numpy as np
 from polymap.machine.arch import Architecture, Level
 from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
 from polymap.passes.counting.counts import Counts
-from polymap.passes.counting.fastcount import fast_counts
+from polymap.passes.counting.fastcount import fast_path
 from polymap.passes.counting.footprint import enumerable, level_footprint
 from polymap.passes.counting.residency import residencies
 from polymap.poly import KernelModel
@@ -111,27 +112,54 @@ def fanout_problems(mapping: Mapping, arch: Architecture, extents: MappingT[str,
     return tuple(out)
 
 
+#: every level's ``(elements, bytes)`` footprint, outermost first, None at the backing store
+Footprints = tuple[tuple[int, int] | None, ...]
+
+
+def level_footprints(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> Footprints:
+    """Every level's footprint at ``params`` (:func:`footprints_and_fast_counts`)."""
+    return footprints_and_fast_counts(model, mapping, params)[0]
+
+
+def footprints_and_fast_counts(model: KernelModel, mapping: Mapping, params: MappingT[str, int],
+                               arch: Architecture | None = None) -> tuple[Footprints, Counts | None]:
+    """Every level's footprint at ``params``, and the mapping's exact counts where the fast path gives them
+    (one evaluation for both): the fast path's closed forms where it applies (its footprints exact also
+    where its other counts are not: :func:`~polymap.passes.counting.fastcount.fast_path`), else the ISL
+    path's (:func:`~polymap.passes.counting.footprint.level_footprint`, the residencies' maximum).
+
+    The footprints alone, not the counts: what a fit check needs. On a nest outside the fast path's class
+    (syrk's triangle) they are a fifth of a whole ISL count, and a caller that counts the mapping after
+    all passes them on (``count_mapping(..., footprints=)``) instead of counting them again. ``arch``
+    names the counts' levels (None: the mapping's names)."""
+    values = dict(params)
+    counts, fast = fast_path(model, mapping, arch, params=values)
+    if counts is not None:
+        return (None,) + tuple((lv.footprint, lv.footprint_bytes) for lv in counts.levels[1:]), counts
+    if fast is not None:
+        return fast, None
+    res = residencies(model, mapping, params=values)
+    by_points = enumerable(model, mapping, values)
+    return (None,) + tuple(level_footprint(model, res.levels[k], values, by_points=by_points)
+                           for k in range(1, len(mapping.levels))), None
+
+
 def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                       params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Levels whose footprint exceeds their capacity (in elements, or bytes with dtype sizes)."""
-    values = dict(params)
-    fast = fast_counts(model, mapping, arch, params=values)  # its footprints are the ISL path's, in ms
-    if fast is not None:
-        return capacity_problems_of(fast, arch)
-    res = residencies(model, mapping, params=values)
-    by_points = enumerable(model, mapping, values)
-    return tuple(p for k, lv in enumerate(arch.levels) if k > 0 and lv.bounded
-                 if (p := _capacity_problem(k, lv, *level_footprint(model, res.levels[k], values,
-                                                                      by_points=by_points))) is not None)
+    return capacity_problems_at(level_footprints(model, mapping, params), arch)
+
+
+def capacity_problems_at(footprints: Footprints, arch: Architecture) -> tuple[FitProblem, ...]:
+    """:func:`capacity_problems` from footprints known already (:func:`level_footprints`)."""
+    return tuple(p for k, lv in enumerate(arch.levels) if k > 0 and lv.bounded and footprints[k] is not None
+                 if (p := _capacity_problem(k, lv, *footprints[k])) is not None)
 
 
 def capacity_problems_of(counts: Counts, arch: Architecture) -> tuple[FitProblem, ...]:
-    """:func:`capacity_problems` from a mapping's exact counts (their footprints are the same numbers):
-    a caller that counts the mapping anyway (a remembered choice re-checked at new sizes) checks the
-    capacities without counting the footprints twice."""
-    return tuple(p for k, lv in enumerate(arch.levels) if k > 0 and lv.bounded
-                 if (p := _capacity_problem(k, lv, counts.levels[k].footprint,
-                                            counts.levels[k].footprint_bytes)) is not None)
+    """:func:`capacity_problems` from a mapping's exact counts (their footprints are the same numbers)."""
+    return capacity_problems_at((None,) + tuple((lv.footprint, lv.footprint_bytes) for lv in counts.levels[1:]),
+                                arch)
 
 
 def _capacity_problem(k: int, lv: Level, elems: int, nbytes: int) -> FitProblem | None:

@@ -60,7 +60,7 @@ from polymap.passes.search.default_mapping import choose_mapping
 from polymap.passes.search.interchange import interchange_mappings, mapping_strided_weight
 from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import in_fast_class, search_mappings
-from polymap.passes.search.isl_schedule import countable, isl_proposals, reduced_sizes
+from polymap.passes.search.isl_schedule import checked_sizes, isl_proposals, reduced_sizes
 from polymap.passes.search.variants import neighbours
 from polymap.poly import KernelModel, build_model
 
@@ -107,6 +107,9 @@ class Candidate:
     """The reduced sizes it was ranked at (beyond the counting budget; ``report`` is None then)."""
     strided: int | None = None
     """The strided references of its innermost walk, the tie-break of :func:`rank` (set when ranked)."""
+    footprints: tuple[tuple[int, int] | None, ...] = ()
+    """Every level's ``(elements, bytes)`` its fit was checked on where its report is still to be counted (a
+    remembered mapping ISL counts: ``api._start_costs`` passes them on to the count)."""
 
     def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:
@@ -302,8 +305,9 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     budget.check(f"isl's scheduler on nest {nest}")
     scheduled, isl_gave_up, scheduler_seconds = isl_proposals(model, nest, arch, params, to_count=False)
     skipped = () if isl_gave_up is None else (f"isl schedule: {isl_gave_up}",)
-    beyond = not countable(model, nest, params)  # their counts are ranked at reduced sizes instead
-    proposals += [] if beyond else scheduled
+    # isl's candidates whose exact counts are beyond the work budget are ranked at reduced sizes instead
+    beyond = [(s, m) for s, m in scheduled if checked_sizes(model, nest, m, params) != params]
+    proposals += [(s, m) for s, m in scheduled if not any(m is b for _, b in beyond)]
     found, stopped, unsearched = _search(model, nest, arch, params, options, budget)
     skipped += unsearched
     seen = set()
@@ -358,8 +362,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
             kept = dataclasses.replace(kept, problems=kept.problems + (why,))
             usable = [kept] + [c for c in usable if c.mapping is not None]
             chosen = kept
-    if beyond and scheduled and chosen.legal:
-        ranked = _rank_beyond_budget(model, nest, arch, params, chosen, scheduled, options, budget)
+    if beyond and chosen.legal:
+        ranked = _rank_beyond_budget(model, nest, arch, params, chosen, beyond, options, budget)
         winner = [c for c in ranked if c.ranked_at]
         usable = winner + usable + [c for c in ranked if c.legal and not c.ranked_at]
         rest += [c for c in ranked if not c.legal]

@@ -27,7 +27,7 @@ from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.mapping.model import LevelMapping, Mapping, nest_tensors
-from polymap.mapping.schedule import ScheduleEntry, coords_map, schedule_entry
+from polymap.mapping.schedule import ScheduleEntry, coords_map, moves_statements, schedule_entry
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.execution import Steps, reduces, walk_steps
@@ -194,6 +194,19 @@ def reduced_sizes(model: KernelModel, nest: int, params: MappingT[str, int]) -> 
             break
         small[big] = max(2, small[big] // 2)
     return small
+
+
+def checked_sizes(model: KernelModel, nest: int, mapping: Mapping, params: MappingT[str, int]) -> dict[str, int]:
+    """The sizes compile checks (fits) and ranks ``mapping`` of ``nest`` at: ``params``, or
+    :func:`reduced_sizes` for a mapping that moves statements (skewed, fused or wavefront: isl's
+    schedules) whose exact counts at ``params`` are beyond the work budget (:func:`countable`).
+
+    The one rule for both sides: the choice ranks isl's candidates by it
+    (``choice._rank_beyond_budget``), a cache hit re-checks a remembered mapping by it."""
+    values = dict(params)
+    if moves_statements(model, mapping) and not countable(model, nest, values):
+        return reduced_sizes(model, nest, values)
+    return values
 
 
 def _as_written(model: KernelModel, entry: ScheduleEntry) -> bool:

@@ -23,14 +23,15 @@ from typing import Mapping as MappingT
 from polymap import ir
 from polymap.errors import MappingError
 from polymap.mapping.files import mapping_from_dict
-from polymap.mapping.schedule import moves_statements, schedule_entry
+from polymap.mapping.schedule import schedule_entry
 from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
-from polymap.passes.counting.fit import capacity_problems_of, fanout_problems
+from polymap.passes.counting.fastcount import in_class
+from polymap.passes.counting.fit import capacity_problems_at, fanout_problems, footprints_and_fast_counts
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping, reblocked
-from polymap.passes.search.isl_schedule import countable, reduced_sizes
+from polymap.passes.search.isl_schedule import checked_sizes
 from polymap.passes.search.tune import TunedChoice
 from polymap.poly import build_model
 from polymap.codegen.verify import verify as check_against_reference
@@ -119,10 +120,12 @@ def from_exact_form(data: dict, kernel: ir.Kernel, arch: Architecture, *, model:
 
 
 def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
-           k: int = 0, verify: bool = True) -> Recall:
+           k: int = 0, verify: bool = True, count: bool = True) -> Recall:
     """The remembered choice for ``kernel`` at ``params``, checked (see the module docstring).
 
-    ``k``: an entry tuned over fewer candidates than asked for is a miss.
+    ``k``: an entry tuned over fewer candidates than asked for is a miss. ``count`` false: a mapping that
+    passes and lies outside the fast path's class gets no report (legal and fits, decided all the same):
+    compile counts it with ISL while it writes the code (``api._start_costs``), on the other core.
     """
     loaded = cache.load(key)
     if loaded.entry is None:
@@ -136,7 +139,7 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     nests = []
     try:
         for item in entry.get("nests", []):
-            nests.append(_checked_nest(model, item, arch, params))
+            nests.append(_checked_nest(model, item, arch, params, count=count))
     except (MappingError, KeyError, TypeError, ValueError) as exc:
         return Recall("miss", None, (f"{where} ignored: {str(exc).splitlines()[0]}",))
     wanted = {n for n in range(len(renamed.nests())) if nest_loops(renamed, n)}
@@ -154,7 +157,8 @@ def recall(cache: TuningCache, key: CacheKey, kernel: ir.Kernel, arch: Architect
     return Recall("hit", choice, ())
 
 
-def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: MappingT[str, int]) -> NestChoice:
+def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: MappingT[str, int], *,
+                  count: bool = True) -> NestChoice:
     """One nest of an entry as a NestChoice, or ValueError saying what is wrong with it."""
     nest, source = int(item["nest"]), str(item["source"])
     label = f"cache ({source})"
@@ -170,21 +174,23 @@ def _checked_nest(model: KernelModel, item: dict, arch: Architecture, params: Ma
         raise ValueError(f"nest {nest} holds a mapping of nest {mapping.nest}")
     values = dict(params)
     try:
-        return _checked_mapping(model, nest, label, mapping, arch, values)
+        return _checked_mapping(model, nest, label, mapping, arch, values, count=count)
     except DoesNotFit as exc:
         # blocked for other sizes of the bucket: made again by the rule that made it, checked alike
         again = reblocked(model, nest, source, arch, values)
         if again is None or again == mapping:
             raise
         try:
-            return _checked_mapping(model, nest, f"cache ({source}, re-blocked for these sizes)", again, arch, values)
+            return _checked_mapping(model, nest, f"cache ({source}, re-blocked for these sizes)", again, arch, values,
+                                    count=count)
         except ValueError:
             raise exc from None
 
 
 def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping, arch: Architecture,
-                     values: dict[str, int]) -> NestChoice:
-    """``mapping`` as the nest's choice when it is legal and fits at ``values``, else ValueError saying why."""
+                     values: dict[str, int], *, count: bool = True) -> NestChoice:
+    """``mapping`` as the nest's choice when it is legal and fits at ``values``, else ValueError saying why;
+    with its exact report when ``count``."""
     if not is_legal(model, mapping):
         raise ValueError(f"the mapping of nest {nest} is illegal")
     # a skewed, fused or wavefront mapping whose exact counts are beyond the work budget was checked and
@@ -192,19 +198,25 @@ def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping
     # Counted at the given sizes instead, jacobi-2d's 8 x 64 x 64 wavefront tiles were refused at every
     # size of the bucket (L1 49 KB at T=16, N=1024 as at 13 x 1000), so a hit was never possible, and the
     # miss chose again for a minute
-    reduced = moves_statements(model, mapping) and not countable(model, nest, values)
-    at = reduced_sizes(model, nest, values) if reduced else values
+    at = checked_sizes(model, nest, mapping, values)
     extents = mapping_loop_extents(model.kernel, mapping, at, model=model)
     if fanout_problems(mapping, arch, extents):
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
-    # counted once: the capacities are checked on the counts' footprints (fit's rule, the same numbers),
-    # and the report is the one compile writes (before, the footprints were counted twice: 1.2 s of gemm's hit)
-    counts = count_mapping(model, mapping, arch, params=at)
-    if capacity_problems_of(counts, arch):
+    # the capacities on the footprints alone (fit's rule; the fast path's closed forms where it applies,
+    # else ISL's): a mapping that does not fit, or one checked at reduced sizes, is never counted whole.
+    # syrk's re-blocked hit counted the remembered blocking whole only to find that it overflowed L1
+    footprints, fast = footprints_and_fast_counts(model, mapping, at, arch)
+    if capacity_problems_at(footprints, arch):
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
-    if reduced:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
+    if at != values:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
         return NestChoice(nest, cand, (cand,))
+    if fast is None and not count and not in_class(model, mapping, at):  # ISL counts it whole: seconds
+        cand = Candidate(label, mapping, mapping, True, footprints=footprints)
+        return NestChoice(nest, cand, (cand,))
+    # the report compile writes (KernelChoice.report_of): the fast path's counts that came with the
+    # footprints, else counted with those footprints (not counted a second time)
+    counts = fast if fast is not None else count_mapping(model, mapping, arch, params=at, footprints=footprints)
     report = evaluate(counts, arch, execution=mapping_execution(model, mapping, arch, extents))
     cand = Candidate(label, mapping, mapping, True, report=report)
     return NestChoice(nest, cand, (cand,))
