@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from polymap import ir
+from polymap.userdirs import user_cache_dir
 from polymap.errors import EnvironmentProblem, InputError
 from polymap.tensors import numpy_dtype
 from polymap.codegen.c.expr import c_name
@@ -41,8 +42,7 @@ def cache_dir() -> Path:
     if base:
         path = Path(base)
     else:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        path = Path(xdg) / "polymap"
+        path = user_cache_dir()
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Mapping as MappingT
 
 from polymap import api
+from polymap.userdirs import user_cache_dir
 from polymap.commands.common import choice_options, progress_printer
 from polymap.driver import check_defines, load_program, param_values, parse_defines, print_warnings, select_kernels
 from polymap.codegen.timing import ProcessTimer, timing_environment
@@ -81,8 +82,7 @@ def main(args: argparse.Namespace) -> int:
 
 def cache_dir_from_environment(environ: MappingT[str, str] = os.environ) -> Path:
     """``$XDG_CACHE_HOME/polymap``, else ``~/.cache/polymap`` (``cli.md``)."""
-    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "polymap"
+    return user_cache_dir(environ)
 
 
 def document(result: api.CompiledKernel) -> dict:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from lark import Lark, Tree
+from lark import __version__ as lark_version
 from lark.exceptions import UnexpectedInput, VisitError
 
 from polymap import ir
@@ -19,12 +20,17 @@ from polymap.errors import LoopSyntaxError, PolymapError
 from polymap.grammar.postlex import SeparatorPostLex
 from polymap.grammar.syntax_errors import syntax_error
 from polymap.grammar.transformer import LoopTransformer
+from polymap.userdirs import user_cache_dir, writable_dir
 
 __all__ = ["parse_program"]
 
 
 @lru_cache(maxsize=1)
 def _parser() -> Lark:
+    # lark keeps the LALR tables it analysed in a file of the user's cache (tagged inside with a hash of
+    # the grammar, the options and lark's version: a stale or damaged file is rebuilt, silently): every
+    # command parses, and analysing the grammar was 60 ms of each start (a cache hit's compile is ~1 s)
+    where = writable_dir(user_cache_dir())
     return Lark.open(
         "loop.lark",
         rel_to=__file__,
@@ -33,6 +39,7 @@ def _parser() -> Lark:
         postlex=SeparatorPostLex(),
         propagate_positions=True,
         maybe_placeholders=True,
+        cache=False if where is None else str(where / f"loop-grammar-lark-{lark_version}.tables"),
     )
 
 
