@@ -256,7 +256,7 @@ def _default_params(model: KernelModel, params: MappingT[str, int]) -> dict[str,
 
 
 def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                  symbolic: bool = False) -> Counts:
+                  symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None) -> Counts:
     """The exact counts of ``mapping`` on ``arch`` (``mapping.md``): the one entry ``cost``, ``compile``
     and ``NAME.json`` count with.
 
@@ -271,14 +271,19 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     :class:`Counts`, equal to the ISL path's (``tests/test_count_paths.py``), in
     milliseconds instead of ISL's seconds. Everything else is counted by
     :func:`isl_count_mapping`.
+
+    ``footprints``: per level, ``(elements, bytes)`` at ``params`` already known (from
+    :func:`~polymap.passes.counting.fit.level_footprints`, which counts them the same way), not
+    counted again; None entries are counted.
     """
-    footprints = None
     if not symbolic:
         # one evaluation: the counts where exact; in the class but inexact (an edge tile idles a spatial
         # instance), the footprints still are
-        fast, footprints = fast_path(model, mapping, arch, params=params)
+        fast, fast_footprints = fast_path(model, mapping, arch, params=params)
         if fast is not None:
             return fast
+        if fast_footprints is not None:
+            footprints = fast_footprints
     return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints)
 
 

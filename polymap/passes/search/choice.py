@@ -52,7 +52,7 @@ from polymap.passes.counting.cost_model import CostReport, Objective, mapping_ex
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES
-from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
+from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_check
 from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import is_legal
@@ -556,19 +556,23 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     however little work one execution covers (``min_work=0``): the fork that does not pay at reduced
     sizes does at the given ones."""
     params = dict(params)
+    footprints = None
     if mapping is not None:
         if not is_legal(model, mapping):
             # the verdict only, exact and symbolic: the witnesses of check_mapping are for the user's own
             # mapping; for a candidate that loses anyway they cost ISL minutes (symm's register tiles at
             # LARGE: over 300 s, where the verdict takes seconds)
             return Candidate(source, mapping, counted, False, (ILLEGAL_CANDIDATE,))
-        problems = fit_problems(model, mapping, arch, params)
+        # the footprints the fit was checked with are the counts' (walked once, not twice: issue 9)
+        problems, footprints = fit_check(model, mapping, arch, params)
         if fit and problems and all(p.kind == "capacity" for p in problems):
             mapping = counted = fit_keeps(model, mapping, arch, params)
-            problems = capacity_problems(model, mapping, arch, params)
+            problems, footprints = fit_check(model, mapping, arch, params)
         if problems:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
-    counts = count_mapping(model, counted, arch, params=params)
+        if counted != mapping:
+            footprints = None  # they are the mapping's, not those of what is counted
+    counts = count_mapping(model, counted, arch, params=params, footprints=footprints)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
     # beyond per_call, whether a loop is worth a fork at all (MIN_WORK) is a question of the given sizes
     execution = mapping_execution(model, counted, arch, extents, **({} if per_call else {"min_work": 0}))
