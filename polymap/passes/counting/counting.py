@@ -91,20 +91,28 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     return step.lexmin().range()
 
 
-def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
-    """Stays of ``tensor``'s elements that end dirty, walked point by point (parameters fixed).
-
-    The same number as ``|_writeback_ends|``: per instance of the level, its
-    residencies in time order; per element, the runs of consecutive
-    residencies holding it (stays); a stay with a write in it is written back.
-    """
-    t = lr.tensor(tensor)
-    depth = lr.depth
+def _residency_order(lr: LevelResidency) -> dict[tuple, dict[tuple, int]]:
+    """Per instance of the level (its spatial coordinates), each residency's place in time order."""
     order: dict[tuple, dict[tuple, int]] = {}
     for r in sorted(points(lr.points)):
         inst = tuple(r[j] for j in lr.spatial)
         seq = order.setdefault(inst, {})
         seq[r] = len(seq)
+    return order
+
+
+def _writebacks_by_points(lr: LevelResidency, tensor: str,
+                          order: dict[tuple, dict[tuple, int]] | None = None) -> int:
+    """Stays of ``tensor``'s elements that end dirty, walked point by point (parameters fixed).
+
+    The same number as ``|_writeback_ends|``: per instance of the level, its
+    residencies in time order; per element, the runs of consecutive
+    residencies holding it (stays); a stay with a write in it is written back. ``order``: the
+    level's :func:`_residency_order`, when known (the same for every tensor of the level).
+    """
+    t = lr.tensor(tensor)
+    depth = lr.depth
+    order = _residency_order(lr) if order is None else order
     written = {(p[:depth], p[depth:]) for p in points(t.written)}
     stays: dict[tuple, list[tuple[int, bool]]] = {}
     for p in points(t.held):
@@ -157,6 +165,7 @@ class _Counter:
         self._entering: dict = {}
         self._fills: dict = {}
         self._wb: dict = {}
+        self._order: dict = {}  # per level, _residency_order (counts by points)
 
     def number(self, pw: isl.PwQPolynomial | isl.UnionPwQPolynomial) -> int:
         return 0 if pw is None else to_int(pw, self.params)
@@ -209,7 +218,10 @@ class _Counter:
                 # (leaves, or is still held after the last residency) once per start
                 self._wb[key] = self.entering_count(level, tensor)
             elif self.card is _card_by_points:
-                n = _writebacks_by_points(self.res.levels[level], tensor)
+                lr = self.res.levels[level]
+                if level not in self._order:  # walked once per level, not once per tensor
+                    self._order[level] = _residency_order(lr)
+                n = _writebacks_by_points(lr, tensor, self._order[level])
                 self._wb[key] = isl.PwQPolynomial(f"{{ {n} }}")
             else:
                 self._wb[key] = self.card(_writeback_ends(self.res.levels[level], tensor))
