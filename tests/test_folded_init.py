@@ -175,5 +175,5 @@ def test_folded_counts_by_barvinok_equal_the_walk_and_the_simulator(params, monk
         assert fit.fit_check(model, folded, ARCH, params) == fits
     assert counts_as_dict(by_barvinok) == simulate(kernel, folded, params)
     # the footprints the fit check saw are the counts' own, and passing them on changes nothing
-    assert fits[1][1:] == tuple((lv.footprint, lv.footprint_bytes) for lv in by_barvinok.levels[1:])
-    assert count_mapping(model, folded, ARCH, params=params, footprints=fits[1]) == by_barvinok
+    assert fits.footprints[1:] == tuple((lv.footprint, lv.footprint_bytes) for lv in by_barvinok.levels[1:])
+    assert count_mapping(model, folded, ARCH, params=params, footprints=fits.footprints, res=fits.res) == by_barvinok

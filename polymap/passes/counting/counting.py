@@ -115,7 +115,7 @@ def _writebacks_by_points(lr: LevelResidency, tensor: str,
     order = _residency_order(lr) if order is None else order
     written = {(p[:depth], p[depth:]) for p in points(t.written)}
     stays: dict[tuple, list[tuple[int, bool]]] = {}
-    for p in points(t.held):
+    for p in t.held_points:
         r, e = p[:depth], p[depth:]
         inst = tuple(r[j] for j in lr.spatial)
         stays.setdefault((inst, e), []).append((order[inst][r], (r, e) in written))
@@ -268,7 +268,8 @@ def _default_params(model: KernelModel, params: MappingT[str, int]) -> dict[str,
 
 
 def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                  symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None) -> Counts:
+                  symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None,
+                  res: Residencies | None = None) -> Counts:
     """The exact counts of ``mapping`` on ``arch`` (``mapping.md``): the one entry ``cost``, ``compile``
     and ``NAME.json`` count with.
 
@@ -286,7 +287,8 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
 
     ``footprints``: per level, ``(elements, bytes)`` at ``params`` already known (from
     :func:`~polymap.passes.counting.fit.level_footprints`, which counts them the same way), not
-    counted again; None entries are counted.
+    counted again; None entries are counted. ``res``: the mapping's residencies at ``params``, built
+    already (:class:`~polymap.passes.counting.fit.FitCheck`), not built again.
     """
     if not symbolic:
         # one evaluation: the counts where exact; in the class but inexact (an edge tile idles a spatial
@@ -296,18 +298,20 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
             return fast
         if fast_footprints is not None:
             footprints = fast_footprints
-    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints)
+    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints,
+                             res=None if symbolic else res)
 
 
 def isl_count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                      symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None
-                      ) -> Counts:
+                      symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None,
+                      res: Residencies | None = None) -> Counts:
     """:func:`count_mapping` by the ISL path alone (residency relations, barvinok or point walks), for any
     mapping: what the fast path is checked against, and what recounts a search's winners. ``footprints``:
     every level's ``(elements, bytes)`` known already (:func:`~polymap.passes.counting.fastcount.fast_path`),
-    not counted again."""
+    not counted again; ``res``: the residencies at ``params`` (numbers only), not built again."""
     values = _default_params(model, params)
-    res = residencies(model, mapping, params=None if symbolic else values)
+    if res is None or symbolic:
+        res = residencies(model, mapping, params=None if symbolic else values)
     return assemble_counts(model, mapping, arch, res, _Counter(model, mapping, res, values, symbolic),
                            values, symbolic=symbolic, footprints=footprints)
 

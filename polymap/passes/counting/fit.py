@@ -24,7 +24,7 @@ numbers or NumPy arrays (the search ranks whole batches with them).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Mapping as MappingT
 
@@ -35,7 +35,7 @@ from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
 from polymap.passes.counting.counts import Counts
 from polymap.passes.counting.fastcount import fast_path
 from polymap.passes.counting.footprint import enumerable, level_footprint
-from polymap.passes.counting.residency import residencies
+from polymap.passes.counting.residency import Residencies, residencies
 from polymap.poly import KernelModel
 
 
@@ -111,26 +111,43 @@ def fanout_problems(mapping: Mapping, arch: Architecture, extents: MappingT[str,
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class FitCheck:
+    """What :func:`fit_check` found: the problems (empty: the mapping fits), every level's footprint
+    (:func:`bounded_footprints`), and the residencies they were walked on (None where the fast path
+    gave them), which the counts of the same mapping at the same sizes reuse (issue 9)."""
+
+    problems: tuple["FitProblem", ...]
+    footprints: tuple[tuple[int, int] | None, ...]
+    res: Residencies | None = field(default=None, compare=False, repr=False)
+
+
 def bounded_footprints(model: KernelModel, mapping: Mapping, arch: Architecture,
-                     params: MappingT[str, int]) -> tuple[tuple[int, int] | None, ...]:
+                       params: MappingT[str, int]) -> tuple[tuple[int, int] | None, ...]:
     """Per level, ``(elements, bytes)`` held at once by one instance at its fullest, for every bounded
     level below the backing store (None for the others): what :func:`capacity_problems` checks.
 
     The numbers :func:`~polymap.passes.counting.counting.count_mapping` reports, by the same route
     (the fast path's counts, else its footprints where only those are exact, else the ISL path's
-    residencies); a caller that counts the mapping after checking its fit passes
-    them on (``footprints=``) instead of walking them twice (heat-3d's isl candidates: 40% of
-    their counting time, issue 9)."""
+    residencies); a caller that counts the mapping after checking its fit passes them on
+    (:func:`fit_check`) instead of walking them twice (heat-3d's isl candidates: 40% of their
+    counting time, issue 9)."""
+    return _footprints_and_residencies(model, mapping, arch, params)[0]
+
+
+def _footprints_and_residencies(model: KernelModel, mapping: Mapping, arch: Architecture,
+                                params: MappingT[str, int]
+                                ) -> tuple[tuple[tuple[int, int] | None, ...], Residencies | None]:
     values = dict(params)
     fast, known = fast_path(model, mapping, arch, params=values)  # the ISL path's numbers, in ms
     if fast is not None:
         known = tuple(None if k == 0 else (lv.footprint, lv.footprint_bytes) for k, lv in enumerate(fast.levels))
     if known is not None:
-        return tuple(known[k] if k > 0 and lv.bounded else None for k, lv in enumerate(arch.levels))
+        return tuple(known[k] if k > 0 and lv.bounded else None for k, lv in enumerate(arch.levels)), None
     res = residencies(model, mapping, params=values)
     by_points = enumerable(model, mapping, values)
     return tuple(level_footprint(model, res.levels[k], values, by_points=by_points) if k > 0 and lv.bounded
-                 else None for k, lv in enumerate(arch.levels))
+                 else None for k, lv in enumerate(arch.levels)), res
 
 
 def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
@@ -165,14 +182,13 @@ def _capacity_problem(k: int, lv: Level, elems: int, nbytes: int) -> FitProblem 
 def fit_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                  params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Every fan-out problem, then every capacity problem (empty: the mapping fits)."""
-    return fit_check(model, mapping, arch, params)[0]
+    return fit_check(model, mapping, arch, params).problems
 
 
-def fit_check(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]
-              ) -> tuple[tuple[FitProblem, ...], tuple[tuple[int, int] | None, ...]]:
-    """:func:`fit_problems` with the footprints it checked (:func:`bounded_footprints`), for a caller
-    that counts the mapping next (``count_mapping(..., footprints=)``)."""
+def fit_check(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> FitCheck:
+    """:func:`fit_problems` with the footprints it checked and their residencies, for a caller that
+    counts the mapping next (``count_mapping(..., footprints=, res=)``)."""
     values = dict(params)
     extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
-    footprints = bounded_footprints(model, mapping, arch, values)
-    return fanout_problems(mapping, arch, extents) + footprint_problems(footprints, arch), footprints
+    footprints, res = _footprints_and_residencies(model, mapping, arch, values)
+    return FitCheck(fanout_problems(mapping, arch, extents) + footprint_problems(footprints, arch), footprints, res)

@@ -106,10 +106,11 @@ def _footprint_by_points(model: KernelModel, lr: LevelResidency, params: Mapping
     elems: Counter = Counter()
     nbytes: Counter = Counter()
     for t in lr.tensors:
-        held = without_params(fix_params(t.held, model, params)) if t.held.dim(isl.dim_type.param) else t.held
+        with_params = bool(t.held.dim(isl.dim_type.param))
+        held = without_params(fix_params(t.held, model, params)) if with_params else t.held
         size = DTYPE_BYTES.get(model.kernel.decl(t.tensor).dtype, 4)
         depth = held.dim(isl.dim_type.in_)
-        per = Counter(p[:depth] for p in points(held))
+        per = Counter(p[:depth] for p in (points(held) if with_params else t.held_points))
         for r, n in per.items():
             elems[r] += n
             nbytes[r] += n * size

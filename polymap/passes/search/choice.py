@@ -568,23 +568,24 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     however little work one execution covers (``min_work=0``): the fork that does not pay at reduced
     sizes does at the given ones."""
     params = dict(params)
-    footprints = None
+    footprints = res = None
     if mapping is not None:
         if not is_legal(model, mapping):
             # the verdict only, exact and symbolic: the witnesses of check_mapping are for the user's own
             # mapping; for a candidate that loses anyway they cost ISL minutes (symm's register tiles at
             # LARGE: over 300 s, where the verdict takes seconds)
             return Candidate(source, mapping, counted, False, (ILLEGAL_CANDIDATE,))
-        # the footprints the fit was checked with are the counts' (walked once, not twice: issue 9)
-        problems, footprints = fit_check(model, mapping, arch, params)
-        if fit and problems and all(p.kind == "capacity" for p in problems):
+        # the footprints and residencies the fit was checked with are the counts' (built once: issue 9)
+        checked = fit_check(model, mapping, arch, params)
+        if fit and checked.problems and all(p.kind == "capacity" for p in checked.problems):
             mapping = counted = fit_keeps(model, mapping, arch, params)
-            problems, footprints = fit_check(model, mapping, arch, params)
+            checked = fit_check(model, mapping, arch, params)
+        problems = checked.problems
         if problems:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
-        if counted != mapping:
-            footprints = None  # they are the mapping's, not those of what is counted
-    counts = count_mapping(model, counted, arch, params=params, footprints=footprints)
+        if counted == mapping:  # else they are the mapping's, not those of what is counted
+            footprints, res = checked.footprints, checked.res
+    counts = count_mapping(model, counted, arch, params=params, footprints=footprints, res=res)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
     # beyond per_call, whether a loop is worth a fork at all (MIN_WORK) is a question of the given sizes
     execution = mapping_execution(model, counted, arch, extents, **({} if per_call else {"min_work": 0}))
