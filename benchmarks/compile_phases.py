@@ -101,6 +101,8 @@ def install() -> None:
         return timed(run, child_phase(what))(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
 
     budget_module.Budget.run = run_timed
+    # pieces run side by side share the children's CPU: timed per batch, not per piece
+    budget_module.Budget.run_all = timed(budget_module.Budget.run_all, "children: pieces side by side (total)")
 
 
 def main(argv: list[str] | None = None) -> int:
