@@ -44,7 +44,7 @@ from math import prod
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.budget import Budget, ChildFailed, Piece
+from polymap.budget import Budget, Piece
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
@@ -320,18 +320,9 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
         pieces.append(Piece(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
                             limit, late, f"the candidate '{source}' of nest {nest}"))
-    # the original order is counted beside them (it is needed whenever some candidate is legal and
-    # counted, almost always); its error only matters then, so it comes back as a value
-    original = original_mapping(kernel, nest, arch)
-    uncounted = Candidate("original order", None, original, True,
-                          (f"not counted within the safety limit of {limit:g} s",))
-    pieces.append(Piece(_evaluate_or_error, (model, "original order", None, original, arch, params), {}, limit,
-                        uncounted, f"the original order of nest {nest}"))
     # the search and each candidate in a child of its own, as many at once as there are cores: the same
     # answers as one after the other (issue 9)
     others = budget.run_all(pieces)
-    first = others.pop()
-    pieces.pop()
     found: list[tuple[Mapping, CostReport]] = []
     stopped: tuple[str, ...] = ()
     if search is not None:
@@ -350,11 +341,14 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if text not in seen:
             seen.add(text)
             others.append(Candidate(f"search #{k + 1}", m, m, True, (), report))
+    original = original_mapping(kernel, nest, arch)
     if any(c.legal and c.report is not None for c in others):
-        if first is uncounted:
+        late = Candidate("original order", None, original, True,
+                         (f"not counted within the safety limit of {limit:g} s",))
+        first = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
+                           limit=limit, timed_out=late, what=f"the original order of nest {nest}")
+        if first is late:
             stopped += (f"original order: not counted within the safety limit of {limit:g} s",)
-        elif isinstance(first, str):
-            raise ChildFailed(first)  # what Budget.run raises for a piece that failed
         candidates = [first] + others
     else:  # nothing to rank against: the original order wins without being counted
         candidates = [Candidate("original order", None, original, True, ("the only legal, fitting candidate",))]
@@ -599,16 +593,6 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
         execution = dataclasses.replace(execution, sync=1.0)
     report = evaluate(counts, arch, execution=execution)
     return Candidate(source, mapping, counted, True, (), report)
-
-
-def _evaluate_or_error(*args: object, **kwargs: object) -> Candidate | str:
-    """:func:`_evaluate`, or the text of the exception it raised (``"ValueError: ..."``, as
-    :class:`~polymap.budget.ChildFailed` says it), for a piece whose failure only counts if its
-    answer is needed."""
-    try:
-        return _evaluate(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - handed back to the parent, which decides
-        return f"{type(exc).__name__}: {exc}"
 
 
 def _fit_text(p: FitProblem) -> str:
