@@ -1,6 +1,10 @@
 """Where ``compile``'s CPU goes, per phase, without a profiler's distortion (issue 14).
 
     python benchmarks/compile_phases.py [--dataset LARGE] [--polybench DIR] KERNEL [KERNEL ...]
+    python benchmarks/compile_phases.py examples/gemm.loop examples/polybench/heat-3d.loop
+
+A KERNEL ending in ``.loop`` is that file compiled at the sizes of its header (compile's default
+sizes, issue 9's "a few seconds"); any other is a PolyBench kernel at the dataset's sizes.
 
 Runs :func:`polymap.api.compile` in this process (the CLI's supervising fork
 left out) on PolyBench kernels at a dataset's sizes and adds up the CPU
@@ -13,7 +17,7 @@ sources, the reference execution, the runs). The phases are timed by
 wrapping the functions ``compile`` calls, so the numbers are CPU time, not
 samples; nested phases are marked ``(total)``. Prints, per kernel, the
 chosen candidates, the wall and CPU seconds, the machine's load average and
-the phases, largest first.
+the phases (CPU and wall seconds), largest CPU first.
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from polybench_compare import dataset_sizes, find_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECONDS: collections.Counter = collections.Counter()
+WALL: collections.Counter = collections.Counter()
 CALLS: collections.Counter = collections.Counter()
 
 #: (module, function, phase): what is wrapped
@@ -69,11 +74,12 @@ def cpu() -> float:
 
 def timed(fn: Callable[..., Any], phase: str) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        start = cpu()
+        start, wall = cpu(), time.monotonic()
         try:
             return fn(*args, **kwargs)
         finally:
             SECONDS[phase] += cpu() - start
+            WALL[phase] += time.monotonic() - wall
             CALLS[phase] += 1
     return wrapper
 
@@ -95,6 +101,8 @@ def install() -> None:
         return timed(run, child_phase(what))(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
 
     budget_module.Budget.run = run_timed
+    # pieces run side by side share the children's CPU: timed per batch, not per piece
+    budget_module.Budget.run_all = timed(budget_module.Budget.run_all, "children: pieces side by side (total)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,10 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     install()
     for name in args.kernels:
         SECONDS.clear()
+        WALL.clear()
         CALLS.clear()
-        kernel = polymap.load(ROOT / "examples" / "polybench" / f"{name}.loop").kernels[0]
-        sizes = dataset_sizes(find_source(Path(args.polybench), name).with_suffix(".h"), args.dataset)
-        params = {q: sizes[q] for q in kernel.param_names}
+        if name.endswith(".loop"):
+            kernel = polymap.load(name).kernels[0]
+            params = polymap.param_values(kernel, {})
+        else:
+            kernel = polymap.load(ROOT / "examples" / "polybench" / f"{name}.loop").kernels[0]
+            sizes = dataset_sizes(find_source(Path(args.polybench), name).with_suffix(".h"), args.dataset)
+            params = {q: sizes[q] for q in kernel.param_names}
         wall, start = time.monotonic(), cpu()
         with tempfile.TemporaryDirectory() as tmp:
             result = api.compile(kernel, params=params, out_dir=tmp,
@@ -123,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in result.choice.nests if result.choice else ():
             print(f"   nest {n.nest}: {n.chosen.source}" + (f" (stopped: {'; '.join(n.stopped)})" if n.stopped else ""))
         for phase, seconds in SECONDS.most_common():
-            print(f"   {phase:44s} {seconds:8.2f} s  x{CALLS[phase]}")
+            print(f"   {phase:44s} {seconds:8.2f} s cpu {WALL[phase]:8.2f} s wall  x{CALLS[phase]}")
         sys.stdout.flush()
     return 0
 

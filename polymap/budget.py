@@ -38,6 +38,7 @@ import gc
 import io
 import mmap
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import queue
@@ -47,7 +48,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from polymap.errors import PolymapError
 
@@ -196,6 +197,65 @@ class Budget:
         finally:
             gc.unfreeze()
         return Pending(self, what, fn, args, kwargs, child, results)
+
+    def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None) -> list[Any]:
+        """Every piece as :meth:`run` runs it (in a forked child, within its limit), up to ``jobs`` children
+        at once (default: the cores this process may use, :func:`usable_cores`); the results in the
+        pieces' order.
+
+        Each piece is what it would be alone, so the answers are those of one :meth:`run` after the
+        other; only the wall-clock time differs (compile's candidates on two cores: issue 9). Past a
+        piece's limit: its ``timed_out``. Past the deadline: ``BudgetExceeded``. A piece that raises
+        (or whose child dies without answering): :class:`ChildFailed`, the others killed.
+        """
+        jobs = usable_cores() if jobs is None else jobs
+        try:
+            ctx = multiprocessing.get_context("fork")
+        except ValueError:
+            ctx = None
+        if ctx is None or jobs <= 1 or len(pieces) <= 1:
+            return [self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
+                    for p in pieces]
+        results: list[Any] = [None] * len(pieces)
+        waiting = list(range(len(pieces)))
+        running: dict[Any, tuple[int, Any, float]] = {}  # the child's pipe -> (piece, child, when it stops)
+        try:
+            while waiting or running:
+                while waiting and len(running) < jobs:
+                    k = waiting.pop(0)
+                    piece = pieces[k]
+                    self.check(piece.what)
+                    recv, send = ctx.Pipe(duplex=False)
+                    child = ctx.Process(target=_child, args=(_Sender(send), piece.fn, piece.args, piece.kwargs or {}),
+                                        daemon=True)
+                    child.start()
+                    send.close()
+                    running[recv] = (k, child, time.monotonic() + min(piece.limit, self.remaining()))
+                first = min(stop for _, _, stop in running.values())
+                ready = multiprocessing.connection.wait(list(running), max(0.0, first - time.monotonic()))
+                now = time.monotonic()
+                for conn in list(running):
+                    k, child, stop = running[conn]
+                    if conn in ready:
+                        try:
+                            status, value = conn.recv()
+                        except EOFError:
+                            status, value = "error", "the child ended without an answer"
+                    elif now >= stop:
+                        status, value = "timeout", pieces[k].timed_out
+                    else:
+                        continue
+                    del running[conn]
+                    _end(conn, child)
+                    if status == "error":
+                        raise ChildFailed(value)
+                    if status == "timeout" and self.remaining() <= 0:
+                        raise self.refusal(pieces[k].what)
+                    results[k] = value
+        finally:
+            for conn, (_, child, _) in running.items():
+                _end(conn, child)
+        return results
 
     def supervise(self, fn: Callable[..., int], args: tuple = (), *, what: str) -> int:
         """``fn(*args)`` (a command: it prints and returns an exit status) in a forked child, killed
@@ -356,6 +416,44 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the piece ends at its own limit
         pass
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One call for :meth:`Budget.run_all`: the arguments :meth:`Budget.run` takes."""
+
+    fn: Callable[..., Any]
+    args: tuple
+    kwargs: dict | None
+    limit: float
+    timed_out: Any
+    what: str
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Sender:
+    """The write end of a pipe as :func:`_child` writes to a queue (``put``)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    def put(self, item: Any) -> None:
+        self.conn.send(item)
+
+
+def _end(conn: Any, child: Any) -> None:
+    """Close a piece's pipe and kill and reap its child (done or not)."""
+    conn.close()
+    if child.is_alive():
+        child.kill()
+    child.join()
 
 
 class ChildFailed(RuntimeError):

@@ -153,3 +153,27 @@ def test_a_scaling_init_is_folded_too(sized):
         c = c0.copy()
         fn({"beta": np.array(0.75), "A": a, "B": b, "C": c}, params)
         np.testing.assert_allclose(c, 0.75 * c0 + a @ b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("params", [{"M": 9, "N": 13, "K": 7}, {"M": 5, "N": 4, "K": 3}])
+def test_folded_counts_by_barvinok_equal_the_walk_and_the_simulator(params, monkeypatch):
+    """A schedule that only places the init (no skew, no shift) is counted like a plain mapping, by
+    barvinok (milliseconds where walking its points took seconds: issue 9); the walk it had before
+    gives the same counts and footprints, and both are the simulator's."""
+    from polymap.passes.counting import counting, fit, footprint
+
+    kernel, model = _gemm()
+    folded = register_mapping(model, 0, ARCH, params, blocking=BLOCKING)
+    assert folded.schedule and not footprint.enumerable(model, folded, params)
+    by_barvinok = isl_count_mapping(model, folded, ARCH, params=params)
+    fits = fit.fit_check(model, folded, ARCH, params)
+    with monkeypatch.context() as m:
+        walked = lambda *a: True  # noqa: E731 - the rule of before: every schedule mapping walked
+        m.setattr(counting, "enumerable", walked)
+        m.setattr(fit, "enumerable", walked)
+        assert counting.isl_count_mapping(model, folded, ARCH, params=params) == by_barvinok
+        assert fit.fit_check(model, folded, ARCH, params) == fits
+    assert counts_as_dict(by_barvinok) == simulate(kernel, folded, params)
+    # the footprints the fit check saw are the counts' own, and passing them on changes nothing
+    assert fits.footprints[1:] == tuple((lv.footprint, lv.footprint_bytes) for lv in by_barvinok.levels[1:])
+    assert count_mapping(model, folded, ARCH, params=params, footprints=fits.footprints, res=fits.res) == by_barvinok

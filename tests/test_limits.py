@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polymap.budget import Budget, BudgetExceeded
+from polymap.budget import Budget, BudgetExceeded, ChildFailed, Piece
 from cli_run import run, write
 
 from polymap.limits import Limits, parse_limits
@@ -220,6 +220,30 @@ def test_budget_run_drops_a_piece_over_its_limit_and_refuses_past_the_deadline()
     spent = Budget(seconds=0.3)
     with pytest.raises(BudgetExceeded, match="ran out during a nap"):
         spent.run(time.sleep, (5,), limit=10, timed_out="late", what="a nap")
+
+
+def _fail(x):
+    raise ValueError(f"no {x}")
+
+
+def test_budget_run_all_gives_each_piece_what_run_gives_in_order():
+    """``run_all`` runs the pieces two at a time (compile's candidates, issue 9): the answers, in the
+    pieces' order, a late piece's ``timed_out``, a failing piece's error, the deadline's refusal."""
+    budget = Budget(seconds=60)
+    pieces = [Piece(time.sleep, (5,), None, 0.3, "late", "a nap"), Piece(sum, ((1, 2),), None, 5, None, "a sum"),
+              Piece(max, (3, 9, 4), {}, 5, None, "a max"), Piece(time.sleep, (0.2,), None, 5, "late", "a short nap")]
+    start = time.monotonic()
+    assert budget.run_all(pieces, jobs=2) == ["late", 3, 9, None]
+    assert time.monotonic() - start < 4.5  # the nap was stopped at its limit, not waited for
+    assert budget.run_all(pieces, jobs=1) == ["late", 3, 9, None]  # one at a time: Budget.run's answers
+    assert budget.run_all([], jobs=2) == []
+    with pytest.raises(ChildFailed, match="ValueError: no 7"):
+        budget.run_all([Piece(sum, ((1, 2),), None, 5, None, "a sum"), Piece(_fail, (7,), None, 5, None, "a fail")],
+                       jobs=2)
+    spent = Budget(seconds=0.3)
+    with pytest.raises(BudgetExceeded, match="ran out during a nap"):
+        spent.run_all([Piece(time.sleep, (5,), None, 10, "late", "a nap"), Piece(sum, ((1,),), None, 10, 0, "a sum")],
+                      jobs=2)
 
 
 def test_budget_watch_stops_python_loops():

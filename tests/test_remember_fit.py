@@ -24,7 +24,7 @@ from polymap.passes.counting.fastcount import fast_footprints
 from polymap.passes.search import remember as remember_module
 from polymap.passes.search.cache import TuningCache, cache_key
 from polymap.passes.search.choice import RULES, kernel_to_map, original_mapping
-from polymap.passes.search.isl_schedule import checked_sizes, isl_mappings
+from polymap.passes.search.isl_schedule import isl_mappings
 from polymap.passes.search.remember import exact_form, recall
 from polymap.poly import build_model
 
@@ -67,7 +67,7 @@ def test_the_fit_footprints_are_the_isl_counts_on_the_examples_mappings(path: st
             footprints = fit.level_footprints(model, mp, params)
             counts = isl_count_mapping(model, mp, HOST, params=params)
             assert footprints == (None,) + tuple((lv.footprint, lv.footprint_bytes) for lv in counts.levels[1:]), mp
-            assert fit.capacity_problems_at(footprints, HOST) == fit.capacity_problems_of(counts, HOST)
+            assert fit.footprint_problems(footprints, HOST) == fit.capacity_problems_of(counts, HOST)
             seen += 1
             fast += fast_footprints(model, mp, params=params) is not None
     assert seen >= 2
@@ -90,7 +90,7 @@ def test_the_fit_rule_is_the_same_on_both_routes_where_a_level_overflows():
         levels = [{"name": lv.name} if j != k else {"name": lv.name, "capacity": f"{room}B"}
                   for j, lv in enumerate(HOST.levels)]
         tight = architecture_from_dict({"levels": levels, "compute": {"instances": 1}}, source_name="<t>")
-        problems = fit.capacity_problems_at(fit.level_footprints(model, mp, params), tight)
+        problems = fit.footprint_problems(fit.level_footprints(model, mp, params), tight)
         assert problems == fit.capacity_problems_of(counts, tight)
         assert bool(problems) == (room < counts.levels[k].footprint_bytes)
 

@@ -33,7 +33,7 @@ from polymap.islcheck import isl
 from polymap.poly import KernelModel, count, isl_name, points, to_int
 from polymap.passes.counting.counts import COUNT_NAMES, Counts, LevelCounts, TensorCounts
 from polymap.passes.counting.fastcount import fast_path
-from polymap.passes.counting.footprint import DTYPE_BYTES, enumerable, level_footprint
+from polymap.passes.counting.footprint import enumerable, level_footprint
 from polymap.passes.counting.residency import LevelResidency, Residencies, residencies
 from polymap.passes.schedule.tiling import TimeDim
 from polymap.driver import param_values
@@ -91,23 +91,31 @@ def _writeback_ends(lr: LevelResidency, tensor: str) -> isl.Set:
     return step.lexmin().range()
 
 
-def _writebacks_by_points(lr: LevelResidency, tensor: str) -> int:
-    """Stays of ``tensor``'s elements that end dirty, walked point by point (parameters fixed).
-
-    The same number as ``|_writeback_ends|``: per instance of the level, its
-    residencies in time order; per element, the runs of consecutive
-    residencies holding it (stays); a stay with a write in it is written back.
-    """
-    t = lr.tensor(tensor)
-    depth = lr.depth
+def _residency_order(lr: LevelResidency) -> dict[tuple, dict[tuple, int]]:
+    """Per instance of the level (its spatial coordinates), each residency's place in time order."""
     order: dict[tuple, dict[tuple, int]] = {}
     for r in sorted(points(lr.points)):
         inst = tuple(r[j] for j in lr.spatial)
         seq = order.setdefault(inst, {})
         seq[r] = len(seq)
+    return order
+
+
+def _writebacks_by_points(lr: LevelResidency, tensor: str,
+                          order: dict[tuple, dict[tuple, int]] | None = None) -> int:
+    """Stays of ``tensor``'s elements that end dirty, walked point by point (parameters fixed).
+
+    The same number as ``|_writeback_ends|``: per instance of the level, its
+    residencies in time order; per element, the runs of consecutive
+    residencies holding it (stays); a stay with a write in it is written back. ``order``: the
+    level's :func:`_residency_order`, when known (the same for every tensor of the level).
+    """
+    t = lr.tensor(tensor)
+    depth = lr.depth
+    order = _residency_order(lr) if order is None else order
     written = {(p[:depth], p[depth:]) for p in points(t.written)}
     stays: dict[tuple, list[tuple[int, bool]]] = {}
-    for p in points(t.held):
+    for p in t.held_points:
         r, e = p[:depth], p[depth:]
         inst = tuple(r[j] for j in lr.spatial)
         stays.setdefault((inst, e), []).append((order[inst][r], (r, e) in written))
@@ -157,6 +165,7 @@ class _Counter:
         self._entering: dict = {}
         self._fills: dict = {}
         self._wb: dict = {}
+        self._order: dict = {}  # per level, _residency_order (counts by points)
 
     def number(self, pw: isl.PwQPolynomial | isl.UnionPwQPolynomial) -> int:
         return 0 if pw is None else to_int(pw, self.params)
@@ -209,7 +218,10 @@ class _Counter:
                 # (leaves, or is still held after the last residency) once per start
                 self._wb[key] = self.entering_count(level, tensor)
             elif self.card is _card_by_points:
-                n = _writebacks_by_points(self.res.levels[level], tensor)
+                lr = self.res.levels[level]
+                if level not in self._order:  # walked once per level, not once per tensor
+                    self._order[level] = _residency_order(lr)
+                n = _writebacks_by_points(lr, tensor, self._order[level])
                 self._wb[key] = isl.PwQPolynomial(f"{{ {n} }}")
             else:
                 self._wb[key] = self.card(_writeback_ends(self.res.levels[level], tensor))
@@ -256,7 +268,8 @@ def _default_params(model: KernelModel, params: MappingT[str, int]) -> dict[str,
 
 
 def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                  symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None) -> Counts:
+                  symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None,
+                  res: Residencies | None = None) -> Counts:
     """The exact counts of ``mapping`` on ``arch`` (``mapping.md``): the one entry ``cost``, ``compile``
     and ``NAME.json`` count with.
 
@@ -270,28 +283,36 @@ def count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, p
     from :func:`~polymap.passes.counting.fastcount.fast_counts`: the same
     :class:`Counts`, equal to the ISL path's (``tests/test_count_paths.py``), in
     milliseconds instead of ISL's seconds. Everything else is counted by
-    :func:`isl_count_mapping`. ``footprints``: every level's ``(elements, bytes)`` at ``params`` known
-    already from a fit check that tried the fast path and got no exact counts
-    (:func:`polymap.passes.counting.fit.footprints_and_fast_counts`): ISL counts the rest with them.
+    :func:`isl_count_mapping`.
+
+    ``footprints``: per level, ``(elements, bytes)`` at ``params`` already known (from a fit check:
+    :func:`~polymap.passes.counting.fit.fit_check`, or a remembered mapping's
+    :func:`~polymap.passes.counting.fit.footprints_and_fast_counts`, which count them the same way),
+    not counted again; None entries are counted. ``res``: the mapping's residencies at ``params``, built
+    already (:class:`~polymap.passes.counting.fit.FitCheck`), not built again.
     """
-    if not symbolic and footprints is None:
+    if not symbolic:
         # one evaluation: the counts where exact; in the class but inexact (an edge tile idles a spatial
         # instance), the footprints still are
-        fast, footprints = fast_path(model, mapping, arch, params=params)
+        fast, fast_footprints = fast_path(model, mapping, arch, params=params)
         if fast is not None:
             return fast
-    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints)
+        if fast_footprints is not None:
+            footprints = fast_footprints
+    return isl_count_mapping(model, mapping, arch, params=params, symbolic=symbolic, footprints=footprints,
+                             res=None if symbolic else res)
 
 
 def isl_count_mapping(model: KernelModel, mapping: Mapping, arch: Architecture, *, params: dict | None = None,
-                      symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None
-                      ) -> Counts:
+                      symbolic: bool = False, footprints: tuple[tuple[int, int] | None, ...] | None = None,
+                      res: Residencies | None = None) -> Counts:
     """:func:`count_mapping` by the ISL path alone (residency relations, barvinok or point walks), for any
     mapping: what the fast path is checked against, and what recounts a search's winners. ``footprints``:
     every level's ``(elements, bytes)`` known already (:func:`~polymap.passes.counting.fastcount.fast_path`),
-    not counted again."""
+    not counted again; ``res``: the residencies at ``params`` (numbers only), not built again."""
     values = _default_params(model, params)
-    res = residencies(model, mapping, params=None if symbolic else values)
+    if res is None or symbolic:
+        res = residencies(model, mapping, params=None if symbolic else values)
     return assemble_counts(model, mapping, arch, res, _Counter(model, mapping, res, values, symbolic),
                            values, symbolic=symbolic, footprints=footprints)
 

@@ -25,7 +25,7 @@ numbers or NumPy arrays (the search ranks whole batches with them).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Mapping as MappingT
 
@@ -36,7 +36,7 @@ from polymap.mapping.model import Mapping, mapping_loop_extents, trip_counts
 from polymap.passes.counting.counts import Counts
 from polymap.passes.counting.fastcount import fast_path
 from polymap.passes.counting.footprint import enumerable, level_footprint
-from polymap.passes.counting.residency import residencies
+from polymap.passes.counting.residency import Residencies, residencies
 from polymap.poly import KernelModel
 
 
@@ -112,54 +112,91 @@ def fanout_problems(mapping: Mapping, arch: Architecture, extents: MappingT[str,
     return tuple(out)
 
 
-#: every level's ``(elements, bytes)`` footprint, outermost first, None at the backing store
+#: every level's ``(elements, bytes)`` footprint, outermost first; None at the backing store and at
+#: a level with no capacity to check (unbounded), or one not counted
 Footprints = tuple[tuple[int, int] | None, ...]
 
 
+@dataclass(frozen=True)
+class FitCheck:
+    """What :func:`fit_check` found: the problems (empty: the mapping fits), every level's footprint
+    (:func:`bounded_footprints`), and the residencies they were walked on (None where the fast path
+    gave them), which the counts of the same mapping at the same sizes reuse (issue 9)."""
+
+    problems: tuple["FitProblem", ...]
+    footprints: Footprints
+    res: Residencies | None = field(default=None, compare=False, repr=False)
+
+
+def bounded_footprints(model: KernelModel, mapping: Mapping, arch: Architecture,
+                       params: MappingT[str, int]) -> Footprints:
+    """Per level, ``(elements, bytes)`` held at once by one instance at its fullest, for every bounded
+    level below the backing store (None for the others): what :func:`capacity_problems` checks.
+
+    The numbers :func:`~polymap.passes.counting.counting.count_mapping` reports, by the same route
+    (:func:`_evaluate`); a caller that counts the mapping after checking its fit passes them on
+    (:func:`fit_check`) instead of walking them twice (heat-3d's isl candidates: 40% of their
+    counting time, issue 9)."""
+    return _evaluate(model, mapping, arch, params)[0]
+
+
 def level_footprints(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> Footprints:
-    """Every level's footprint at ``params`` (:func:`footprints_and_fast_counts`)."""
+    """Every level's footprint at ``params`` below the backing store, bounded or not (no architecture
+    at hand: :func:`footprints_and_fast_counts`)."""
     return footprints_and_fast_counts(model, mapping, params)[0]
 
 
 def footprints_and_fast_counts(model: KernelModel, mapping: Mapping, params: MappingT[str, int],
                                arch: Architecture | None = None) -> tuple[Footprints, Counts | None]:
-    """Every level's footprint at ``params``, and the mapping's exact counts where the fast path gives them
-    (one evaluation for both): the fast path's closed forms where it applies (its footprints exact also
-    where its other counts are not: :func:`~polymap.passes.counting.fastcount.fast_path`), else the ISL
-    path's (:func:`~polymap.passes.counting.footprint.level_footprint`, the residencies' maximum).
+    """The footprints a fit check needs (:func:`bounded_footprints`; every level's when ``arch`` is
+    None) and the mapping's exact counts where the fast path gives them, from one evaluation.
 
-    The footprints alone, not the counts: what a fit check needs. On a nest outside the fast path's class
-    (syrk's triangle) they are a fifth of a whole ISL count, and a caller that counts the mapping after
-    all passes them on (``count_mapping(..., footprints=)``) instead of counting them again. ``arch``
-    names the counts' levels (None: the mapping's names)."""
+    A remembered mapping re-checked at new sizes (:mod:`polymap.passes.search.remember`): the counts
+    are its report when they come free; else the footprints alone decide whether it fits, and only a
+    mapping that fits is counted, with them passed on (``count_mapping(..., footprints=)``; syrk's
+    triangle: a fifth of a whole ISL count). ``arch`` names the counts' levels (None: the mapping's)."""
+    footprints, counts, _ = _evaluate(model, mapping, arch, params)
+    return footprints, counts
+
+
+def _evaluate(model: KernelModel, mapping: Mapping, arch: Architecture | None, params: MappingT[str, int]
+              ) -> tuple[Footprints, Counts | None, Residencies | None]:
+    """The footprints (only ``arch``'s bounded levels when given), the fast path's exact counts where it
+    gives them, and the residencies the ISL path built (None on the fast path): the fast path's closed
+    forms where it applies (its footprints exact also where its other counts are not:
+    :func:`~polymap.passes.counting.fastcount.fast_path`), else the ISL path's
+    (:func:`~polymap.passes.counting.footprint.level_footprint`, the residencies' maximum)."""
     values = dict(params)
-    counts, fast = fast_path(model, mapping, arch, params=values)
+    wanted = [k > 0 and (arch is None or arch.levels[k].bounded) for k in range(len(mapping.levels))]
+    counts, known = fast_path(model, mapping, arch, params=values)  # the ISL path's numbers, in ms
     if counts is not None:
-        return (None,) + tuple((lv.footprint, lv.footprint_bytes) for lv in counts.levels[1:]), counts
-    if fast is not None:
-        return fast, None
+        known = tuple(None if k == 0 else (lv.footprint, lv.footprint_bytes) for k, lv in enumerate(counts.levels))
+    if known is not None:
+        return tuple(known[k] if wanted[k] else None for k in range(len(wanted))), counts, None
     res = residencies(model, mapping, params=values)
     by_points = enumerable(model, mapping, values)
-    return (None,) + tuple(level_footprint(model, res.levels[k], values, by_points=by_points)
-                           for k in range(1, len(mapping.levels))), None
+    return tuple(level_footprint(model, res.levels[k], values, by_points=by_points) if wanted[k] else None
+                 for k in range(len(wanted))), None, res
 
 
 def capacity_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                       params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Levels whose footprint exceeds their capacity (in elements, or bytes with dtype sizes)."""
-    return capacity_problems_at(level_footprints(model, mapping, params), arch)
+    return footprint_problems(bounded_footprints(model, mapping, arch, params), arch)
 
 
-def capacity_problems_at(footprints: Footprints, arch: Architecture) -> tuple[FitProblem, ...]:
-    """:func:`capacity_problems` from footprints known already (:func:`level_footprints`)."""
+def footprint_problems(footprints: Footprints, arch: Architecture) -> tuple[FitProblem, ...]:
+    """:func:`capacity_problems` from footprints known already (None: a level not checked)."""
     return tuple(p for k, lv in enumerate(arch.levels) if k > 0 and lv.bounded and footprints[k] is not None
                  if (p := _capacity_problem(k, lv, *footprints[k])) is not None)
 
 
 def capacity_problems_of(counts: Counts, arch: Architecture) -> tuple[FitProblem, ...]:
-    """:func:`capacity_problems` from a mapping's exact counts (their footprints are the same numbers)."""
-    return capacity_problems_at((None,) + tuple((lv.footprint, lv.footprint_bytes) for lv in counts.levels[1:]),
-                                arch)
+    """:func:`capacity_problems` from a mapping's exact counts (their footprints are the same numbers):
+    a caller that counts the mapping anyway (a remembered choice re-checked at new sizes) checks the
+    capacities without counting the footprints twice."""
+    return footprint_problems(tuple((counts.levels[k].footprint, counts.levels[k].footprint_bytes)
+                                    if k > 0 and lv.bounded else None for k, lv in enumerate(arch.levels)), arch)
 
 
 def _capacity_problem(k: int, lv: Level, elems: int, nbytes: int) -> FitProblem | None:
@@ -174,6 +211,13 @@ def _capacity_problem(k: int, lv: Level, elems: int, nbytes: int) -> FitProblem 
 def fit_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                  params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Every fan-out problem, then every capacity problem (empty: the mapping fits)."""
+    return fit_check(model, mapping, arch, params).problems
+
+
+def fit_check(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> FitCheck:
+    """:func:`fit_problems` with the footprints it checked and their residencies, for a caller that
+    counts the mapping next (``count_mapping(..., footprints=, res=)``)."""
     values = dict(params)
     extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
-    return fanout_problems(mapping, arch, extents) + capacity_problems(model, mapping, arch, values)
+    footprints, _, res = _evaluate(model, mapping, arch, values)
+    return FitCheck(fanout_problems(mapping, arch, extents) + footprint_problems(footprints, arch), footprints, res)

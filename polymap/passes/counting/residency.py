@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import Mapping as MappingT
 
 from polymap.islcheck import isl
-from polymap.poly import KernelModel, param_set
+from polymap.poly import KernelModel, param_set, points
 from polymap.passes.counting.residency_order import successor
 from polymap.passes.schedule.tiling import MappedSchedule, TimeDim, mapped_schedule
 from polymap.mapping.model import Mapping
@@ -56,6 +56,12 @@ class TensorResidency:
     held: isl.Map
     written: isl.Map
     write_first: isl.Map
+
+    @cached_property
+    def held_points(self) -> list[tuple[int, ...]]:
+        """The ``(residency, element)`` pairs of ``held`` (parameters fixed), walked once for the
+        counts by points that read them (the footprint and the writebacks, issue 9)."""
+        return points(self.held)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from math import prod
 from typing import Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.budget import Budget
+from polymap.budget import Budget, Piece
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
@@ -52,7 +52,7 @@ from polymap.passes.counting.cost_model import CostReport, Objective, mapping_ex
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES
-from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_problems
+from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_check
 from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import is_legal
@@ -308,11 +308,11 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     # isl's candidates whose exact counts are beyond the work budget are ranked at reduced sizes instead
     beyond = [(s, m) for s, m in scheduled if checked_sizes(model, nest, m, params) != params]
     proposals += [(s, m) for s, m in scheduled if not any(m is b for _, b in beyond)]
-    found, stopped, unsearched = _search(model, nest, arch, params, options, budget)
+    search, unsearched = _search(model, nest, arch, params, options)
     skipped += unsearched
     seen = set()
-    others = []
     limit = options.candidate_limit_seconds
+    pieces = [search] if search is not None else []
     for source, m in proposals:
         if m is None:
             continue
@@ -322,11 +322,22 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         seen.add(text)
         # the heuristics' blockings may overflow a level the code does not care about: bypass it
         late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
-        cand = budget.run(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
-                          limit=limit, timed_out=late, what=f"the candidate '{source}' of nest {nest}")
-        if cand is late:
-            stopped += (f"{source}: not decided within the safety limit of {limit:g} s",)
-        others.append(cand)
+        pieces.append(Piece(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
+                            limit, late, f"the candidate '{source}' of nest {nest}"))
+    # the search and each candidate in a child of its own, as many at once as there are cores: the same
+    # answers as one after the other (issue 9)
+    others = budget.run_all(pieces)
+    found: list[tuple[Mapping, CostReport]] = []
+    stopped: tuple[str, ...] = ()
+    if search is not None:
+        found = others.pop(0)
+        pieces.pop(0)
+        if found is search.timed_out:
+            found = []
+            stopped += (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",)
+    for piece, cand in zip(pieces, others):
+        if cand is piece.timed_out:
+            stopped += (f"{cand.source}: not decided within the safety limit of {limit:g} s",)
     # the search's winners were checked (legal with their own tiles, fitting) and counted exactly by
     # the search: they are ranked with those counts, never counted a second time
     for k, (m, report) in enumerate(found):
@@ -477,15 +488,16 @@ def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, param
     late = Candidate(chosen.source, chosen.mapping, chosen.counted, False, ("not counted",))
     # both sides without the per-call cycles (_evaluate's per_call): fixed costs at reduced sizes are
     # not what the given sizes pay per instance (gemm's register tiles ranked 35x worse at 31x17x18)
-    base = budget.run(_evaluate, (model, chosen.source, chosen.mapping, chosen.counted, arch, small), {"per_call": False},
-                      limit=limit, timed_out=late, what=f"the chosen candidate of nest {nest} at reduced sizes")
-    counted: list[tuple[tuple[float, float], Candidate]] = []
-    failed: list[Candidate] = []
+    pieces = [Piece(_evaluate, (model, chosen.source, chosen.mapping, chosen.counted, arch, small), {"per_call": False},
+                    limit, late, f"the chosen candidate of nest {nest} at reduced sizes")]
     for source, m in scheduled:
         late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
-        c = budget.run(_evaluate, (model, source, m, m, arch, small), {"fit": True, "per_call": False},
-                       limit=limit, timed_out=late,
-                       what=f"the candidate '{source}' of nest {nest} at reduced sizes")
+        pieces.append(Piece(_evaluate, (model, source, m, m, arch, small), {"fit": True, "per_call": False},
+                            limit, late, f"the candidate '{source}' of nest {nest} at reduced sizes"))
+    base, *isl_ones = budget.run_all(pieces)  # as many at once as there are cores (issue 9)
+    counted: list[tuple[tuple[float, float], Candidate]] = []
+    failed: list[Candidate] = []
+    for c in isl_ones:
         if not c.legal or c.report is None or base.report is None:
             failed.append(c)
             continue
@@ -560,19 +572,24 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     however little work one execution covers (``min_work=0``): the fork that does not pay at reduced
     sizes does at the given ones."""
     params = dict(params)
+    footprints = res = None
     if mapping is not None:
         if not is_legal(model, mapping):
             # the verdict only, exact and symbolic: the witnesses of check_mapping are for the user's own
             # mapping; for a candidate that loses anyway they cost ISL minutes (symm's register tiles at
             # LARGE: over 300 s, where the verdict takes seconds)
             return Candidate(source, mapping, counted, False, (ILLEGAL_CANDIDATE,))
-        problems = fit_problems(model, mapping, arch, params)
-        if fit and problems and all(p.kind == "capacity" for p in problems):
+        # the footprints and residencies the fit was checked with are the counts' (built once: issue 9)
+        checked = fit_check(model, mapping, arch, params)
+        if fit and checked.problems and all(p.kind == "capacity" for p in checked.problems):
             mapping = counted = fit_keeps(model, mapping, arch, params)
-            problems = capacity_problems(model, mapping, arch, params)
+            checked = fit_check(model, mapping, arch, params)
+        problems = checked.problems
         if problems:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
-    counts = count_mapping(model, counted, arch, params=params)
+        if counted == mapping:  # else they are the mapping's, not those of what is counted
+            footprints, res = checked.footprints, checked.res
+    counts = count_mapping(model, counted, arch, params=params, footprints=footprints, res=res)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
     # beyond per_call, whether a loop is worth a fork at all (MIN_WORK) is a question of the given sizes
     execution = mapping_execution(model, counted, arch, extents, **({} if per_call else {"min_work": 0}))
@@ -609,24 +626,21 @@ def _search_mappings(model: KernelModel, nest: int, arch: Architecture, params: 
                            isl_counts=options.search_isl_counts)
 
 
-def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int], options: ChoiceOptions,
-            budget: Budget) -> tuple[list[tuple[Mapping, CostReport]], tuple[str, ...], tuple[str, ...]]:
-    """The search's best mappings with their exact reports (legal with their own tiles and fitting:
-    :func:`polymap.passes.search.search.search_mappings` checked them), what the safety limit
-    stopped (the search, or nothing), and why the search was left out (outside the fast counter's
-    class with no ISL counts allowed, :attr:`ChoiceOptions.search_isl_counts`)."""
+def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int], options: ChoiceOptions
+            ) -> tuple[Piece | None, tuple[str, ...]]:
+    """The search of the nest as a piece to run (its result: the best mappings with their exact reports,
+    legal with their own tiles and fitting, :func:`polymap.passes.search.search.search_mappings` checked
+    them; past its safety limit, its ``timed_out``), or None with why it was left out (outside the
+    fast counter's class with no ISL counts allowed, :attr:`ChoiceOptions.search_isl_counts`)."""
     if options.search_evaluations <= 0 or options.search_top <= 0:
-        return [], (), ()
+        return None, ()
     if options.search_isl_counts <= 0 and not in_fast_class(model, nest, params):
-        return [], (), ("search: the nest is outside the fast counter's class and its ISL-path counts are "
-                        "beyond the work budget (ChoiceOptions.search_isl_counts = 0); the other candidates "
-                        "were ranked",)
+        return None, ("search: the nest is outside the fast counter's class and its ISL-path counts are "
+                      "beyond the work budget (ChoiceOptions.search_isl_counts = 0); the other candidates "
+                      "were ranked",)
     late: list[tuple[Mapping, CostReport]] = []
-    found = budget.run(_search_mappings, (model, nest, arch, params, options), {},
-                       limit=options.search_limit_seconds, timed_out=late, what=f"the search of nest {nest}")
-    if found is late:
-        return [], (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",), ()
-    return found, (), ()
+    return Piece(_search_mappings, (model, nest, arch, params, options), {}, options.search_limit_seconds, late,
+                 f"the search of nest {nest}"), ()
 
 
 def explain(choice: NestChoice, arch: Architecture) -> list[str]:

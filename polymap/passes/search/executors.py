@@ -13,10 +13,10 @@ does not depend on the executor nor on the order results come back.
 from __future__ import annotations
 
 import multiprocessing
-import os
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
+from polymap.budget import usable_cores
 from polymap.errors import PolymapError
 
 
@@ -25,11 +25,8 @@ class Executor(Protocol):
 
 
 def default_workers() -> int:
-    """The cores this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
+    """The cores this process may run on (:func:`polymap.budget.usable_cores`)."""
+    return usable_cores()
 
 
 @dataclass(frozen=True)

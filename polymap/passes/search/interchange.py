@@ -104,7 +104,9 @@ def interchange_orders(model: KernelModel, nest: int, params: MappingT[str, int]
     base = weight(original)
     if base == 0:
         return []
-    singles = sorted(((weight(o), o) for o in {sink(original, x, inside[x]) for x in original}
+    # distinct orders in the program's loop order (a set's order changed with PYTHONHASHSEED, and with
+    # MAX_ORDERS so did which tied order became a candidate: gemm_tiled's second nest); sorted stably
+    singles = sorted(((weight(o), o) for o in dict.fromkeys(sink(original, x, inside[x]) for x in original)
                       if o != original), key=lambda t: t[0])
     greedy, best = original, base
     for _ in range(len(original)):

@@ -28,7 +28,7 @@ from polymap.mapping.model import LevelMapping, Mapping, mapping_loop_extents, n
 from polymap.passes.counting.cost_model import evaluate, mapping_execution
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import in_class
-from polymap.passes.counting.fit import capacity_problems_at, fanout_problems, footprints_and_fast_counts
+from polymap.passes.counting.fit import footprint_problems, fanout_problems, footprints_and_fast_counts
 from polymap.passes.search.cache import CacheKey, TuningCache
 from polymap.passes.search.choice import Candidate, KernelChoice, NestChoice, kernel_to_map, original_mapping, reblocked
 from polymap.passes.search.isl_schedule import checked_sizes
@@ -206,7 +206,7 @@ def _checked_mapping(model: KernelModel, nest: int, label: str, mapping: Mapping
     # else ISL's): a mapping that does not fit, or one checked at reduced sizes, is never counted whole.
     # syrk's re-blocked hit counted the remembered blocking whole only to find that it overflowed L1
     footprints, fast = footprints_and_fast_counts(model, mapping, at, arch)
-    if capacity_problems_at(footprints, arch):
+    if footprint_problems(footprints, arch):
         raise DoesNotFit(f"the mapping of nest {nest} does not fit at these sizes")
     if at != values:  # counts at other sizes are not these sizes' counts: no report, as when it was chosen
         cand = Candidate(label, mapping, mapping, True, ranked_at=tuple(sorted(at.items())))
