@@ -33,6 +33,8 @@ from polymap.machine.hostinfo import CPUINFO, cpu_flags
 from polymap.passes.search.choice import fit_keeps
 from polymap.passes.search.register_mapping import cache_blocking, register_mapping, register_shape
 from polymap.poly import build_model
+
+from gemm_text import GEMM
 from test_sanitizers import sanitized_build
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -43,19 +45,6 @@ SHAPES = {"avx512": VectorUnit("avx512", 64, 32, True), "avx2": VectorUnit("avx2
 BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-mfma", "-mno-avx512f"), "avx2"),
           "sse2": (("-march=x86-64",), "sse2")}
 
-GEMM = """
-kernel g(M, N, K) {
-  in A[M, K] : %(t)s
-  in B[K, N] : %(t)s
-  out C[M, N] : %(t)s
-  for i in 0..M, j in 0..N {
-    init: C[i, j] = 0
-    for k in 0..K {
-      acc: C[i, j] += A[i, k] * B[k, j]
-    }
-  }
-}
-"""
 
 DRIVER = """
 #include <stdio.h>

@@ -25,22 +25,11 @@ from polymap.passes.search.choice import fit_keeps
 from polymap.passes.search.register_mapping import register_mapping
 from polymap.poly import build_model
 
+from gemm_text import GEMM
+
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
 HOST = load_architecture("host")
-GEMM = """
-kernel g(M, N, K) {
-  in A[M, K] : %(t)s
-  in B[K, N] : %(t)s
-  out C[M, N] : %(t)s
-  for i in 0..M, j in 0..N {
-    init: C[i, j] = 0
-    for k in 0..K {
-      acc: C[i, j] += A[i, k] * B[k, j]
-    }
-  }
-}
-"""
 
 #: built without the renaming: the real allocators, and a record of every heap block the kernel took
 RECORDER = r"""
