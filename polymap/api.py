@@ -418,7 +418,7 @@ class _Costs:
     """The exact reports compile writes, one per mapping, some perhaps still being counted in a child
     (:func:`_start_costs`): :meth:`result` once, :meth:`cancel` on every path (it ends the child)."""
 
-    def __init__(self, costs: list[CostReport | None], slow: list[int], work: tuple, pending: Pending | None):
+    def __init__(self, costs: list[CostReport | None], slow: list[int], work: tuple, pending: Pending | None) -> None:
         self._costs, self._slow, self._work, self._pending = costs, slow, work, pending
 
     def result(self) -> tuple[CostReport | None, ...]:
