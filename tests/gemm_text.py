@@ -15,3 +15,16 @@ kernel g(M, N, K) {
   }
 }
 """
+
+#: the start of a C ``main`` that runs :data:`GEMM`'s ``g``: ``argv`` is the input file (A then B,
+#: raw), the output file and M N K; ``T`` is the element type, defined by the test
+DRIVER_INPUTS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+  long M = atol(argv[3]), N = atol(argv[4]), K = atol(argv[5]);
+  T *A = malloc(sizeof(T) * M * K), *B = malloc(sizeof(T) * K * N), *C = malloc(sizeof(T) * M * N);
+  FILE *in = fopen(argv[1], "rb");
+  if (fread(A, sizeof(T), M * K, in) != (size_t)(M * K) || fread(B, sizeof(T), K * N, in) != (size_t)(K * N)) return 2;
+  fclose(in);
+"""

@@ -34,7 +34,7 @@ from polymap.passes.search.choice import fit_keeps
 from polymap.passes.search.register_mapping import cache_blocking, register_mapping, register_shape
 from polymap.poly import build_model
 
-from gemm_text import GEMM
+from gemm_text import DRIVER_INPUTS, GEMM
 from test_sanitizers import sanitized_build
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
@@ -46,14 +46,7 @@ BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-m
           "sse2": (("-march=x86-64",), "sse2")}
 
 
-DRIVER = """
-#include <stdio.h>
-int main(int argc, char **argv) {
-  long M = atol(argv[3]), N = atol(argv[4]), K = atol(argv[5]);
-  T *A = malloc(sizeof(T) * M * K), *B = malloc(sizeof(T) * K * N), *C = malloc(sizeof(T) * M * N);
-  FILE *in = fopen(argv[1], "rb");
-  if (fread(A, sizeof(T), M * K, in) != (size_t)(M * K) || fread(B, sizeof(T), K * N, in) != (size_t)(K * N)) return 2;
-  fclose(in);
+DRIVER = DRIVER_INPUTS + """
   for (long q = 0; q < M * N; q++) C[q] = (T)12345;  /* the kernel must overwrite every element */
   g(A, B, C, M, N, K);
   FILE *out = fopen(argv[2], "wb");

@@ -25,7 +25,7 @@ from polymap.passes.search.choice import fit_keeps
 from polymap.passes.search.register_mapping import register_mapping
 from polymap.poly import build_model
 
-from gemm_text import GEMM
+from gemm_text import DRIVER_INPUTS, GEMM
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
@@ -42,16 +42,9 @@ void *polymap_test_aligned_alloc(size_t a, size_t n) { return note(aligned_alloc
 """
 
 DRIVER = r"""
-#include <stdio.h>
-#include <stdlib.h>
 extern long polymap_test_blocks, polymap_test_misaligned;
 void g(T *restrict A, T *restrict B, T *restrict C, long M, long N, long K);
-int main(int argc, char **argv) {
-  long M = atol(argv[3]), N = atol(argv[4]), K = atol(argv[5]);
-  T *A = malloc(sizeof(T) * M * K), *B = malloc(sizeof(T) * K * N), *C = malloc(sizeof(T) * M * N);
-  FILE *in = fopen(argv[1], "rb");
-  if (fread(A, sizeof(T), M * K, in) != (size_t)(M * K) || fread(B, sizeof(T), K * N, in) != (size_t)(K * N)) return 2;
-  fclose(in);
+""" + DRIVER_INPUTS + r"""
   long before = polymap_test_blocks;  /* the driver's own blocks were not recorded: only the kernel's */
   g(A, B, C, M, N, K);
   FILE *out = fopen(argv[2], "wb");
