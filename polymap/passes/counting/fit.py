@@ -120,12 +120,15 @@ Footprints = tuple[tuple[int, int] | None, ...]
 @dataclass(frozen=True)
 class FitCheck:
     """What :func:`fit_check` found: the problems (empty: the mapping fits), every level's footprint
-    (:func:`bounded_footprints`), and the residencies they were walked on (None where the fast path
-    gave them), which the counts of the same mapping at the same sizes reuse (issue 9)."""
+    (:func:`bounded_footprints`), the residencies they were walked on (None where the fast path gave
+    them) and the fast path's exact counts where it gave those too: what the counts of the same mapping
+    at the same sizes reuse (issue 9)."""
 
     problems: tuple["FitProblem", ...]
     footprints: Footprints
     res: Residencies | None = field(default=None, compare=False, repr=False)
+    counts: Counts | None = field(default=None, compare=False, repr=False)
+    """The mapping's exact counts where the fast path gave them with the footprints (None otherwise)."""
 
 
 def bounded_footprints(model: KernelModel, mapping: Mapping, arch: Architecture,
@@ -219,5 +222,6 @@ def fit_check(model: KernelModel, mapping: Mapping, arch: Architecture, params: 
     counts the mapping next (``count_mapping(..., footprints=, res=)``)."""
     values = dict(params)
     extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
-    footprints, _, res = _evaluate(model, mapping, arch, values)
-    return FitCheck(fanout_problems(mapping, arch, extents) + footprint_problems(footprints, arch), footprints, res)
+    footprints, counts, res = _evaluate(model, mapping, arch, values)
+    return FitCheck(fanout_problems(mapping, arch, extents) + footprint_problems(footprints, arch), footprints, res,
+                    counts)

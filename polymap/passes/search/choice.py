@@ -572,7 +572,7 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     however little work one execution covers (``min_work=0``): the fork that does not pay at reduced
     sizes does at the given ones."""
     params = dict(params)
-    footprints = res = None
+    footprints = res = counts = None
     if mapping is not None:
         if not is_legal(model, mapping):
             # the verdict only, exact and symbolic: the witnesses of check_mapping are for the user's own
@@ -588,8 +588,9 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
         if problems:
             return Candidate(source, mapping, counted, False, tuple(_fit_text(p) for p in problems), fit=problems)
         if counted == mapping:  # else they are the mapping's, not those of what is counted
-            footprints, res = checked.footprints, checked.res
-    counts = count_mapping(model, counted, arch, params=params, footprints=footprints, res=res)
+            footprints, res, counts = checked.footprints, checked.res, checked.counts
+    if counts is None:  # the fast path's counts came with the fit check where it gives them: not evaluated twice
+        counts = count_mapping(model, counted, arch, params=params, footprints=footprints, res=res)
     extents = mapping_loop_extents(model.kernel, counted, params, model=model)
     # beyond per_call, whether a loop is worth a fork at all (MIN_WORK) is a question of the given sizes
     execution = mapping_execution(model, counted, arch, extents, **({} if per_call else {"min_work": 0}))
