@@ -41,7 +41,6 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
-import queue
 import select
 import signal
 import sys
@@ -155,23 +154,17 @@ class Budget:
         except ValueError:  # no fork on this platform: no limit but the deadline
             return fn(*args, **kwargs)
         seconds = min(limit, self.remaining())
-        results = ctx.Queue()
-        child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
-        child.start()
+        conn, child = _fork(ctx, fn, args, kwargs)
         try:
-            status, value = results.get(timeout=seconds)
-        except queue.Empty:
-            status, value = "timeout", timed_out
+            # a child that ends without an answer (killed, crashed in C) counts as past its limit
+            status, value = _answer(conn, seconds, dead=("timeout", timed_out)) or ("timeout", timed_out)
         finally:
-            if child.is_alive():
-                child.kill()
-            child.join()
+            _end(conn, child)
         if status == "error":
             raise ChildFailed(value)
         if status == "timeout" and self.remaining() <= 0:
             raise self.refusal(what)
         return value
-
 
     def start(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
               what: str) -> "Pending":
@@ -187,16 +180,7 @@ class Budget:
             ctx = multiprocessing.get_context("fork")
         except ValueError:
             return Pending(self, what, fn, args, kwargs, None, None)
-        results = ctx.Queue()
-        child = ctx.Process(target=_child, args=(results, fn, args, kwargs), daemon=True)
-        # the objects made so far out of the child's collections: its collector would walk (and so copy,
-        # page by page) the whole inherited heap, where the caller goes on in the parent
-        gc.freeze()
-        try:
-            child.start()
-        finally:
-            gc.unfreeze()
-        return Pending(self, what, fn, args, kwargs, child, results)
+        return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs))
 
     def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None) -> list[Any]:
         """Every piece as :meth:`run` runs it (in a forked child, within its limit), up to ``jobs`` children
@@ -225,11 +209,7 @@ class Budget:
                     k = waiting.pop(0)
                     piece = pieces[k]
                     self.check(piece.what)
-                    recv, send = ctx.Pipe(duplex=False)
-                    child = ctx.Process(target=_child, args=(_Sender(send), piece.fn, piece.args, piece.kwargs or {}),
-                                        daemon=True)
-                    child.start()
-                    send.close()
+                    recv, child = _fork(ctx, piece.fn, piece.args, piece.kwargs or {})
                     running[recv] = (k, child, time.monotonic() + min(piece.limit, self.remaining()))
                 first = min(stop for _, _, stop in running.values())
                 ready = multiprocessing.connection.wait(list(running), max(0.0, first - time.monotonic()))
@@ -237,10 +217,7 @@ class Budget:
                 for conn in list(running):
                     k, child, stop = running[conn]
                     if conn in ready:
-                        try:
-                            status, value = conn.recv()
-                        except EOFError:
-                            status, value = "error", "the child ended without an answer"
+                        status, value = _answer(conn, 0)
                     elif now >= stop:
                         status, value = "timeout", pieces[k].timed_out
                     else:
@@ -331,21 +308,23 @@ class Pending:
     """Work :meth:`Budget.start` runs in a child: its value once, then the child is gone."""
 
     def __init__(self, budget: Budget, what: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                 child: Any, results: Any) -> None:
+                 conn: Any = None, child: Any = None) -> None:
         self._budget, self._what = budget, what
         self._fn, self._args, self._kwargs = fn, args, kwargs
-        self._child, self._results = child, results
+        self._conn, self._child = conn, child
 
     def result(self) -> Any:
-        """The value (the child's exception as :class:`ChildFailed`); past the deadline ``BudgetExceeded``."""
+        """The value (the child's exception, or its end without an answer, as :class:`ChildFailed`); past
+        the deadline ``BudgetExceeded``."""
         if self._child is None:
             return self._fn(*self._args, **self._kwargs)
         try:
-            status, value = self._results.get(timeout=max(self._budget.remaining(), 1e-3))
-        except queue.Empty:
-            raise self._budget.refusal(self._what) from None
+            answer = _answer(self._conn, max(self._budget.remaining(), 1e-3))
         finally:
             self.cancel()
+        if answer is None:
+            raise self._budget.refusal(self._what)
+        status, value = answer
         if status == "error":
             raise ChildFailed(value)
         return value
@@ -353,9 +332,7 @@ class Pending:
     def cancel(self) -> None:
         """End the child (nothing when it has answered and ended already)."""
         if self._child is not None:
-            if self._child.is_alive():
-                self._child.kill()
-            self._child.join()
+            _end(self._conn, self._child)
 
 
 def _isatty(stream: Any) -> bool:
@@ -438,14 +415,33 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class _Sender:
-    """The write end of a pipe as :func:`_child` writes to a queue (``put``)."""
+def _fork(ctx: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[Any, Any]:
+    """``fn(*args, **kwargs)`` started in a forked child (:func:`_child`): the read end of the pipe its
+    answer comes on, and the child. The one fork of :meth:`Budget.run`, :meth:`Budget.start` and
+    :meth:`Budget.run_all`."""
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, fn, args, kwargs), daemon=True)
+    # the objects made so far out of the child's collections: its collector would walk (and so copy,
+    # page by page) the whole inherited heap, where the caller goes on in the parent
+    gc.freeze()
+    try:
+        child.start()
+    finally:
+        gc.unfreeze()
+    send.close()  # the child's end: the pipe ends when the child does
+    return recv, child
 
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
 
-    def put(self, item: Any) -> None:
-        self.conn.send(item)
+def _answer(conn: Any, seconds: float, *, dead: tuple[str, Any] = ("error", "the child ended without an answer")
+            ) -> tuple[str, Any] | None:
+    """The child's ``(status, value)`` within ``seconds``, ``dead`` when it ended without one, None when
+    nothing came in time."""
+    if not conn.poll(max(seconds, 0.0)):
+        return None
+    try:
+        return conn.recv()
+    except EOFError:
+        return dead
 
 
 def _end(conn: Any, child: Any) -> None:
@@ -464,6 +460,6 @@ def _child(out: Any, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
     signal.setitimer(signal.ITIMER_REAL, 0)  # the parent's deadline is the parent's
     _die_with_parent()
     try:
-        out.put(("ok", fn(*args, **kwargs)))
+        out.send(("ok", fn(*args, **kwargs)))
     except BaseException as exc:  # reported to the parent, which decides
-        out.put(("error", f"{type(exc).__name__}: {exc}"))
+        out.send(("error", f"{type(exc).__name__}: {exc}"))
