@@ -182,7 +182,8 @@ class Budget:
             return Pending(self, what, fn, args, kwargs, None, None)
         return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs))
 
-    def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None) -> list[Any]:
+    def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None,
+                wanted: Callable[[list[Any]], bool] | None = None) -> list[Any]:
         """Every piece as :meth:`run` runs it (in a forked child, within its limit), up to ``jobs`` children
         at once (default: the cores this process may use, :func:`usable_cores`); the results in the
         pieces' order.
@@ -191,6 +192,12 @@ class Budget:
         other; only the wall-clock time differs (compile's candidates on two cores: issue 9). Past a
         piece's limit: its ``timed_out``. Past the deadline: ``BudgetExceeded``. A piece that raises
         (or whose child dies without answering): :class:`ChildFailed`, the others killed.
+
+        With ``wanted``, the last piece is run on speculation: it starts like the others when a core is
+        free, but once all the others have answered, ``wanted(their results)`` decides whether its
+        answer is awaited; when not, its child is ended (or never started) and its result is None
+        (compile's original order: counted beside the candidates, needed only when one of them is
+        legal and counted).
         """
         jobs = usable_cores() if jobs is None else jobs
         try:
@@ -198,11 +205,19 @@ class Budget:
         except ValueError:
             ctx = None
         if ctx is None or jobs <= 1 or len(pieces) <= 1:
-            return [self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
-                    for p in pieces]
+            results = [self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
+                       for p in (pieces[:-1] if wanted is not None else pieces)]
+            if wanted is not None and pieces:
+                last = pieces[-1]
+                results.append(self.run(last.fn, last.args, last.kwargs, limit=last.limit,
+                                        timed_out=last.timed_out, what=last.what) if wanted(results) else None)
+            return results
         results: list[Any] = [None] * len(pieces)
         waiting = list(range(len(pieces)))
         running: dict[Any, tuple[int, Any, float]] = {}  # the child's pipe -> (piece, child, when it stops)
+        answered: set[int] = set()
+        speculative = len(pieces) - 1 if wanted is not None else None  # None once decided
+        held: Any = None  # the speculative piece's error, raised only if its answer is wanted
         try:
             while waiting or running:
                 while waiting and len(running) < jobs:
@@ -224,11 +239,26 @@ class Budget:
                         continue
                     del running[conn]
                     _end(conn, child)
-                    if status == "error":
+                    if status == "error" and k == speculative:
+                        held = ChildFailed(value)
+                    elif status == "error":
                         raise ChildFailed(value)
                     if status == "timeout" and self.remaining() <= 0:
                         raise self.refusal(pieces[k].what)
-                    results[k] = value
+                    results[k] = value if status != "error" else None
+                    answered.add(k)
+                if speculative is not None and len(answered - {speculative}) == len(pieces) - 1:
+                    if wanted(results[:-1]):
+                        if held is not None:
+                            raise held
+                    else:
+                        results[-1], held = None, None
+                        waiting = [k for k in waiting if k != speculative]
+                        for conn, (k, child, _) in list(running.items()):
+                            if k == speculative:
+                                del running[conn]
+                                _end(conn, child)
+                    speculative = None  # decided once
         finally:
             for conn, (_, child, _) in running.items():
                 _end(conn, child)

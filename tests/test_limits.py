@@ -246,6 +246,35 @@ def test_budget_run_all_gives_each_piece_what_run_gives_in_order():
                       jobs=2)
 
 
+def _mark(path: str) -> int:
+    Path(path).write_text("ran")
+    return 1
+
+
+def test_budget_run_all_runs_its_last_piece_on_speculation_only_while_wanted(tmp_path):
+    """``wanted``: the last piece runs beside the others (compile's original order, issue 9); once the
+    others have answered, it is awaited when their results want it, else ended (or never started)
+    with None; its error counts only when wanted."""
+    budget = Budget(seconds=60)
+    sums = [Piece(sum, ((1, 2),), None, 5, None, "a sum"), Piece(time.sleep, (0.3,), None, 5, "late", "a nap")]
+    slow = Piece(time.sleep, (5,), None, 10, "late", "a long nap")
+    for jobs in (1, 2, 3):
+        start = time.monotonic()
+        assert budget.run_all(sums + [slow], jobs=jobs, wanted=lambda rs: rs[0] == 4) == [3, None, None]
+        assert time.monotonic() - start < 4  # ended when not wanted, not waited for
+        mark = tmp_path / f"ran{jobs}"
+        assert budget.run_all(sums + [Piece(_mark, (str(mark),), None, 5, None, "a mark")], jobs=jobs,
+                              wanted=lambda rs: rs == [3, None]) == [3, None, 1]
+        assert mark.read_text() == "ran"
+        failing = Piece(_fail, (8,), None, 5, None, "a fail")
+        assert budget.run_all(sums + [failing], jobs=jobs, wanted=lambda rs: False) == [3, None, None]
+        with pytest.raises(ChildFailed, match="ValueError: no 8"):
+            budget.run_all(sums + [failing], jobs=jobs, wanted=lambda rs: True)
+    never = tmp_path / "never"  # one core, others not wanting it: never started
+    budget.run_all(sums + [Piece(_mark, (str(never),), None, 5, None, "a mark")], jobs=1, wanted=lambda rs: False)
+    assert not never.exists()
+
+
 def test_budget_watch_stops_python_loops():
     budget = Budget(seconds=0.2)
     with pytest.raises(BudgetExceeded, match="ran out during spinning"):
