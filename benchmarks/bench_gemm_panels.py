@@ -63,10 +63,12 @@ def variants(text: str, groups: int, steps: int) -> dict[str, str]:
 
     ``groups``: B's groups per KC step (ceil(N / NB)); ``steps``: KC steps (ceil(K / KC))."""
     lines = text.split("\n")
+    if not any(re.match(r"^\s*for \(long i_DRAM ", line) for line in lines):
+        raise Shape("one row block per core: B is already packed once per core and KC step")
     par = _find(lines, r"^\s*#pragma omp parallel$")
     dram = par + 1
     if not re.match(r"^\s*for \(long i_DRAM ", lines[dram]):
-        raise Shape("one row block per core: B is already packed once per core and KC step")
+        raise Shape("the groups of row blocks are not the parallel region's loop")
     share = _find(lines, r"#pragma omp for schedule\(static\)$", dram)
     kloop = _find(lines, r"^\s*for \(long k_LLC ", share)
     alloc = _find(lines, r"polymap_pk_B_k_j = aligned_alloc\(", kloop)
