@@ -1,12 +1,16 @@
-"""Where B's KC x NB groups are packed: compile's GEMM C against two hand-derived schedules, one run.
+"""Where B's blocks are packed: compile's GEMM C, the grouped row blocks before it, and two schedules
+derived from those, one run.
 
     python benchmarks/bench_gemm_panels.py [--sizes 2048] [--dtypes f32 f64] [--threads 2] [--repeat 5]
 
-Issue 10's lead (session 26): with two or more row blocks per core (f32 2048: 2 x 516 rows per
-core; f64 2048: 3 x 342), each core packs every KC x NB group of B once per row block, so B is
-copied ``blocks`` times per core per call. The two variants below copy it once per core; they are
-derived from compile's own C by text edits (asserted, so a change of the emitted C's shape fails
-loudly) and are checked against ``a @ b`` before they are timed:
+``compile``: compile's register mapping, the streamed form since session 26 (B's KC x NB block at L2
+for all of a core's rows, A read in place; register_mapping.stream_blocks). ``grouped``: the same
+blocking with ``stream=False``, the form before it: row blocks of about MC rows, A's block and B's
+KC x 128 group packed at L2, so with two or more row blocks per core (f32 2048: 2 x 516 rows per
+core; f64 2048: 3 x 342) each core packs all of B once per row block. Issue 10's lead (session 26)
+was to pack B once per core instead; the two variants below do that to the grouped C, derived by
+text edits (asserted, so a change of the emitted C's shape fails loudly; a size with one row block
+per core has nothing to derive). Every version is checked against ``a @ b`` before it is timed:
 
 - ``panel``: BLIS's loop order on each core. The KC step is outside the row blocks (``omp for
   nowait``: a static schedule deals every KC step's row blocks to the same threads, so each block
@@ -19,7 +23,8 @@ loudly) and are checked against ``a @ b`` before they are timed:
 Timing as ``bench_gemm_c.py`` (its ``medians``: versions alternate block by block, steady calls),
 once in wall time and once in process CPU time (all threads; with ``OMP_WAIT_POLICY=passive`` a
 waiting thread adds none). A benchmark, not a test. Measured in session 26 (RESULTS.md,
-"session 26 (gemm15)"): neither variant was faster on the Intel host under load 3-5.
+"session 26 (gemm15)"): neither variant was faster than ``grouped`` on the Intel host under load
+3-5; ``compile`` (streamed) was.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ if any(v in os.environ for v in _CLEARED):  # before NumPy loads OpenBLAS: this 
               {k: v for k, v in os.environ.items() if k not in _CLEARED})
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import re  # noqa: E402
 import time  # noqa: E402
 
@@ -42,8 +48,9 @@ from polymap.codegen.build import load_kernel  # noqa: E402
 from polymap.codegen.c.emitter import emit_c  # noqa: E402
 from polymap.driver import parse  # noqa: E402
 from polymap.machine.presets import load_architecture  # noqa: E402
-from polymap.passes.search.choice import evaluate_candidate  # noqa: E402
-from polymap.passes.search.register_mapping import register_mappings  # noqa: E402
+from polymap.passes.search.choice import evaluate_candidate, fit_keeps  # noqa: E402
+from polymap.passes.search.register_mapping import (cache_blocking, register_mapping,  # noqa: E402
+                                                    register_mappings, register_shape)
 from polymap.poly import build_model  # noqa: E402
 
 
@@ -59,7 +66,7 @@ def _find(lines: list[str], pattern: str, start: int = 0) -> int:
 
 
 def variants(text: str, groups: int, steps: int) -> dict[str, str]:
-    """compile's C (``text``) and the ``panel`` and ``keep`` schedules of the module docstring.
+    """The grouped C (``text``) and the ``panel`` and ``keep`` schedules of the module docstring.
 
     ``groups``: B's groups per KC step (ceil(N / NB)); ``steps``: KC steps (ceil(K / KC))."""
     lines = text.split("\n")
@@ -119,7 +126,7 @@ def variants(text: str, groups: int, steps: int) -> dict[str, str]:
             out.append(line)
         return "\n".join(out)
 
-    return {"compile": text,
+    return {"grouped": text,
             "panel": build("polymap_panel", groups, "j_LLC", True, afree),
             "keep": build("polymap_whole", groups * steps, f"k_LLC * {groups} + j_LLC", False, close_k)}
 
@@ -144,13 +151,17 @@ def main() -> None:
             best = min((evaluate_candidate(model, src, m, arch, params) for src, m in
                         register_mappings(model, 0, arch, params) if m is not None),
                        key=lambda c: c.key() if c.legal else (float("inf"),) * 2)
-            l2 = dict(zip(best.mapping.loops, best.mapping.levels[-3].tile))
+            blocking = dataclasses.replace(cache_blocking(arch, dtype, register_shape(arch.vector, dtype)),
+                                           stream=False)
+            grouped = fit_keeps(model, register_mapping(model, 0, arch, params, blocking=blocking), arch, params)
+            l2 = dict(zip(grouped.loops, grouped.levels[-3].tile))
             groups, steps = -(-n // (l2["j"] or n)), -(-n // (l2["k"] or n))
+            texts = {"compile": emit_c(kernel, model, (best.mapping,), params=params)}
             try:
-                texts = variants(emit_c(kernel, model, (best.mapping,), params=params), groups, steps)
+                texts.update(variants(emit_c(kernel, model, (grouped,), params=params), groups, steps))
             except Shape as e:
-                print(f"{dtype} {n}: skipped ({e})")
-                continue
+                print(f"{dtype} {n}: no panel or keep variant ({e})")
+                texts["grouped"] = emit_c(kernel, model, (grouped,), params=params)
             rng = np.random.default_rng(0)
             a, b = rng.random((n, n)).astype(nt), rng.random((n, n)).astype(nt)
             c = np.zeros((n, n), dtype=nt)
@@ -166,7 +177,9 @@ def main() -> None:
             load = os.getloadavg()[0]
             wall, _ = medians(fns, args.repeat)
             cpu, _ = medians(fns, args.repeat, clock=time.process_time)
-            print(f"{dtype} {n} (KC {l2['k']}, NB {l2['j']}, row block {l2['i']}; load {load:.1f} -> "
+            streamed = dict(zip(best.mapping.loops, best.mapping.levels[-3].tile))
+            print(f"{dtype} {n} (compile: KC {streamed['k']}, NB {streamed['j']}, rows {streamed['i']}; grouped: "
+                  f"KC {l2['k']}, NB {l2['j']}, row block {l2['i']}; load {load:.1f} -> "
                   f"{os.getloadavg()[0]:.1f}): GFLOP/s of wall time, then of CPU time")
             for name in fns:
                 print(f"  {name:>8}  wall {flops / wall[name]:7.1f} ({wall['numpy'] / wall[name]:.2f}x numpy)   "
