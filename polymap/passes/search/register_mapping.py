@@ -16,6 +16,20 @@ matrix-vector products), on an architecture with at least four levels
                                                    of the L2 panel, in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
 
+The streamed form (session 26; :func:`stream_blocks`), taken instead where every read the tile
+broadcasts (gemm's ``A[i, k]``: no ``j``) runs along ``k`` in memory and rows are not a triangle::
+
+    DRAM  whole nest
+    LLC   whole, spatial i, order i, k, j        (a core's whole share of rows, no row blocks)
+    L2    tile {i: share, j: NB, k: KC}          (keeps B's KC x NB block only, packed there once
+          order i, j, k                           per core, KC step and block; NB: a quarter of L2)
+    L1    tile {i: MR, j: NB, k: KC} order j, i, k  (keeps the tile's MR x KC rows of A, read in
+                                                   place, for the block's NB / NR panels)
+    RF    tile {i: MR, j: NR}
+
+B comes into L2 once per core and KC step (the grouped form above: once per row block of MC rows)
+and stays there while all of the core's register tiles of rows stream past it.
+
 Rows of unequal length (a triangle over parallel rows: covariance's ``j >= i``, syrk's ``j <= i``)
 have no spatial level: the DRAM level walks blocks of at most MC rows (at least two per core), the
 code shares that loop out and deals the blocks on demand (design.md, "A triangle's parallel loop is
