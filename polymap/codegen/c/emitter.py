@@ -56,7 +56,7 @@ from polymap.codegen.c.expr import (
     c_name,
 )
 from polymap.passes.frontend.types import combine_type
-from polymap.passes.counting.execution import unit_stride
+from polymap.passes.counting.execution import vectorises
 from polymap.machine.arch import Architecture
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from typing import Mapping as MappingT
@@ -479,7 +479,7 @@ class _Printer:
         if not info.loop:
             return False
         # the cost model's rule for lanes (passes/counting/execution.py): one definition
-        return all(unit_stride(self.model.statement(name).stmt, info.loop) for name in info.statements
+        return all(vectorises(self.model.statement(name).stmt, info.loop) for name in info.statements
                    if info.loop in self.model.statement(name).loops)
 
     # ---- statements
