@@ -18,7 +18,8 @@ AST itself rather than using ISL's printer so that it controls the pragmas:
   outside it and the parallel loops are shared with ``omp for``; with
   ``params`` small loops stay sequential;
 * ``#pragma omp simd`` on innermost loops that carry no conflict and whose
-  accesses are unit-stride (or invariant) along them.
+  accesses the C compiler vectorises (unit-stride or invariant, reads also a
+  constant stride: :func:`polymap.passes.counting.execution.vectorises`).
 
 Statements are printed from the IR with the reference's value semantics
 (:mod:`polymap.codegen.c.expr`), their iterators replaced by the AST's
@@ -475,7 +476,7 @@ class _Printer:
         self.emit("}")
 
     def _unit_stride(self, info: LoopInfo) -> bool:
-        """Every access of the loop's statements is invariant or unit-stride along its loop."""
+        """The C compiler vectorises every statement of the loop along it (``vectorises``)."""
         if not info.loop:
             return False
         # the cost model's rule for lanes (passes/counting/execution.py): one definition

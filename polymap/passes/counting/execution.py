@@ -17,9 +17,10 @@ the mapping, by the same rules it applies:
 * **lanes**: the innermost level's spatial loops when it has any; otherwise
   the innermost loop of the generated code (the last loop, innermost level
   first, that walks more than one tile) runs in vectors of the element type
-  when it carries no dependence and every access is invariant or unit-stride
-  along it (``#pragma omp simd``, or a register tile's vector accumulators,
-  :mod:`polymap.codegen.c.regtile`); else one lane.
+  when it carries no dependence and the C compiler vectorises its accesses
+  (:func:`vectorises`: unit-stride or invariant, reads also a constant stride,
+  as conv2d's ``I[.., 2*q + s]``; ``#pragma omp simd``, or a register tile's
+  vector accumulators, :mod:`polymap.codegen.c.regtile`); else one lane.
 * **latency**: a statement that accumulates (``C[i, j] += ...``) updates each
   element in a chain, one link per iteration of a loop its target does not
   depend on (a reduction loop); the code neither splits nor reassociates it
@@ -27,7 +28,8 @@ the mapping, by the same rules it applies:
   cycles). The chains in flight are the target elements the loops inside the
   innermost reduction loop walk (innermost first, while the target depends on
   them: gemm's register tile 6 x 16 = 96 elements, 12 vectors; ``k`` innermost:
-  1), in vectors of the lanes; a unit issues ``min(ops per cycle, vector
+  1), in vectors (:func:`chain_vectors`: a register tile's of the registers' width, a plain
+  loop's as the compiler builds them, :data:`LOOP_VECTOR_BYTES`); a unit issues ``min(ops per cycle, vector
   chains / latency)`` per cycle, i.e. the compute term is multiplied by
   ``max(1, ops x latency / vector chains)``. The latency is :data:`LATENCY`
   when the accumulators live in registers (one element, or a register tile's
@@ -35,7 +37,7 @@ the mapping, by the same rules it applies:
   and :data:`STORE_FORWARD` more when every link loads and stores its
   element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
   reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
-  memory, one lane): 2.25x; a register tile: 1.
+  memory, one vector of 8): 18x, with ``q`` tiles of 28 (4 vectors) 4.5x; a register tile: 1.
 * **passes**: a box of accumulators in registers is loaded before each pass of its reduction loop
   and stored after it; the chains wait for those loads. Each pass costs :data:`PASS_CYCLES` beyond
   its steps, a factor ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x the
@@ -193,8 +195,9 @@ def vectorises(stmt: ir.Assign, loop: str) -> bool:
     vectors (two loads and a permutation for conv2d's ``I[.., 2*q + s]``) and vectorises that loop at
     ``-O3`` with or without the pragma (``gcc -fopt-info-vec``: 32-byte vectors, then a 16-byte
     epilogue); a loop in a leading subscript (a column walk, a stride of a row) gathers, and is left
-    to one lane, as is a negative stride (GCC reverses a stride of -1 but not of -2: kept out). ``O[q] += I[2*q + s] * W[s]`` along ``q``: yes; along ``s``: no (the target is
-    invariant, a reduction); ``B[j, i] = A[i, j]`` along ``j``: no.
+        to one lane, as is a negative stride (GCC reverses a stride of -1 but not of -2: kept out).
+    ``O[q] += I[2*q + s] * W[s]`` along ``q``: yes; along ``s``: no (the target is invariant, a
+    reduction); ``B[j, i] = A[i, j]`` along ``j``: no.
     """
     refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
     for r in refs:
@@ -214,7 +217,7 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     Consecutive statements with the same loops share one innermost ``loop`` in the code; a statement
     with other loops between them separates them (one that lacks a loop runs before or after it, so
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
-    vectors when every one of its statements is invariant or unit stride along ``loop``
+    vectors when the compiler vectorises every one of its statements along ``loop``
     (:func:`vectorises`, the C backend's ``omp simd`` rule), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
@@ -635,8 +638,8 @@ def _widths(model: KernelModel, mapping: Mapping, arch: Architecture) -> tuple[i
     register tile's vectors; the units, not capped by the compute units per core: on Zen 4 a pipe
     computes 8 f32 lanes of a 16-lane zmm register, hostinfo; the units, the throughput, are capped
     in execution) and those of the vectors the C compiler builds for a loop it vectorises
-    (:data:`LOOP_VECTOR_BYTES`), in which its partial vectors are counted: 16 and 8 f32 lanes with
-    AVX-512, 8 and 8 with AVX2."""
+    (:data:`LOOP_VECTOR_BYTES`), in which its accumulators in memory are chains
+    (:func:`chain_vectors`): 16 and 8 f32 lanes with AVX-512, 8 and 8 with AVX2."""
     if arch.vector is None:
         return 1, 1
     loop = dataclasses.replace(arch.vector, vector_bytes=min(arch.vector.vector_bytes, LOOP_VECTOR_BYTES))
