@@ -167,7 +167,7 @@ def main() -> None:
                 what = ", ".join(nc.chosen.source for nc in choice.nests)
                 if mappings:
                     rf, l1, l2 = (dict(zip(mappings[0].loops, mappings[0].levels[k].tile)) for k in (-1, -2, -3))
-                    what += f" (RF {rf['i']}x{rf['j']}, KC {l1['k']}, MC {l1['i']}, L2 i {l2['i']})"
+                    what += f" (RF {rf['i']}x{rf['j']}, KC {l1['k']}, L1 i {l1['i']}, L2 i {l2['i']} j {l2['j']})"
             tiled = load_kernel(emit_c(kernel, model, mappings, params=params, reassociate=args.reassociate), kernel)
             rng = np.random.default_rng(0)
             a = rng.random((n, n)).astype(nt)
