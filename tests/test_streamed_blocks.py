@@ -108,3 +108,31 @@ def test_a_read_across_its_rows_keeps_the_grouped_form():
     c = np.full((params["M"], params["N"]), np.nan)
     fn({"A": a, "B": b, "C": c}, params)
     np.testing.assert_allclose(c, a.T @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_tensor_read_both_ways_keeps_the_grouped_form():
+    """C[i, j] += A[i, k] * A[j, k]: A is broadcast and read along j too, so it must stay kept (and
+    packed) at L2 as a whole: the streamed form, which keeps only the row-read tensors at L2, is not taken."""
+    text = """
+kernel g(N, K) {
+  in A[N, K] : f64
+  out C[N, N] : f64
+  for i in 0..N, j in 0..N {
+    init: C[i, j] = 0
+    for k in 0..K {
+      acc: C[i, j] += A[i, k] * A[j, k]
+    }
+  }
+}
+"""
+    params = {"N": 29, "K": 37}
+    kernel = parse(text, "g.loop").kernels[0]
+    model = build_model(kernel)
+    mp = register_mapping(model, 0, ARCH, params, blocking=BLOCKING)
+    assert mp is not None and dependence_violation(model, mp) is None
+    assert "A" in mp.levels[2].keep and dict(zip(mp.loops, mp.levels[2].tile))["i"] == 4  # MC rows: grouped
+    fn = load_kernel(emit_c(kernel, model, mp), kernel)
+    a = np.random.default_rng(4).standard_normal((params["N"], params["K"]))
+    c = np.full((params["N"], params["N"]), np.nan)
+    fn({"A": a, "C": c}, params)
+    np.testing.assert_allclose(c, a @ a.T, rtol=1e-12, atol=1e-12)

@@ -469,22 +469,26 @@ def stream_blocks(model: KernelModel, nest: int, roles: Roles, l2: int | None, b
     once per row block of MC rows: at f32 2048 on 2 cores 2 x 516 rows per core, B packed twice,
     and every group re-filled from L3 (measured: the streamed form +6-9% single-threaded, +8% on two
     cores in CPU time). Needs every read the register tile broadcasts (no ``j``) to be a view of
-    distinct bare loops over ``i`` and ending in ``k``, of a tensor the nest does not write."""
+    distinct bare loops over ``i`` and ending in ``k``, of a tensor the nest does not write and the
+    tile does not also read along ``j``."""
     size = _ITEMSIZE[roles.dtype]
     if l2 is None or roles.i is None or not roles.vector:
         return None
     stmt = next(s.stmt for s in model.nest_statements(nest) if s.name == roles.statement)
-    broadcast = set()
+    broadcast, rows = set(), set()
     for r in ir.subexpressions(stmt.value):
-        if not isinstance(r, ir.Ref) or not r.indices or roles.j in set().union(*map(ir.variables, r.indices)):
-            continue  # a scalar, or read as vectors along the row (B): packed at L2
+        if not isinstance(r, ir.Ref) or not r.indices:
+            continue  # a scalar
+        if roles.j in set().union(*map(ir.variables, r.indices)):
+            rows.add(r.tensor)  # read as vectors along the row (B): kept and packed at L2
+            continue
         names = [x.name for x in r.indices if isinstance(x, ir.Var)]
         if (len(names) != len(r.indices) or len(set(names)) != len(names) or not names or names[-1] != roles.k
                 or roles.i not in names or r.tensor in _written(model, nest)):
             return None
         broadcast.add(r.tensor)
-    if not broadcast:
-        return None
+    if not broadcast or broadcast & rows:
+        return None  # (``A[i, k] * A[j, k]``: A's rows along j would be kept nowhere but L1)
     cols = (l2 // STREAM_SHARE) // (b.kc * size) // b.nr * b.nr
     if cols < 2 * b.nr or extents.get(roles.j, 0) <= b.nr:
         return None
