@@ -6,9 +6,8 @@ For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each (``--quick``:
 the first size only, fewer rounds): compile's candidates per nest, widened
 best-first from the model's best with neighbours (:func:`polymap.passes.search.tune.widen`,
 :mod:`polymap.passes.search.variants`) to the model's best
-``--top`` of *distinct code*, spread over the model's predictions as ``--tune`` spreads them
-(:func:`polymap.passes.search.tune.spread`: the best of each group the model ties first; before, gemm's
-sixteen widened best-first were one group predicted 0.497 ms each, and rho was the load's noise)
+``--top`` of *distinct code*, the pool ``--tune`` measures (cli.md: "the model's best K"; session
+25 measured a pool spread over the model's predictions instead, docs/design.md)
 (:func:`polymap.passes.search.tune.distinct`:
 mappings that print the same C up to loop names are one candidate; before,
 9 of conv2d's 16 were one code, timed 0.44-2.1 ms under load and ranked
@@ -61,7 +60,7 @@ from polymap.passes.search.choice import ChoiceOptions, choose, evaluate_candida
 from polymap.passes.search.fidelity import bias, spearman
 from polymap.passes.search.fidelity import ranks
 from polymap.passes.search.remember import exact_form
-from polymap.passes.search.tune import SPREAD_LOOK, distinct, spread, usable_candidates, widen
+from polymap.passes.search.tune import distinct, usable_candidates, widen
 
 ROOT = Path(__file__).resolve().parent.parent
 #: two sizes per kernel, where the fastest candidates run about 1 ms and the slowest tens of ms (session 21,
@@ -187,9 +186,8 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
         nc = counted(choice.model, nc, host, values, seconds=min(budget_s, 300.0))
         t2 = time.monotonic()
         nc = widen(choice.model, nc, host, values, k=top, seconds=widen_s)
-        # the model's best of distinct code, spread over its predictions (tune_choice's pool: tune.spread)
-        pool = spread(distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values,
-                               limit=SPREAD_LOOK * top), top)
+        # the model's best ``top`` of distinct code (tune_choice's pool, cli.md's "the model's best K")
+        pool = distinct(choice.model, [c for c in usable_candidates(nc) if c.report is not None], values, limit=top)
         t3 = time.monotonic()
         phases.update(counted=t2 - t1, widen=t3 - t2)
         if len(pool) < 2:

@@ -70,8 +70,10 @@ PAUSE = 0.2
 BLOCK = 4
 
 
-def medians(fns: dict, repeat: int, pause: float = PAUSE, block: int = BLOCK) -> tuple[dict, dict]:
-    """Median seconds of each function in steady state, and of its cold call.
+def medians(fns: dict, repeat: int, pause: float = PAUSE, block: int = BLOCK,
+            clock=time.perf_counter) -> tuple[dict, dict]:
+    """Median seconds of each function in steady state, and of its cold call (``clock``: wall time;
+    ``time.process_time`` gives the CPU time of all the process's threads).
 
     The versions alternate block by block (``repeat`` rounds, so load hits both alike); each block
     starts after ``pause`` seconds of rest and makes ``block`` calls back to back. The steady median
@@ -94,9 +96,9 @@ def medians(fns: dict, repeat: int, pause: float = PAUSE, block: int = BLOCK) ->
         for name, fn in fns.items():
             time.sleep(pause)
             for call in range(max(block, 2)):
-                t = time.perf_counter()
+                t = clock()
                 fn()
-                (cold if call == 0 else steady)[name].append(time.perf_counter() - t)
+                (cold if call == 0 else steady)[name].append(clock() - t)
     return ({name: statistics.median(ts) for name, ts in steady.items()},
             {name: statistics.median(ts) for name, ts in cold.items()})
 
@@ -165,7 +167,7 @@ def main() -> None:
                 what = ", ".join(nc.chosen.source for nc in choice.nests)
                 if mappings:
                     rf, l1, l2 = (dict(zip(mappings[0].loops, mappings[0].levels[k].tile)) for k in (-1, -2, -3))
-                    what += f" (RF {rf['i']}x{rf['j']}, KC {l1['k']}, MC {l1['i']}, L2 i {l2['i']})"
+                    what += f" (RF {rf['i']}x{rf['j']}, KC {l1['k']}, L1 i {l1['i']}, L2 i {l2['i']} j {l2['j']})"
             tiled = load_kernel(emit_c(kernel, model, mappings, params=params, reassociate=args.reassociate), kernel)
             rng = np.random.default_rng(0)
             a = rng.random((n, n)).astype(nt)

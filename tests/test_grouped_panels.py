@@ -40,6 +40,10 @@ ARCH = Architecture("t", (Level("DRAM"), Level("LLC", None, 32 * 2 ** 20, 1), Le
                           Level("L1", None, 32 * 1024, 2), Level("RF", None, 2048, 2)), Compute(32), AVX2)
 
 
+#: the grouped form itself (the streamed form, which gemm's A[i, k] would take, is test_streamed_blocks')
+GROUPED = Blocking(2, 4, 3, 4, 16, 8, stream=False)
+
+
 def _grouped(params: dict, blocking: Blocking):
     kernel = parse(GEMM, "g.loop").kernels[0]
     model = build_model(kernel)
@@ -50,7 +54,7 @@ def _grouped(params: dict, blocking: Blocking):
 
 def test_grouped_counts_equal_the_simulator_and_hand_counts():
     params = {"M": 9, "N": 13, "K": 7}
-    kernel, model, mp = _grouped(params, Blocking(2, 4, 3, 4, 16, 8))
+    kernel, model, mp = _grouped(params, GROUPED)
     tiles = {lm.level: dict(zip(mp.loops, lm.tile)) for lm in mp.levels}
     assert tiles["L2"]["j"] == 8 and "B" in mp.levels[2].keep and "C" not in mp.levels[2].keep
     counts = isl_count_mapping(model, mp, ARCH, params=params)
@@ -64,7 +68,7 @@ def test_grouped_counts_equal_the_simulator_and_hand_counts():
 
 @pytest.mark.parametrize("params", [{"M": 9, "N": 13, "K": 7}, {"M": 29, "N": 45, "K": 37}, {"M": 1, "N": 1, "K": 1}])
 def test_grouped_code_matches_numpy(params):
-    kernel, model, mp = _grouped(params, Blocking(2, 4, 3, 4, 16, 8))
+    kernel, model, mp = _grouped(params, GROUPED)
     src = emit_c(kernel, model, mp)
     if params["N"] > 8:  # one group of two panels: the buffer at L2 is KC x 8
         assert "polymap_pk_B_k_j[24]" in src
@@ -80,7 +84,7 @@ def test_grouped_code_matches_numpy(params):
 def test_group_copy_reads_rows_of_b_whole():
     """The copy's loops run k, then the panel, then its lanes (B's memory order), not panel by panel."""
     params = {"M": 29, "N": 45, "K": 37}
-    kernel, model, mp = _grouped(params, Blocking(2, 4, 3, 4, 16, 8))
+    kernel, model, mp = _grouped(params, GROUPED)
     src = emit_c(kernel, model, mp)
     copy = src[src.index("polymap_pk_B_k_j[24]"):]
     loops = [line.split("<")[1].split(";")[0].strip() for line in copy.splitlines()[2:5]]

@@ -10,6 +10,7 @@ exceed the stack limit and the tiles do not divide it, and the result compared w
 """
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +23,7 @@ from polymap.codegen.c.packing import BUFFER_ALIGN, STACK_BYTES, plan_packs
 from polymap.driver import parse
 from polymap.machine.presets import load_architecture
 from polymap.passes.search.choice import fit_keeps
-from polymap.passes.search.register_mapping import register_mapping
+from polymap.passes.search.register_mapping import cache_blocking, register_mapping, register_shape
 from polymap.poly import build_model
 
 from gemm_text import DRIVER_INPUTS, GEMM
@@ -56,15 +57,19 @@ void g(T *restrict A, T *restrict B, T *restrict C, long M, long N, long K);
 """
 
 
+@pytest.mark.parametrize("stream", [True, False])
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_heap_packs_start_on_a_cache_line(tmp_path: Path, dtype: str):
+def test_heap_packs_start_on_a_cache_line(tmp_path: Path, dtype: str, stream: bool):
+    """Compile's streamed form packs B's block on the heap (A is read in place); the grouped form
+    (``stream=False``) packs A's block there too."""
     kernel = parse(GEMM % {"t": dtype}, "g.loop").kernels[0]
     model = build_model(kernel)
     sizes = {"M": 301, "N": 275, "K": 700}  # no tile divides them; K over both KCs (a whole K is not packed)
-    mp = fit_keeps(model, register_mapping(model, 0, HOST, sizes), HOST, sizes)
+    blocking = dataclasses.replace(cache_blocking(HOST, dtype, register_shape(HOST.vector, dtype)), stream=stream)
+    mp = fit_keeps(model, register_mapping(model, 0, HOST, sizes, blocking=blocking), HOST, sizes)
     item = {"f32": 4, "f64": 8}[dtype]
     packs = plan_packs(model, mp)
-    assert {p.tensor for p in packs.values() if p.size * item > STACK_BYTES} == {"A", "B"}
+    assert {p.tensor for p in packs.values() if p.size * item > STACK_BYTES} == ({"B"} if stream else {"A", "B"})
     ctype = {"f32": "float", "f64": "double"}[dtype]
     (tmp_path / "k.c").write_text(emit_c(kernel, model, (mp,), params=sizes))
     (tmp_path / "rec.c").write_text(RECORDER)

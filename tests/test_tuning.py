@@ -149,18 +149,20 @@ def test_nothing_measured_chooses_nothing():
 
 
 def test_tune_choice_replaces_the_models_pick(gemm_choice, host, gemm):
-    from polymap.passes.search.tune import distinct, spread, usable_candidates
+    from polymap.passes.search.tune import distinct, usable_candidates
 
     nc = gemm_choice.nests[0]
-    # the pool: the model's best 3 of distinct code, spread over its predictions (search #1 and #2 tie)
-    usable = spread(distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES)), 3)
+    # the pool: the model's best 3 of distinct code (cli.md: "the model's best K"), in its order
+    usable = distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES), limit=3)
     assert len(usable) == 3, [c.source for c in nc.candidates]
-    assert usable[0].key()[0] < usable[1].key()[0] < usable[2].key()[0]
+    assert usable[0].source == nc.chosen.source
     last = usable[2].source
     timer = FakeTimer({last: 1e-6}, default=1.0)
     tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES),
                         options=TuneOptions(k=3), timer=timer)
     assert len(tuning_jobs(timer)) == 3
+    # exactly those three, each once: not a spread over the model's predictions reaching further down
+    assert sorted(j.source for j in tuning_jobs(timer)) == sorted(c.source for c in usable)
     assert tuned.confirmation is not None and tuned.confirmation.kept == "tuned"
     assert tuned.choice.nests[0].chosen.source == last
     assert tuned.choice.nests[0].chosen.mapping == usable[2].mapping
@@ -394,32 +396,6 @@ def test_widen_stops_at_its_evaluations_once_it_has_k_codes(monkeypatch):
     assert counted[:8] == [-1, 1, 2, 3, 4, 5, 6, 7]
 
 
-def test_spread_takes_the_best_of_each_group_the_model_ties_first():
-    """Groups: first keys within SPREAD_TIE (2 %) of the group's best; a candidate without a report is its own."""
-    from types import SimpleNamespace
-
-    from polymap.passes.search.choice import Candidate
-    from polymap.passes.search.tune import spread
-
-    def cand(name, cycles):
-        report = None if cycles is None else SimpleNamespace(cycles=cycles, energy_pj=0.0)
-        return Candidate(name, None, None, True, report=report)
-
-    # in the model's order (a candidate without counts ranks last)
-    # groups a b c | d e (2.03 is 1.5 % above 2.0) | f | g | h
-    cs = [cand("a", 1.0), cand("b", 1.01), cand("c", 1.019), cand("d", 2.0), cand("e", 2.03), cand("f", 3.0),
-          cand("g", None), cand("h", None)]
-    names = lambda got: "".join(c.source for c in got)  # noqa: E731
-    assert names(spread(cs, 4)) == "adfg"
-    assert names(spread(cs, 5)) == "adfgh"
-    assert names(spread(cs, 7)) == "abdefgh"  # the second of each group next, then the third
-    assert names(spread(cs, 8)) == "abcdefgh"
-    assert names(spread(cs[:3], 5)) == "abc"
-    # 1.019 is within 2 % of the group's best (1.0), not only of its neighbour: no chain of ties
-    assert names(spread([cand("a", 1.0), cand("b", 1.015), cand("c", 1.03)], 2)) == "ac"
-    assert spread([], 3) == []
-
-
 def test_widen_takes_an_isl_candidates_loops_from_its_schedule(host):
     """jacobi-2d's choice is isl's wavefronts, whose loops are their schedule's (s0, s1, ...): their
     neighbours are tiled over those loops' extents (before, the nest's ``t, i, j`` were looked up:
@@ -589,10 +565,10 @@ class WholeKernelTimer(RandomTimer):
 
 def test_confirmation_keeps_the_untuned_pick_when_the_whole_kernel_is_not_faster(gemm_choice, host, gemm):
     """2mm's case: each candidate timed alone looked faster, the whole kernel side by side did not."""
-    from polymap.passes.search.tune import distinct, spread, usable_candidates
+    from polymap.passes.search.tune import distinct, usable_candidates
 
     nc = gemm_choice.nests[0]
-    last = spread(distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES)), 3)[2].source
+    last = distinct(gemm_choice.model, usable_candidates(nc), param_values(gemm, SIZES), limit=3)[2].source
     timer = WholeKernelTimer([1.0, 1.0, 0.5], [1.0, 0.99])  # 1 % faster side by side: noise
     tuned = tune_choice(gemm_choice, arch=host, params=param_values(gemm, SIZES), options=TuneOptions(k=3),
                         timer=timer)

@@ -18,7 +18,8 @@ AST itself rather than using ISL's printer so that it controls the pragmas:
   outside it and the parallel loops are shared with ``omp for``; with
   ``params`` small loops stay sequential;
 * ``#pragma omp simd`` on innermost loops that carry no conflict and whose
-  accesses are unit-stride (or invariant) along them.
+  accesses the C compiler vectorises (unit-stride or invariant, reads also a
+  constant stride: :func:`polymap.passes.counting.execution.vectorises`).
 
 Statements are printed from the IR with the reference's value semantics
 (:mod:`polymap.codegen.c.expr`), their iterators replaced by the AST's
@@ -56,7 +57,7 @@ from polymap.codegen.c.expr import (
     c_name,
 )
 from polymap.passes.frontend.types import combine_type
-from polymap.passes.counting.execution import unit_stride
+from polymap.passes.counting.execution import vectorises
 from polymap.machine.arch import Architecture
 from polymap.codegen.loop_emitter import MappingsArg, as_mappings
 from typing import Mapping as MappingT
@@ -475,11 +476,11 @@ class _Printer:
         self.emit("}")
 
     def _unit_stride(self, info: LoopInfo) -> bool:
-        """Every access of the loop's statements is invariant or unit-stride along its loop."""
+        """The C compiler vectorises every statement of the loop along it (``vectorises``)."""
         if not info.loop:
             return False
         # the cost model's rule for lanes (passes/counting/execution.py): one definition
-        return all(unit_stride(self.model.statement(name).stmt, info.loop) for name in info.statements
+        return all(vectorises(self.model.statement(name).stmt, info.loop) for name in info.statements
                    if info.loop in self.model.statement(name).loops)
 
     # ---- statements

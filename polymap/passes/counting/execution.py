@@ -17,9 +17,10 @@ the mapping, by the same rules it applies:
 * **lanes**: the innermost level's spatial loops when it has any; otherwise
   the innermost loop of the generated code (the last loop, innermost level
   first, that walks more than one tile) runs in vectors of the element type
-  when it carries no dependence and every access is invariant or unit-stride
-  along it (``#pragma omp simd``, or a register tile's vector accumulators,
-  :mod:`polymap.codegen.c.regtile`); else one lane.
+  when it carries no dependence and the C compiler vectorises its accesses
+  (:func:`vectorises`: unit-stride or invariant, reads also a constant stride,
+  as conv2d's ``I[.., 2*q + s]``; ``#pragma omp simd``, or a register tile's
+  vector accumulators, :mod:`polymap.codegen.c.regtile`); else one lane.
 * **latency**: a statement that accumulates (``C[i, j] += ...``) updates each
   element in a chain, one link per iteration of a loop its target does not
   depend on (a reduction loop); the code neither splits nor reassociates it
@@ -27,7 +28,8 @@ the mapping, by the same rules it applies:
   cycles). The chains in flight are the target elements the loops inside the
   innermost reduction loop walk (innermost first, while the target depends on
   them: gemm's register tile 6 x 16 = 96 elements, 12 vectors; ``k`` innermost:
-  1), in vectors of the lanes; a unit issues ``min(ops per cycle, vector
+  1), in vectors (:func:`chain_vectors`: a register tile's of the registers' width, a plain
+  loop's as the compiler builds them, :data:`LOOP_VECTOR_BYTES`); a unit issues ``min(ops per cycle, vector
   chains / latency)`` per cycle, i.e. the compute term is multiplied by
   ``max(1, ops x latency / vector chains)``. The latency is :data:`LATENCY`
   when the accumulators live in registers (one element, or a register tile's
@@ -35,7 +37,7 @@ the mapping, by the same rules it applies:
   and :data:`STORE_FORWARD` more when every link loads and stores its
   element. gemm with ``k`` innermost: 8x; conv2d's original order (``s``, a
   reduction, innermost): 8x; its tiled code (``q`` innermost, 8 elements in
-  memory, one lane): 2.25x; a register tile: 1.
+  memory, one vector of 8): 18x, with ``q`` tiles of 28 (4 vectors) 4.5x; a register tile: 1.
 * **passes**: a box of accumulators in registers is loaded before each pass of its reduction loop
   and stored after it; the chains wait for those loads. Each pass costs :data:`PASS_CYCLES` beyond
   its steps, a factor ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x the
@@ -63,6 +65,7 @@ reduction) on ``cores x 1``: the model sees the 8x the code has.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from math import ceil, prod
 from typing import Callable, Iterable, Iterator, Mapping as MappingT, TypeVar
@@ -89,6 +92,14 @@ LATENCY = 4
 #: Cycles more a link waits when its accumulator lives in memory (loaded and stored every link:
 #: store-to-load forwarding, 5-7 cycles on current x86 cores; assumed, not measured).
 STORE_FORWARD = 5
+#: Bytes of the vectors the C compiler builds for a loop it vectorises itself (``#pragma omp simd``, or
+#: at ``-O3`` without it), capped by the register width: GCC's ``-mprefer-vector-width`` under
+#: ``-march=native`` on x86 (``gcc -march=native -Q --help=target``: 256 on this session's AVX-512
+#: Xeon, as for every x86 tuning GCC 12 has but Xeon Phi's), whatever the registers hold: conv2d's
+#: ``q`` loop is "vectorized using 32 byte vectors" and its epilogue "using 16 byte vectors"
+#: (``-fopt-info-vec``). A register tile's explicit vectors (:mod:`polymap.codegen.c.regtile`) take
+#: the full register width.
+LOOP_VECTOR_BYTES = 32
 #: Loads a core issues per cycle (vector or broadcast; two on Zen 3 and Skylake for 32-byte loads; assumed).
 LOADS_PER_CYCLE = 2
 #: Cycles one pass of a box of accumulators over its reduction loop costs beyond its steps: the box is
@@ -175,12 +186,25 @@ def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
     return None if used else 0
 
 
-def unit_stride(stmt: ir.Assign, loop: str) -> bool:
-    """Every access of ``stmt`` is invariant or unit-stride along ``loop`` (row-major: the last subscript)."""
+def vectorises(stmt: ir.Assign, loop: str) -> bool:
+    """Does the C compiler run ``stmt`` in vectors along ``loop`` (the loop carrying no dependence)?
+    The one rule for the C backend's ``omp simd`` and the cost model's lanes.
+
+    Row-major: the target is invariant or unit-stride along ``loop`` (its last subscript), every read
+    invariant or a constant positive stride in its last subscript only. GCC loads a constant stride in
+    vectors (two loads and a permutation for conv2d's ``I[.., 2*q + s]``) and vectorises that loop at
+    ``-O3`` with or without the pragma (``gcc -fopt-info-vec``: 32-byte vectors, then a 16-byte
+    epilogue); a loop in a leading subscript (a column walk, a stride of a row) gathers, and is left
+        to one lane, as is a negative stride (GCC reverses a stride of -1 but not of -2: kept out).
+    ``O[q] += I[2*q + s] * W[s]`` along ``q``: yes; along ``s``: no (the target is invariant, a
+    reduction); ``B[j, i] = A[i, j]`` along ``j``: no.
+    """
     refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
     for r in refs:
         coeffs = [loop_coefficient(x, loop) for x in r.indices]
-        if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and coeffs[-1] not in (0, 1)):
+        if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and (coeffs[-1] is None or coeffs[-1] < 0)):
+            return False
+        if coeffs and coeffs[-1] > 1 and r is stmt.target:
             return False
     return True
 
@@ -193,8 +217,8 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     Consecutive statements with the same loops share one innermost ``loop`` in the code; a statement
     with other loops between them separates them (one that lacks a loop runs before or after it, so
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
-    vectors when every one of its statements is invariant or unit stride along ``loop``
-    (:func:`unit_stride`, the C backend's ``omp simd`` rule), else one lane. Weighted by instances (the loops' extents): covariance's
+    vectors when the compiler vectorises every one of its statements along ``loop``
+    (:func:`vectorises`, the C backend's ``omp simd`` rule), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
@@ -214,7 +238,7 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     fast, slow = rest, 0
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        if all(unit_stride(c.stmt, loop) for c in members):
+        if all(vectorises(c.stmt, loop) for c in members):
             fast += n
         else:
             slow += n
@@ -427,11 +451,25 @@ def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str,
 def latency_factor(elements: int | None, lanes: int, ops_per_cycle: float, in_registers: bool = True) -> float:
     """``max(1, ops x latency / vector chains)``: the compute term's stretch when too few chains
     are in flight to issue ``ops_per_cycle`` per cycle (None elements: no chain, 1); the latency is
-    :data:`LATENCY`, plus :data:`STORE_FORWARD` for accumulators in memory."""
+    :data:`LATENCY`, plus :data:`STORE_FORWARD` for accumulators in memory (:func:`chain_vectors`:
+    the chains in vectors of ``lanes``)."""
     if elements is None:
         return 1.0
-    vectors = ceil(elements / max(lanes, 1))
+    vectors = chain_vectors(elements, max(lanes, 1), in_registers)
     return max(1.0, ops_per_cycle * (LATENCY + (0 if in_registers else STORE_FORWARD)) / vectors)
+
+
+def chain_vectors(elements: Num, lanes: int | np.ndarray, in_registers: Num) -> Num:
+    """Vectors the accumulator elements in flight are held in. In registers, a register tile's box:
+    whole vectors of the register width, its edges masked (``ceil(elements / lanes)``). In memory,
+    a plain loop the C compiler vectorises: its issues (:func:`vector_issues`, in the loop's
+    vectors, :data:`LOOP_VECTOR_BYTES`), each a chain of its own: conv2d's ``q`` tile of 28 is 4
+    chains (3 vectors of 8, one of 4), of 16 two, of 8 one; a loop of 28 one lane wide, 28.
+    Numbers or NumPy arrays (``lanes`` the width for each row: the register's or the loop's)."""
+    masked = -(-elements // lanes)
+    if isinstance(elements, np.ndarray) or isinstance(lanes, np.ndarray):
+        return np.where(in_registers, masked, vector_issues(elements, lanes))
+    return masked if in_registers else vector_issues(elements, lanes)
 
 
 def team_constants(arch: Architecture | None) -> tuple[float, float]:
@@ -462,11 +500,48 @@ def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num,
     return out if np.ndim(out) else float(out)
 
 
-def issue_slots(size: int, lanes: int) -> int:
-    """Lane slots one run of ``size`` iterations takes: whole vectors, then the remainder one
-    iteration per vector issue (the scalar epilogue of an AVX2 ``omp simd`` loop)."""
-    full, rest = divmod(size, lanes)
-    return (full + rest) * lanes
+def vector_issues(size: Num, lanes: int | np.ndarray) -> Num:
+    """Vector issues one run of ``size`` iterations of a loop the C compiler vectorises in ``lanes``
+    lanes takes, as GCC builds the loop: whole vectors, then one vector of half the lanes for what
+    is left when that many remain (its vectorised epilogue), then one issue per iteration (the
+    scalar rest). ``gcc -O3 -march=native -fopt-info-vec`` on conv2d's ``q`` loop: "vectorized
+    using 32 byte vectors" and "using 16 byte vectors"; 28 iterations in 8 lanes: 3 + 1 = 4
+    issues, 14: 1 + 1 + 2 = 4, 16: 2. Numbers or NumPy arrays."""
+    full, rest = size // lanes, size % lanes
+    half = lanes // 2
+    if isinstance(half, np.ndarray):
+        h = np.maximum(half, 1)
+        return np.where(half < 2, full + rest, full + rest // h + rest % h)
+    if half < 2:
+        return full + rest
+    return full + rest // half + rest % half
+
+
+def issue_slots(size: Num, lanes: int | np.ndarray) -> Num:
+    """Lane slots one run of ``size`` iterations of a plain vectorised loop takes: whole vectors of
+    the registers' ``lanes``, then the remainder one iteration per vector issue (a scalar epilogue).
+
+    Not the loop GCC builds (:func:`vector_issues`: vectors of :data:`LOOP_VECTOR_BYTES`, then one
+    of half of them): pessimistic on short runs, and kept so, because two of PolyBench's choices
+    rest on it. Counted as GCC builds it, lu's interchange at its reduced sizes (N=31, runs of up to
+    31 f64) ranks within 10% of isl's wavefront and replaces it (lu fell from 7.5x to 1.34x with
+    that interchange in session 24); with every issue a whole register's time (8-lane vectors in
+    16-lane pipes), gramschmidt's interchange doubles and isl's one-thread schedule, measured 4.9x
+    slower at LARGE (18.6 s against 3.8 s, load 2.5), replaces it (docs/design.md, "Vector lanes").
+    Numbers or NumPy arrays."""
+    return (size // lanes + size % lanes) * lanes
+
+
+def run_slots(size: Num, lanes: int, tile: bool | np.ndarray) -> Num:
+    """Lane slots one run of ``size`` iterations of the vector loop takes in vectors of ``lanes``:
+    in a register tile (:mod:`polymap.codegen.c.regtile`), whose edges are masked,
+    ``ceil(size / lanes)`` whole vectors (28 in 16 lanes: 2 vectors, 32 slots); in a plain loop,
+    :func:`issue_slots` (28: 1 vector and 12 issues, 208 slots). Numbers or NumPy arrays."""
+    masked = -(-size // lanes) * lanes
+    loop = issue_slots(size, lanes)
+    if isinstance(tile, np.ndarray) or isinstance(size, np.ndarray):
+        return np.where(tile, masked, loop)
+    return masked if tile else loop
 
 
 def largest_share(extent: int, tile: int) -> int:
@@ -558,16 +633,19 @@ def _parallel(model: KernelModel, nests: tuple[int, ...]) -> frozenset[str]:
                   lambda: frozenset(n for n, c in loop_classes(model, nests=nests).items() if c.parallel))
 
 
-def _lanes_max(model: KernelModel, mapping: Mapping, arch: Architecture, cores: int) -> int:
-    """Vector lanes of the nest's widest element type: the width of the code's vectors (its registers),
-    in which partial vectors are wasted. Not capped by the compute units per core: on Zen 4 a pipe
-    computes 8 f32 lanes of a 16-lane zmm register (hostinfo), and a j tile of 8 still issues whole
-    zmm operations, half of them masked off; the units (the throughput) are capped in execution."""
+def _widths(model: KernelModel, mapping: Mapping, arch: Architecture) -> tuple[int, int]:
+    """``(register lanes, loop lanes)`` of the nest's widest element type: its registers' lanes (a
+    register tile's vectors; the units, not capped by the compute units per core: on Zen 4 a pipe
+    computes 8 f32 lanes of a 16-lane zmm register, hostinfo; the units, the throughput, are capped
+    in execution) and those of the vectors the C compiler builds for a loop it vectorises
+    (:data:`LOOP_VECTOR_BYTES`), in which its accumulators in memory are chains
+    (:func:`chain_vectors`): 16 and 8 f32 lanes with AVX-512, 8 and 8 with AVX2."""
     if arch.vector is None:
-        return 1
-    lanes = [arch.vector.lanes(d.dtype) for ctx in _statements(model, mapping)
-             if (d := model.kernel.decl(ctx.stmt.target.tensor)) is not None]
-    return max(1, min(lanes, default=1))
+        return 1, 1
+    loop = dataclasses.replace(arch.vector, vector_bytes=min(arch.vector.vector_bytes, LOOP_VECTOR_BYTES))
+    out = [(arch.vector.lanes(d.dtype), loop.lanes(d.dtype)) for ctx in _statements(model, mapping)
+           if (d := model.kernel.decl(ctx.stmt.target.tensor)) is not None]
+    return max(1, min((a for a, _ in out), default=1)), max(1, min((b for _, b in out), default=1))
 
 
 def _spatial(mapping: Mapping, eff: list[dict[str, int]], levels: range) -> tuple[int, float, str | None]:
@@ -629,28 +707,32 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     else:
         why.append(f"spatial {tloop}: {threads} threads")
     threads = max(1, min(threads, cores))
+    found = chains(stmts, walk, last)
+    if found is None and _rescheduled_chain(model, mapping, walk):
+        found = (1, True)  # one accumulator along the innermost loop, in a register at best
+    elements, registers = found if found is not None else (None, True)
+    tile = registers and elements is not None and elements > 1  # a register tile's box (chains)
+    width, short = _widths(model, mapping, arch)
     lanes, vwaste, vloop = _spatial(mapping, eff, range(last, last + 1))
     if vloop is not None:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
         k, x, _ = walk[-1]
-        width = _lanes_max(model, mapping, arch, cores)
         scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
-            slots = sum(n * issue_slots(s, width) for s, n in sizes.items())
+            slots = sum(n * run_slots(s, width, tile) for s, n in sizes.items())
             lanes, vloop, vwaste = width, x, slots / extents[x] * scalar
-            why.append(f"{x} innermost, unit stride: {width} lanes ({slots} slots for {extents[x]})")
+            kind = "a register tile's vectors" if tile else "vectors"
+            why.append(f"{x} innermost, vectorised: {width} lanes in {kind} ({slots} slots for {extents[x]})")
             if scalar > 1:
                 why.append(f"statements whose {x} loop strides run one lane: x{scalar:.3g}")
         else:
             why.append(f"{x} innermost, not vectorised: one lane")
     lanes = max(1, min(lanes, arch.compute.instances // threads))
-    found = chains(stmts, walk, last)
-    if found is None and _rescheduled_chain(model, mapping, walk):
-        found = (1, True)  # one accumulator along the innermost loop, in a register at best
-    elements, registers = found if found is not None else (None, True)
-    latency = latency_factor(elements, lanes, arch.compute.ops_per_cycle, registers)
+    # chains in memory are a plain loop's, in the vectors the compiler builds for it (chain_vectors)
+    chain_lanes = lanes if registers else min(lanes, short)
+    latency = latency_factor(elements, chain_lanes, arch.compute.ops_per_cycle, registers)
     if latency > 1:
         where = "registers" if registers else "memory"
         why.append(f"{elements} accumulator element(s) in flight ({where}): x{latency:g} for latency")
@@ -741,30 +823,6 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     for x in reversed(template.levels[last].spatial):  # the first spatial loop that walks, as _spatial
         j = loops.index(x)
         vidx = np.where(trips[:, last, j] > 1, j, vidx)
-    width = _lanes_max(model, template, arch, cores)
-    innermost = np.full(B, -1)
-    for q, (k, j) in enumerate(positions):
-        innermost = np.where(trips[:, k, j] > 1, q, innermost)
-    for q, (k, j) in enumerate(positions):
-        x = loops[j]
-        scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
-        if scalar is None:
-            continue
-        here = ~explicit & (innermost == q)
-        if not here.any():
-            continue
-        sizes = np.full((B, 1), extents[x], dtype=np.int64)
-        counts = np.ones((B, 1), dtype=np.int64)
-        for level in range(1, k + 1):
-            tile = eff[:, level, j][:, None]
-            full, rest = sizes // tile, sizes % tile
-            sizes = np.concatenate([np.broadcast_to(tile, sizes.shape), rest], axis=1)
-            counts = np.concatenate([counts * full, counts * (rest > 0)], axis=1)
-        slots = (counts * (sizes // width + sizes % width) * width).sum(axis=1)
-        lanes = np.where(here, width, lanes)
-        vwaste = np.where(here, slots / extents[x] * scalar, vwaste)
-        vidx = np.where(here, j, vidx)
-    lanes = np.maximum(1, np.minimum(lanes, arch.compute.instances // threads))
     elements, registers = np.full(B, np.inf), np.ones(B, dtype=bool)
     for ctx in stmts:
         if not accumulates(ctx.stmt):
@@ -791,7 +849,34 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         better = found & ((n < elements) | ((n == elements) & ~mine & registers))
         registers = np.where(better, mine, registers)
         elements = np.where(better, n, elements)
-    vectors = np.ceil(elements / lanes)
+    boxed = registers & np.isfinite(elements) & (elements > 1)  # a register tile's box (chains)
+    width, short = _widths(model, template, arch)
+    innermost = np.full(B, -1)
+    for q, (k, j) in enumerate(positions):
+        innermost = np.where(trips[:, k, j] > 1, q, innermost)
+    for q, (k, j) in enumerate(positions):
+        x = loops[j]
+        scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
+        if scalar is None:
+            continue
+        here = ~explicit & (innermost == q)
+        if not here.any():
+            continue
+        sizes = np.full((B, 1), extents[x], dtype=np.int64)
+        counts = np.ones((B, 1), dtype=np.int64)
+        for level in range(1, k + 1):
+            tile = eff[:, level, j][:, None]
+            full, rest = sizes // tile, sizes % tile
+            sizes = np.concatenate([np.broadcast_to(tile, sizes.shape), rest], axis=1)
+            counts = np.concatenate([counts * full, counts * (rest > 0)], axis=1)
+        slots = (counts * run_slots(sizes, width, boxed[:, None])).sum(axis=1)
+        lanes = np.where(here, width, lanes)
+        vwaste = np.where(here, slots / extents[x] * scalar, vwaste)
+        vidx = np.where(here, j, vidx)
+    lanes = np.maximum(1, np.minimum(lanes, arch.compute.instances // threads))
+    known = np.isfinite(elements)
+    vectors = chain_vectors(np.where(known, elements, 1).astype(np.int64),
+                            np.where(registers, lanes, np.minimum(lanes, short)), registers)
     wait = LATENCY + np.where(registers, 0, STORE_FORWARD)
     latency = np.where(np.isfinite(elements), np.maximum(1.0, arch.compute.ops_per_cycle * wait / vectors), 1.0)
     # loads per step (load_factor) and passes (pass_factor), row by row as there

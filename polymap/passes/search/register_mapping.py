@@ -16,6 +16,20 @@ matrix-vector products), on an architecture with at least four levels
                                                    of the L2 panel, in L1)
     RF    tile {i: MR, j: NR}        order i, j    (MR x NR accumulators in registers)
 
+The streamed form (session 26; :func:`stream_blocks`), taken instead where every read the tile
+broadcasts (gemm's ``A[i, k]``: no ``j``) runs along ``k`` in memory and rows are not a triangle::
+
+    DRAM  whole nest
+    LLC   whole, spatial i, order i, k, j        (a core's whole share of rows, no row blocks)
+    L2    tile {i: share, j: NB, k: KC}          (keeps B's KC x NB block only, packed there once
+          order i, j, k                           per core, KC step and block; NB: a quarter of L2)
+    L1    tile {i: MR, j: NB, k: KC} order j, i, k  (keeps the tile's MR x KC rows of A, read in
+                                                   place, for the block's NB / NR panels)
+    RF    tile {i: MR, j: NR}
+
+B comes into L2 once per core and KC step (the grouped form above: once per row block of MC rows)
+and stays there while all of the core's register tiles of rows stream past it.
+
 Rows of unequal length (a triangle over parallel rows: covariance's ``j >= i``, syrk's ``j <= i``)
 have no spatial level: the DRAM level walks blocks of at most MC rows (at least two per core), the
 code shares that loop out and deals the blocks on demand (design.md, "A triangle's parallel loop is
@@ -74,6 +88,8 @@ class Blocking:
 
     ``nb``: when not 0, B's KC x NB block (NB/NR panels) is kept at L2 and packed there at once,
     not one KC x NR panel at a time at L1 (the module docstring's "grouped B panels").
+    ``stream``: with ``nb``, the streamed form where the nest has it (:func:`stream_blocks`: B's block
+    at L2 for all of a core's rows, A read in place); False keeps the grouped row blocks.
     """
 
     mr: int = 6
@@ -82,6 +98,7 @@ class Blocking:
     mc: int = 96
     nc: int = 1024
     nb: int = 0
+    stream: bool = True
 
 
 #: per element type, the blocking without a vector unit or caches to shape it (NR = two 32-byte vectors)
@@ -299,6 +316,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         blocks = 0
         top = (whole, others + (i,) + tuple(x for x in loops if x not in others + (i,)), ())
         group = tile(rows, None, None)
+    share = chunk  # a core's rows, whole register tiles
     if blocks >= 2:
         rows = -(-(-(-max(1, extents.get(i, 1)) // (blocks * cores))) // mr) * mr
         chunk = rows
@@ -324,11 +342,23 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         l2 = tile(chunk, nb, b.kc)
         inner = (k, j)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
+    l1 = (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ())
+    # B's block at L2 for all of a core's rows, A's rows read in place (session 26): see stream_blocks
+    streamed = stream_blocks(model, nest, roles, arch.levels[n - 3].capacity_bytes, b, extents) \
+        if nb and b.stream and not triangle else None
+    if streamed is not None:
+        cols, broadcast = streamed
+        top, group = (whole, outer_first, ()), whole
+        l2 = tile(share, cols, b.kc)
+        inner = (k, j)
+        keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest) and x not in broadcast)
+        keeps[n - 2] = tuple(x for x in keep if x in broadcast)
+        l1 = (tile(mr, cols, b.kc), others + (j, i, k), ())
     specs = {
         0: top,
         n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None and not triangle else ()),
         n - 3: (l2, ij + (k,) + others, ()),
-        n - 2: (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ()),
+        n - 2: l1,
         n - 1: (rf, others + (k,) + ij, ()),
     }
     levels = []
@@ -417,6 +447,52 @@ def _grouped(arch: Architecture, n: int, b: Blocking, roles: Roles, rows: int | 
     nb = min(b.nb, group_columns(cap, b.kc, rows, b.nr, _ITEMSIZE[roles.dtype]))
     # a loop no longer than one panel gains nothing from groups
     return nb if extents.get(roles.j, 0) > b.nr else 0
+
+
+#: the share of L2 that B's KC x NB block takes in the streamed form (stream_blocks): measured at
+#: f32 2048 on the Intel host (2 MiB L2, KC 512), NB 128 / 256 / 512 ran at 135.6 / 141.0 / 139.1
+#: GFLOP/s (one thread, CPU time, load 3.7; RESULTS.md "session 26 (gemm15)")
+STREAM_SHARE = 4
+
+
+def stream_blocks(model: KernelModel, nest: int, roles: Roles, l2: int | None, b: Blocking,
+                  extents: MappingT[str, int]) -> tuple[int, frozenset[str]] | None:
+    """B's columns kept at L2 for all of a core's rows, and the tensors read in place; None when the
+    nest does not have that form.
+
+    The form (session 26): L2 keeps B's KC x NB block (a quarter of L2: ``STREAM_SHARE``), packed
+    there once per core, KC step and block, and the core's whole share of rows walks it one register
+    tile of rows at a time; L1 keeps that tile's MR x KC rows of A, which the register tile
+    broadcasts and reads in place (each row a contiguous run along the reduction: MR streams the
+    hardware prefetches; copying them per tile, for NB / NR panels of reuse, measured 15% slower).
+    Before, L2 kept A's MC x KC block (packed) and B's KC x 128 group beside it, so B came into L2
+    once per row block of MC rows: at f32 2048 on 2 cores 2 x 516 rows per core, B packed twice,
+    and every group re-filled from L3 (measured: the streamed form +6-9% single-threaded, +8% on two
+    cores in CPU time). Needs every read the register tile broadcasts (no ``j``) to be a view of
+    distinct bare loops over ``i`` and ending in ``k``, of a tensor the nest does not write and the
+    tile does not also read along ``j``."""
+    size = _ITEMSIZE[roles.dtype]
+    if l2 is None or roles.i is None or not roles.vector:
+        return None
+    stmt = next(s.stmt for s in model.nest_statements(nest) if s.name == roles.statement)
+    broadcast, rows = set(), set()
+    for r in ir.subexpressions(stmt.value):
+        if not isinstance(r, ir.Ref) or not r.indices:
+            continue  # a scalar
+        if roles.j in set().union(*map(ir.variables, r.indices)):
+            rows.add(r.tensor)  # read as vectors along the row (B): kept and packed at L2
+            continue
+        names = [x.name for x in r.indices if isinstance(x, ir.Var)]
+        if (len(names) != len(r.indices) or len(set(names)) != len(names) or not names or names[-1] != roles.k
+                or roles.i not in names or r.tensor in _written(model, nest)):
+            return None
+        broadcast.add(r.tensor)
+    if not broadcast or broadcast & rows:
+        return None  # (``A[i, k] * A[j, k]``: A's rows along j would be kept nowhere but L1)
+    cols = (l2 // STREAM_SHARE) // (b.kc * size) // b.nr * b.nr
+    if cols < 2 * b.nr or extents.get(roles.j, 0) <= b.nr:
+        return None
+    return cols, frozenset(broadcast)
 
 
 def _written(model: KernelModel, nest: int) -> set[str]:

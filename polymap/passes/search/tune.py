@@ -1,7 +1,7 @@
 """``--tune K``: the model ranks, the machine decides.
 
-The model's best ``K`` legal, fitting candidates of a nest (of distinct code,
-spread over the model's predictions: :func:`spread`) are built and
+The model's best ``K`` legal, fitting candidates of a nest (of distinct code:
+:func:`distinct`; cli.md "Measuring, calibrating and remembering") are built and
 timed (:mod:`polymap.codegen.timing`, in a child process per candidate) and
 the fastest measured is kept. The other nests keep their mappings while one
 nest is tuned, nest after nest. Before -> after, for gemm::
@@ -46,14 +46,10 @@ from polymap.machine.arch import Architecture
 #: than the untuned register tiles in the bench's interleaved timing). docs/design.md, "Confirming a tuning"
 CONFIRM_MARGIN = 0.03
 
-#: candidates whose first key (cycles) is within this fraction of a better one's are one group to
-#: :func:`spread`: the model says they run alike (gemm's register-tile variants: 0.497 ms each; a 1 %
+#: :func:`widen` walks downhill to a neighbour only when the model predicts it faster than its parent by more
+#: than this fraction of cycles: closer is a tie (gemm's register-tile variants: 0.497 ms each; a 1 %
 #: difference is below what a shared machine can measure, session 25 treats < 5 % as noise)
-SPREAD_TIE = 0.02
-
-#: :func:`tune_choice` spreads the model's best ``SPREAD_LOOK x K`` distinct codes (printing one costs
-#: about a second: the rest are not printed)
-SPREAD_LOOK = 3
+WIDEN_TIE = 0.02
 
 #: :func:`widen` counts at most this many neighbours per candidate wanted (once it has them): enough for
 #: a few steps downhill from the model's best, bounded where the walk would otherwise search for minutes
@@ -225,51 +221,24 @@ def distinct(model: KernelModel, candidates: Sequence[Candidate], params: Mappin
 
 def _tied(best: Candidate, other: Candidate) -> bool:
     """The model cannot tell ``other`` from the better-ranked ``best``: both counted, first keys (cycles)
-    within :data:`SPREAD_TIE`."""
+    within :data:`WIDEN_TIE`."""
     return best.report is not None and other.report is not None and \
-        other.key()[0] <= best.key()[0] * (1 + SPREAD_TIE)
-
-
-def spread(candidates: Sequence[Candidate], k: int) -> list[Candidate]:
-    """``k`` of ``candidates`` (distinct code, in the model's order) spread over the model's predictions:
-    the best of each group the model cannot tell apart (first keys within :data:`SPREAD_TIE` of the
-    group's best; a candidate without a report is a group of its own) first, in the model's order,
-    then the second best of each group, and so on; returned in the model's order.
-
-    Measuring ten candidates the model ties measures the machine's noise, not the model's ranking, and
-    tells the tuning nothing the model's order did not (conv2d 28 x 28: ten of sixteen within 2 % of
-    each other measured, tied in the model, rho capped near 0.75; gemm 384^3 widened best-first: all
-    sixteen register-tile variants predicted 0.497 ms, rho -0.25 under load).
-    """
-    groups: list[list[Candidate]] = []
-    for c in candidates:
-        home = next((g for g in groups if _tied(g[0], c)), None)
-        if home is None:
-            groups.append([c])
-        else:
-            home.append(c)
-    picked: set[int] = set()
-    for depth in range(max((len(g) for g in groups), default=0)):
-        for g in groups:
-            if len(picked) < k and depth < len(g):
-                picked.add(id(g[depth]))
-    return [c for c in candidates if id(c) in picked]
+        other.key()[0] <= best.key()[0] * (1 + WIDEN_TIE)
 
 
 def tune_choice(choice: KernelChoice, *, arch: Architecture, params: MappingT[str, int], options: TuneOptions = TuneOptions(),
                 timer: Timer | None = None, progress: Callable[[str], None] | None = None) -> TunedChoice:
-    """Measure the model's best ``options.k`` candidates of every nest of ``choice``, spread over its
-    predictions (:func:`spread`); keep the fastest of each."""
+    """Measure the model's best ``options.k`` candidates of distinct code of every nest of ``choice``
+    (widened with neighbours, :func:`widen`, where compile's choice has fewer); keep the fastest of each."""
     nests = list(choice.nests)
     tunings = []
     for pos, nc in enumerate(nests):
-        pool = distinct(choice.model, usable_candidates(nc), params, limit=SPREAD_LOOK * options.k)
-        if len(spread(pool, options.k)) < options.k:
+        pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
+        if len(pool) < options.k:
             nc = widen(choice.model, nc, arch, params, k=options.k, seconds=options.widen_seconds,
                        progress=progress)
             nests[pos] = nc
-            pool = distinct(choice.model, usable_candidates(nc), params, limit=SPREAD_LOOK * options.k)
-        pool = spread(pool, options.k)
+            pool = distinct(choice.model, usable_candidates(nc), params, limit=options.k)
         if len(pool) < 2:  # nothing to decide between
             continue
         fixed = tuple(n.chosen.mapping for n in nests if n.chosen.mapping is not None and n.nest != nc.nest)
@@ -336,9 +305,9 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
 
     Every step expands the candidate the model ranks best among those whose neighbours are not all
     counted yet, and leaves it for later as soon as one of its neighbours is predicted faster by more
-    than a tie (:data:`SPREAD_TIE`): that one is expanded next, the walk following the model downhill.
-    It ends when every candidate of the pool that would be measured (:func:`spread` over the distinct
-    codes: the model's best ``k``, spread over its predictions) has been expanded, after ``seconds``, or
+    than a tie (:data:`WIDEN_TIE`): that one is expanded next, the walk following the model downhill.
+    It ends when every candidate of the pool that would be measured (the model's best ``k`` distinct
+    codes) has been expanded, after ``seconds``, or
     once ``evaluations`` neighbours (default :data:`WIDEN_EVALUATIONS` x ``k``) were counted with ``k``
     distinct codes there (the walk is a local search: gemm 256^3's search #2 improved ten steps in a
     row, and ``--tune`` wants a pool, not a search). Before, the neighbours of compile's first
@@ -369,7 +338,7 @@ def widen(model: KernelModel, nc: NestChoice, arch: Architecture, params: Mappin
             push(c)
     while frontier and time.monotonic() < deadline:
         if len(pool) >= k and (counted >= evaluations or
-                               not any(id(c) in unexpanded for c in spread(sorted(pool, key=Candidate.key), k))):
+                               not any(id(c) in unexpanded for c in sorted(pool, key=Candidate.key)[:k])):
             break  # what would be measured is expanded, or enough work
         key, _, parent, rest = heapq.heappop(frontier)
         if rest is None:
