@@ -49,10 +49,10 @@ from polymap.passes.legality.reaching_writers import (
     original_dataflow,
     writer_changes,
 )
-from polymap.passes.schedule.schedule_order import ScheduleOrder, keeps_conflicts
+from polymap.passes.schedule.schedule_order import ScheduleOrder, conflict_pairs, keeps_conflicts
 from polymap.mapping.model import Mapping
 from polymap.passes.dependences.loop_classes import loop_classes, skew_hint
-from polymap.mapping.schedule import new_coordinates
+from polymap.mapping.schedule import coords_map, new_coordinates, statement_coords
 from polymap.passes.schedule.tiling import mapped_schedule
 from polymap.passes.schedule.tiling import MappedSchedule
 from polymap.passes.dependences.dependences import Dependence
@@ -171,15 +171,99 @@ def compact_maps(mapped: MappedSchedule) -> dict[str, isl.Map]:
     keeps the lexicographic order of every pair, and spares ISL the
     existential variables of its floor/mod expression.
     """
-    mapping, n = mapped.mapping, len(mapped.mapping.levels)
-    drop = [d for d, td in enumerate(mapped.dims) if td.kind == "coord" and td.level < n - 1
-            and mapping.levels[td.level + 1].tile[list(mapping.loops).index(td.loop)] is None]
+    drop = sorted(_whole_dims(mapped))
     out = {}
     for name, m in mapped.maps:
         for d in reversed(drop):
             m = m.project_out(isl.dim_type.out, d, 1)
         out[name] = m
     return out
+
+
+def _whole_dims(mapped: MappedSchedule) -> set[int]:
+    """The coordinates :func:`compact_maps` drops: 0 for every instance (the next level's tile is whole)."""
+    mapping, n = mapped.mapping, len(mapped.mapping.levels)
+    return {d for d, td in enumerate(mapped.dims) if td.kind == "coord" and td.level < n - 1
+            and mapping.levels[td.level + 1].tile[list(mapping.loops).index(td.loop)] is None}
+
+
+def _without(mapped: MappedSchedule, drop: set[int]) -> dict[str, isl.Map]:
+    """Every statement's time map without the dimensions ``drop``, each run of them in one projection
+    (last run first: each projection simplifies a map with divisions again)."""
+    runs: list[list[int]] = []
+    for d in sorted(drop):
+        if runs and runs[-1][0] + runs[-1][1] == d:
+            runs[-1][1] += 1
+        else:
+            runs.append([d, 1])
+    out = {}
+    for name, m in mapped.maps:
+        for first, count in reversed(runs):
+            m = m.project_out(isl.dim_type.out, first, count)
+        out[name] = m
+    return out
+
+
+def agreeing_loops(model: KernelModel, mapped: MappedSchedule) -> frozenset[str]:
+    """The loops of the mapping on which the two instances of every conflicting pair of the nest (same
+    element, one of them writing) have the same coordinate: both statements have the loop, and its
+    value (the iterator, or a schedule entry's expression) is equal. conv2d's only conflicts are the
+    updates of one ``O[n, k, p, q]``: ``n, k, p, q`` agree, ``c, r, s`` differ.
+
+    Every time dimension of such a loop (its phase, which is "has the loop" for both; its tile index
+    and offset at every level, functions of the coordinate alone) is then equal for every such pair,
+    so the order of any two conflicting instances is decided by the other dimensions
+    (:func:`order_maps`). Computed once per model, statements and coordinates."""
+    mapping, stmts = mapped.mapping, mapped.statements
+    coords = {s.name: statement_coords(mapping, s) for s in stmts}
+    key = ("agreeing loops", tuple(mapping.loops), tuple((s.name, tuple(sorted(coords[s.name].items()))) for s in stmts))
+    return cached(model, key, lambda: _agreeing(model, stmts, coords, tuple(mapping.loops)))
+
+
+def _agreeing(model: KernelModel, stmts: tuple[StatementModel, ...], coords: dict[str, dict[str, str]],
+              loops: tuple[str, ...]) -> frozenset[str]:
+    pairs = conflict_pairs(model, stmts)
+    values: dict[tuple[str, str], isl.Map] = {}  # S[i] -> [coordinate on x], built once per statement and loop
+
+    def value(s: str, x: str) -> isl.Map:
+        if (s, x) not in values:
+            values[(s, x)] = coords_map(model, model.statement(s), {x: coords[s][x]})
+        return values[(s, x)]
+
+    def agree(s: str, t: str, rel: isl.Map, x: str) -> bool:
+        """Do the two instances of every pair of ``rel`` (``S[i] -> T[j]``) have one coordinate on ``x``?"""
+        if x not in coords[s] or x not in coords[t]:
+            return False  # a statement that lacks the loop is ordered against it by its phase: it decides
+        both = rel.apply_domain(value(s, x)).apply_range(value(t, x))  # [u] -> [v] per pair
+        return both.is_subset(isl.Map.identity(both.get_space()))
+
+    return frozenset(x for x in loops if all(agree(s, t, rel, x) for s, t, rel in pairs))
+
+
+def order_maps(model: KernelModel, mapped: MappedSchedule) -> dict[str, isl.Map]:
+    """:func:`compact_maps` also without the dimensions of the :func:`agreeing_loops`: the maps that
+    order every conflicting pair as the whole mapped schedule does (on those dimensions the two
+    instances of such a pair are equal), and the only pairs legality orders are conflicting ones (or
+    one instance with itself): :func:`~polymap.passes.schedule.schedule_order.keeps_conflicts` orders
+    the pairs of :func:`~polymap.passes.schedule.schedule_order.conflict_pairs`, and
+    :func:`~polymap.passes.legality.reaching_writers.keeps_writers` flows, write-read and
+    write-write pairs of one element. A dimension walking tiles by diagonals (``a + b``) goes only
+    when both of its loops agree.
+
+    Their floor/mod dimensions are what ISL's order of a pair costs: conv2d's orders (7 loops, tiled
+    at every level) without ``n, k, p, q``."""
+    agree = agreeing_loops(model, mapped)
+    drop = _whole_dims(mapped)
+    if agree:
+        waves = [tuple(getattr(lv, "wavefront", ())) for lv in mapped.mapping.levels]
+        for d, td in enumerate(mapped.dims):
+            if td.kind not in ("coord", "phase") or td.loop not in agree:
+                continue
+            wave = waves[td.level]
+            if td.kind == "coord" and wave and td.loop == wave[0] and wave[1] not in agree:
+                continue  # the diagonal a + b: equal only when b agrees too
+            drop.add(d)
+    return _without(mapped, drop)
 
 
 def schedule_violations(model: KernelModel, mapped: MappedSchedule, *, params: MappingT[str, int] | None = None
@@ -195,8 +279,9 @@ def schedule_violations(model: KernelModel, mapped: MappedSchedule, *, params: M
 
 
 def is_legal_schedule(model: KernelModel, mapped: MappedSchedule) -> bool:
-    """True iff the mapped schedule keeps every reaching and final writer (symbolically)."""
-    maps = compact_maps(mapped)
+    """True iff the mapped schedule keeps every reaching and final writer (symbolically), ordering
+    the pairs by the dimensions that can tell them apart (:func:`order_maps`)."""
+    maps = order_maps(model, mapped)
     return keeps_conflicts(model, mapped.statements, maps) or keeps_writers(model, mapped.statements, maps)
 
 
