@@ -8,6 +8,7 @@ by step, and with brute force (``tests/bruteforce.py``) where the sizes are smal
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace as NS
 
@@ -102,9 +103,15 @@ def test_conv2d_search_orders_at_the_default_sizes():
     space = SearchSpace.build(model, 0, arch, params, enough=0)
     seen = set()
     for order in (CONV_LOOPS, CONV_LOOPS[1:] + CONV_LOOPS[:1], CONV_LOOPS[:4] + ("r", "s", "c")):
-        whole, ordered = _steps(model, space.mapping(order, space.sides))
-        assert ordered == whole
-        seen.add(whole[1])
+        mapping = space.mapping(order, space.sides)  # square tiles split the reduction: illegal
+        # the same with c, r, s whole at every level: the reduction's order is kept in the original order
+        whole_reduction = dataclasses.replace(mapping, levels=tuple(
+            dataclasses.replace(lm, tile=tuple(None if x in "crs" else t for x, t in zip(CONV_LOOPS, lm.tile)))
+            for lm in mapping.levels))
+        for m in (mapping, whole_reduction):
+            whole, ordered = _steps(model, m)
+            assert ordered == whole
+            seen.add(whole[1])
     assert seen == {True, False}
 
 
