@@ -106,14 +106,15 @@ def test_conv_register_tile_spans_c_r_s_and_matches_the_reference(stride, dtype,
     np.testing.assert_allclose(o, want, rtol=tol, atol=tol * 10)
 
 
-def test_one_reduction_loop_between_box_and_tile_loops_is_unchanged():
-    """With ``r, s`` walked outside the boxes (L2, as the default mapping does), the tile is ``c`` alone."""
+def test_reduction_loops_outside_the_box_loops_stay_outside_the_tile():
+    """With ``c, r`` walked outside the boxes (L2 walks ``c, r, p, q``), the tile is ``s`` alone: the
+    loops of ``p, q`` between them move the target."""
     kernel, model, mp = conv_mapping(2, "f32", 2, 4)
-    order = ("n", "k", "r", "s", "p", "q", "c")
+    order = ("n", "k", "c", "r", "p", "q", "s")
     l2, l1 = mp.levels[2], mp.levels[3]
     levels = list(mp.levels)
-    levels[2] = LevelMapping("L2", _tiles(n=1, k=1, r=1, s=1), order, (), l2.keep)
-    levels[3] = LevelMapping("L1", _tiles(n=1, k=1, r=1, s=1, p=2, q=4), order, (), l1.keep)
+    levels[2] = LevelMapping("L2", _tiles(n=1, k=1, c=1, r=1), order, (), l2.keep)
+    levels[3] = LevelMapping("L1", _tiles(n=1, k=1, c=1, r=1, p=2, q=4), order, (), l1.keep)
     mp = Mapping(kernel.name, 0, LOOPS, tuple(levels))
     assert dependence_violation(model, mp) is None
     src = emit_c(kernel, model, mp)

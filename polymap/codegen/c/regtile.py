@@ -734,7 +734,7 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
     named = nullcontext(run[0]) if run is not None else printer.loop_variable(red, printer.analysis.info(red))
     with named as it, ExitStack() as stack:
         # the reduction loops inside ``red`` (conv2d's r, s), named while the tile is printed
-        inner = [(r, stack.enter_context(printer.loop_variable(r, printer.analysis.info(r)))) for r in tile.inner]
+        nested = [(r, stack.enter_context(printer.loop_variable(r, printer.analysis.info(r)))) for r in tile.inner]
         start = ast_expr(red.for_get_init(), printer.names) if run is None else None
         init = _init_value(printer, tile, dtype, vtype, lanes) if run is None else None
 
@@ -773,7 +773,7 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             printer.emit(f"for (long {it} = {start}; "
                          f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
         printer.depth += 1
-        for r, r_it in inner:  # in the original order: each element's updates keep theirs
+        for r, r_it in nested:  # in the original order: each element's updates keep theirs
             printer.emit(f"for (long {r_it} = {ast_expr(r.for_get_init(), printer.names)}; "
                          f"{ast_expr(r.for_get_cond(), printer.names)}; {r_it} += {ast_expr(r.for_get_inc(), printer.names)}) {{")
             printer.depth += 1
@@ -790,7 +790,7 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             value = vp.value(stmt.value)
             v = vp.convert(value, combine_type(dtype, value.type))
             printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
-        for _ in range(len(inner) + 1):
+        for _ in range(len(nested) + 1):
             printer.depth -= 1
             printer.emit("}")
     for p in points:
