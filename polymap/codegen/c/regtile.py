@@ -25,6 +25,12 @@ everywhere::
     #else                             16-byte vectors, edges by the generic loops
     #endif
 
+Several reduction loops right around the box (conv2d's ``c { r { s { box
+of O } } }``, each a different kernel loop the target does not depend on)
+make one tile: the accumulators are loaded before the outermost and stored
+after it, the loops printed inside in their order (docs/design.md, "conv2d
+as an implicit GEMM").
+
 An initialisation of the box's elements that the mapping places at the
 first update (register_mapping's ``init: {i: i, j: j, k: 0}``) is printed by
 ISL inside the box under a guard, ``if (k_LLC == 0 && k == 0) init; acc``;
@@ -48,7 +54,7 @@ it is rounded twice, as the rest of the file (see ``docs/design.md``).
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass
 from itertools import product
 from typing import TYPE_CHECKING, Callable
@@ -57,6 +63,7 @@ from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, expr_args, user_statement
 from polymap.codegen.ast_build import expr_ids as ids  # the emitter reads it as regtile.ids too
+from polymap.codegen.c import packing
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.codegen.c.parallel import Path, child_paths
 from polymap.passes.counting.execution import loop_coefficient
@@ -161,7 +168,8 @@ class FoldedInit:
 
 @dataclass(frozen=True)
 class RegisterTile:
-    """A matched reduction loop with its box (outer -> inner) and statement."""
+    """A matched reduction loop (with any reduction loops nested right inside it) and its box (outer
+    -> inner) and statement."""
 
     reduction: isl.AstNode
     box: tuple[BoxLoop, ...]
@@ -169,6 +177,10 @@ class RegisterTile:
     args: tuple[isl.AstExpr, ...]
     lanes: int  # 1: scalar accumulators; else lanes per vector along the innermost box loop
     init: FoldedInit | None = None  # the accumulators start from its value where its guard holds
+    #: reduction loops of other kernel loops between ``reduction`` and the box, outer -> inner (conv2d's
+    #: ``r, s`` under ``c``): printed in their order inside ``reduction``, each element's updates in
+    #: the original order, the accumulators loaded before ``reduction`` and stored after it
+    inner: tuple[isl.AstNode, ...] = ()
 
 
 def _single(n: isl.AstNode) -> isl.AstNode | None:
@@ -220,11 +232,27 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     if mapping is None or info.level < 0:
         return None
     last = len(mapping.levels) - 1
-    if info.level >= last:
-        return None
+    if info.level >= last or any(level == last for level, _ in printer.loop_stack):
+        return None  # (inside a tile's box: its edge boxes print the loops of its reductions as they are)
     box: list[BoxLoop] = []
     inside = node.for_get_body()
     body = _single(inside)
+    # further loops of other kernel loops right inside this one, down to the box (conv2d's ``c, r, s``
+    # over one box of ``O``): reduction loops too if the target does not depend on them (checked
+    # below), and the accumulators stay in registers across all of them. A tile loop and a point
+    # loop of one kernel loop (gemm's ``k`` blocks around ``k``) are not taken together: the outer
+    # one does not match, as before, and the inner one is the tile's reduction
+    reductions: list[isl.AstNode] = []
+    seen = {info.loop}
+    while body is not None and body.get_type() == isl.ast_node_type.for_:
+        bi = printer.analysis.info(body)
+        if bi.level == last or bi.level < 0 or not bi.loop or bi.loop in seen:
+            break
+        seen.add(bi.loop)
+        reductions.append(body)
+        inside = body.for_get_body()
+        body = _single(inside)
+    red_it = {r.for_get_iterator().get_id().get_name() for r in [node] + reductions}
     inner_ids: set[str] = set()
     while body is not None and body.get_type() == isl.ast_node_type.for_:
         bi = printer.analysis.info(body)
@@ -243,7 +271,6 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         if lhs.get_type() != isl.ast_expr_type.id or lhs.get_id().get_name() != it:
             return None
         outer_its = {b.iterator for b in box}
-        red_it = {node.for_get_iterator().get_id().get_name()}
         if ids(body.for_get_init()) & red_it:
             return None  # the box starts elsewhere at each step of the reduction loop
         moves = bool(ids(rhs) & red_it)  # its end does: full at some steps only (emit_moving)
@@ -266,6 +293,8 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None  # only the row loop (the innermost) may start or end per row
     if any(b.moves for b in box) and any(b.per_row or b.starts_per_row for b in box):
         return None  # one kind of partial box at a time
+    if reductions and (folded is not None or any(b.moves for b in box)):
+        return None  # several reduction loops: no folded init, no moving box (one kind of tile at a time)
     name, args = user_statement(body)
     sm = printer.model.statement(name)
     stmt = sm.stmt
@@ -280,8 +309,10 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
             and not any(b.moves for b in box):
         return None  # (emit_moving checks, per step, that such a read misses the box)
     target_vars = [ir.variables(s) for s in stmt.target.indices]
-    if info.loop in set().union(*target_vars):
-        return None  # the target moves with the reduction loop
+    if any(x in set().union(*target_vars) for x in seen):
+        return None  # the target moves with a reduction loop
+    if any(packing.pack_points(printer, r, printer.analysis.info(r)) for r in reductions):
+        return None  # a panel copied inside one of them: printed by the loops that copy it
     positions = []
     for b in box:
         pos = [k for k, s in enumerate(stmt.target.indices) if isinstance(s, ir.Var) and s.name == b.loop]
@@ -304,7 +335,7 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None
     if not vector and points > MAX_SCALAR_ACCUMULATORS:
         return None
-    return RegisterTile(node, tuple(box), name, args, lanes if vector else 1, folded)
+    return RegisterTile(node, tuple(box), name, args, lanes if vector else 1, folded, tuple(reductions))
 
 
 def _folded_init(inside: isl.AstNode, box_ids: set[str]) -> tuple[FoldedInit, isl.AstNode] | None:
@@ -385,7 +416,9 @@ def emit(printer: Printer, tile: RegisterTile, *, path: Path = (), mode: str = "
     last = len(printer.mappings_by_rank[printer.analysis.info(tile.reduction).rank].levels) - 1
     red = printer.analysis.info(tile.reduction)
     coords = {(last, b.loop): b.iterator for b in box}
-    coords[(red.level, red.loop)] = tile.reduction.for_get_iterator().get_id().get_name()
+    for r in (tile.reduction,) + tile.inner:  # packed subscripts read the reduction loops' coordinates too
+        ri = printer.analysis.info(r)
+        coords[(ri.level, ri.loop)] = r.for_get_iterator().get_id().get_name()
     saved = dict(printer.loop_stack)
     printer.loop_stack.update(coords)
     lo = {b.iterator: f"polymap_lo_{c_name(b.loop)}" for b in box}
@@ -699,7 +732,9 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
                              f"{rows} ? {n_row} - {p[-1]} : 0);")
     red = tile.reduction
     named = nullcontext(run[0]) if run is not None else printer.loop_variable(red, printer.analysis.info(red))
-    with named as it:
+    with named as it, ExitStack() as stack:
+        # the reduction loops inside ``red`` (conv2d's r, s), named while the tile is printed
+        nested = [(r, stack.enter_context(printer.loop_variable(r, printer.analysis.info(r)))) for r in tile.inner]
         start = ast_expr(red.for_get_init(), printer.names) if run is None else None
         init = _init_value(printer, tile, dtype, vtype, lanes) if run is None else None
 
@@ -738,6 +773,10 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             printer.emit(f"for (long {it} = {start}; "
                          f"{ast_expr(red.for_get_cond(), printer.names)}; {it} += {ast_expr(red.for_get_inc(), printer.names)}) {{")
         printer.depth += 1
+        for r, r_it in nested:  # in the original order: each element's updates keep theirs
+            printer.emit(f"for (long {r_it} = {ast_expr(r.for_get_init(), printer.names)}; "
+                         f"{ast_expr(r.for_get_cond(), printer.names)}; {r_it} += {ast_expr(r.for_get_inc(), printer.names)}) {{")
+            printer.depth += 1
         if init is not None:
             printer.emit(f"if ({it} != {start} && ({guard})) {{  /* {tile.init.statement} */")
             each(lambda p: f"  {acc[p]} {op} {start_value};")
@@ -751,8 +790,9 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             value = vp.value(stmt.value)
             v = vp.convert(value, combine_type(dtype, value.type))
             printer.emit(f"{acc[p]} {stmt.op} {v};  /* {tile.statement} */")
-        printer.depth -= 1
-        printer.emit("}")
+        for _ in range(len(nested) + 1):
+            printer.depth -= 1
+            printer.emit("}")
     for p in points:
         vp = printer_at(p, tmask[p])
         if count is None or lanes == 1:
