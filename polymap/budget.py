@@ -153,6 +153,10 @@ class Budget:
             ctx = multiprocessing.get_context("fork")
         except ValueError:  # no fork on this platform: no limit but the deadline
             return fn(*args, **kwargs)
+        if limit <= 0:
+            # no time, no answer: forked, a child that answers at once would race the parent's first poll
+            # (under load the parent is descheduled after the fork and finds the answer there)
+            return timed_out
         seconds = min(limit, self.remaining())
         conn, child = _fork(ctx, fn, args, kwargs)
         try:
@@ -224,10 +228,15 @@ class Budget:
                     k = waiting.pop(0)
                     piece = pieces[k]
                     self.check(piece.what)
+                    if piece.limit <= 0:  # no time, no answer (as run: not forked, so no race with the poll)
+                        results[k] = piece.timed_out
+                        answered.add(k)
+                        continue
                     recv, child = _fork(ctx, piece.fn, piece.args, piece.kwargs or {})
                     running[recv] = (k, child, time.monotonic() + min(piece.limit, self.remaining()))
-                first = min(stop for _, _, stop in running.values())
-                ready = multiprocessing.connection.wait(list(running), max(0.0, first - time.monotonic()))
+                first = min((stop for _, _, stop in running.values()), default=time.monotonic())
+                ready = multiprocessing.connection.wait(list(running), max(0.0, first - time.monotonic())) \
+                    if running else []
                 now = time.monotonic()
                 for conn in list(running):
                     k, child, stop = running[conn]

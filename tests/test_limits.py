@@ -275,6 +275,22 @@ def test_budget_run_all_runs_its_last_piece_on_speculation_only_while_wanted(tmp
     assert not never.exists()
 
 
+def test_a_piece_with_no_time_is_never_run(tmp_path):
+    """A limit of 0 s answers ``timed_out`` without running the piece: forked, a piece that answers at
+    once raced the parent's first poll, and under load (the parent descheduled after the fork) it won
+    (the suite's choice with every limit at 0 s once chose a counted candidate over the original order)."""
+    budget = Budget(seconds=60)
+    mark = tmp_path / "ran"
+    assert budget.run(_mark, (str(mark),), limit=0.0, timed_out="late", what="a mark") == "late"
+    for jobs in (1, 2):
+        pieces = [Piece(_mark, (str(mark),), None, 0.0, "late", "a mark"), Piece(sum, ((1, 2),), None, 5, None, "a sum"),
+                  Piece(_mark, (str(mark),), None, 0.0, "late too", "a mark")]
+        assert budget.run_all(pieces, jobs=jobs) == ["late", 3, "late too"]
+        assert budget.run_all(pieces[:1] + pieces[2:], jobs=jobs) == ["late", "late too"]  # nothing forked at all
+        assert budget.run_all(pieces, jobs=jobs, wanted=lambda rs: True) == ["late", 3, "late too"]
+    assert not mark.exists()
+
+
 def test_budget_watch_stops_python_loops():
     budget = Budget(seconds=0.2)
     with pytest.raises(BudgetExceeded, match="ran out during spinning"):
