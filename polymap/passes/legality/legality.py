@@ -171,13 +171,7 @@ def compact_maps(mapped: MappedSchedule) -> dict[str, isl.Map]:
     keeps the lexicographic order of every pair, and spares ISL the
     existential variables of its floor/mod expression.
     """
-    drop = sorted(_whole_dims(mapped))
-    out = {}
-    for name, m in mapped.maps:
-        for d in reversed(drop):
-            m = m.project_out(isl.dim_type.out, d, 1)
-        out[name] = m
-    return out
+    return _without(mapped, _whole_dims(mapped))
 
 
 def _whole_dims(mapped: MappedSchedule) -> set[int]:
