@@ -294,6 +294,11 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
                         expanded)
 
 
+def _counted(c: Candidate) -> bool:
+    """A candidate the original order is ranked against: legal and counted at the given sizes."""
+    return c.legal and c.report is not None
+
+
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
                 options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None) -> NestChoice:
     """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
@@ -334,7 +339,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
 
     def ranks_any(results: list[Any]) -> bool:
         """Is some candidate (or some search winner) legal and counted, so that the original is ranked?"""
-        return any(bool(r) if isinstance(r, list) else (r.legal and r.report is not None) for r in results)
+        return any(bool(r) if isinstance(r, list) else _counted(r) for r in results)
 
     # the search and each candidate in a child of its own, as many at once as there are cores: the same
     # answers as one after the other (issue 9)
@@ -361,7 +366,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if text not in seen:
             seen.add(text)
             others.append(Candidate(f"search #{k + 1}", m, m, True, (), report))
-    if any(c.legal and c.report is not None for c in others):
+    if any(_counted(c) for c in others):
         if first is None:  # not run beside the candidates: counted now
             first = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
                                limit=limit, timed_out=late, what=f"the original order of nest {nest}")
