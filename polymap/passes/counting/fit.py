@@ -198,8 +198,13 @@ def capacity_problems_of(counts: Counts, arch: Architecture) -> tuple[FitProblem
     """:func:`capacity_problems` from a mapping's exact counts (their footprints are the same numbers):
     a caller that counts the mapping anyway (a remembered choice re-checked at new sizes) checks the
     capacities without counting the footprints twice."""
-    return footprint_problems(tuple((counts.levels[k].footprint, counts.levels[k].footprint_bytes)
-                                    if k > 0 and lv.bounded else None for k, lv in enumerate(arch.levels)), arch)
+    return footprint_problems(_counted_footprints(counts, arch), arch)
+
+
+def _counted_footprints(counts: Counts, arch: Architecture) -> Footprints:
+    """The footprints :func:`bounded_footprints` gives, read from a mapping's exact counts."""
+    return tuple((counts.levels[k].footprint, counts.levels[k].footprint_bytes) if k > 0 and lv.bounded else None
+                 for k, lv in enumerate(arch.levels))
 
 
 def _capacity_problem(k: int, lv: Level, elems: int, nbytes: int) -> FitProblem | None:
@@ -215,6 +220,19 @@ def fit_problems(model: KernelModel, mapping: Mapping, arch: Architecture,
                  params: MappingT[str, int]) -> tuple[FitProblem, ...]:
     """Every fan-out problem, then every capacity problem (empty: the mapping fits)."""
     return fit_check(model, mapping, arch, params).problems
+
+
+def fit_check_counted(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int],
+                      counts: Counts) -> FitCheck:
+    """:func:`fit_check` of a mapping whose exact counts at ``params`` are known already (those of a
+    mapping with the same residencies: :func:`~polymap.passes.counting.residency.same_residencies`):
+    its fan-out from its own loops, its capacities from the counts' footprints (the same numbers,
+    :func:`capacity_problems_of`), nothing walked; ``counts`` come back as its counts."""
+    values = dict(params)
+    extents = mapping_loop_extents(model.kernel, mapping, values, model=model)
+    footprints = _counted_footprints(counts, arch)
+    return FitCheck(fanout_problems(mapping, arch, extents) + footprint_problems(footprints, arch), footprints, None,
+                    counts)
 
 
 def fit_check(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> FitCheck:

@@ -196,6 +196,23 @@ def residencies(model: KernelModel, mapping: Mapping, *, params: MappingT[str, i
     Level ``l`` describes the tensors ``mapping.levels[l].keep``; the backing
     store (level 0) keeps every tensor but only its residency points are built.
     """
+    ms, maps, dims = time_maps(model, mapping, params=params)
+    fixed = param_set(model, params) if params is not None else None
+    names = tensors if tensors is not None else nest_tensor_names(ms)
+    events = tuple(tensor_events(model, ms, maps, x, fixed) for x in names)
+    levels = []
+    for l, lm in enumerate(mapping.levels):
+        # the backing store (level 0) keeps everything and has no fills: nothing to describe
+        kept = () if l == 0 else tuple(x for x in names if x in lm.keep)
+        levels.append(level_residency(events, maps, dims, l, kept))
+    return Residencies(ms, maps, events, tuple(levels), dims)
+
+
+def time_maps(model: KernelModel, mapping: Mapping, *, params: MappingT[str, int] | None = None
+              ) -> tuple[MappedSchedule, tuple[isl.Map, ...], tuple[TimeDim, ...]]:
+    """The mapped schedule of ``mapping``, its time maps (per statement: instance -> time; parameters
+    fixed when ``params`` is given) without the constant dimensions, and the dimensions they keep:
+    what :func:`residencies` builds every relation from."""
     ms = mapped_schedule(model, mapping)
     maps = tuple(m for _, m in ms.maps)
     if params is not None:
@@ -203,14 +220,28 @@ def residencies(model: KernelModel, mapping: Mapping, *, params: MappingT[str, i
         fixed = param_set(model, params)
         maps = tuple(without_params(m.intersect_params(fixed)) for m in maps)
     maps, dims = drop_constant_dims(maps, ms.dims)
-    names = tensors if tensors is not None else nest_tensor_names(ms)
-    events = tuple(tensor_events(model, ms, maps, x, fixed if params is not None else None) for x in names)
-    levels = []
-    for l, lm in enumerate(mapping.levels):
-        # the backing store (level 0) keeps everything and has no fills: nothing to describe
-        kept = () if l == 0 else tuple(x for x in names if x in lm.keep)
-        levels.append(level_residency(events, maps, dims, l, kept))
-    return Residencies(ms, maps, events, tuple(levels), dims)
+    return ms, maps, dims
+
+
+def same_residencies(model: KernelModel, a: Mapping, b: Mapping, params: MappingT[str, int]) -> bool:
+    """Do mappings ``a`` and ``b`` have the same residencies at ``params``, so the same counts and
+    footprints (every count is a function of them and of what each level keeps)?
+
+    True when every level keeps the same tensors and the time maps (:func:`time_maps`) are the same
+    relations over dimensions of the same levels and kinds. heat-3d's isl candidates ``2x16x16xall``
+    and ``2x16x16x128`` at its reduced sizes (``TSTEPS=10, N=10``): the skewed ``2t + k`` spans
+    less than 128, so the tile loop of 128 is a constant dimension, dropped, and the two count the
+    same (each count took 5 s of CPU, issue 9). A few ISL comparisons, milliseconds."""
+    if len(a.levels) != len(b.levels) or any(x.level != y.level or set(x.keep) != set(y.keep)
+                                             for x, y in zip(a.levels, b.levels)):
+        return False
+    ms_a, maps_a, dims_a = time_maps(model, a, params=params)
+    ms_b, maps_b, dims_b = time_maps(model, b, params=params)
+    if [s.name for s in ms_a.statements] != [s.name for s in ms_b.statements]:
+        return False
+    if [(d.level, d.spatial) for d in dims_a] != [(d.level, d.spatial) for d in dims_b]:
+        return False
+    return all(x.get_space().is_equal(y.get_space()) and x.is_equal(y) for x, y in zip(maps_a, maps_b))
 
 
 def without_params(m: IslObject) -> IslObject:

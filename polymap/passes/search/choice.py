@@ -52,7 +52,9 @@ from polymap.passes.counting.cost_model import CostReport, Objective, mapping_ex
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES
-from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_check
+from polymap.passes.counting.counts import Counts
+from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_check, fit_check_counted
+from polymap.passes.counting.residency import same_residencies
 from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import is_legal
@@ -509,11 +511,21 @@ def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, param
     # not what the given sizes pay per instance (gemm's register tiles ranked 35x worse at 31x17x18)
     pieces = [Piece(_evaluate, (model, chosen.source, chosen.mapping, chosen.counted, arch, small), {"per_call": False},
                     limit, late, f"the chosen candidate of nest {nest} at reduced sizes")]
-    for source, m in scheduled:
-        late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
-        pieces.append(Piece(_evaluate, (model, source, m, m, arch, small), {"fit": True, "per_call": False},
-                            limit, late, f"the candidate '{source}' of nest {nest} at reduced sizes"))
-    base, *isl_ones = budget.run_all(pieces)  # as many at once as there are cores (issue 9)
+    # a candidate with the same residencies there as an earlier one counts the same: counted once
+    # (heat-3d's 2x16x16xall and 2x16x16x128 at N=10), then checked and costed with those counts
+    alike = [next((j for j in range(k) if same_residencies(model, scheduled[j][1], m, small)), None)
+             for k, (_, m) in enumerate(scheduled)]
+    for k, (source, m) in enumerate(scheduled):
+        if alike[k] is None:
+            pieces.append(_reduced_piece(model, nest, source, m, arch, small, limit))
+    base, *firsts = budget.run_all(pieces)  # as many at once as there are cores (issue 9)
+    results = dict(zip((k for k, j in enumerate(alike) if j is None), firsts))
+    later = [k for k, j in enumerate(alike) if j is not None]
+    for k, c in zip(later, budget.run_all([_reduced_piece(model, nest, *scheduled[k], arch, small, limit,
+                                                          _counts_of(results[alike[k]], scheduled[alike[k]][1]))
+                                           for k in later])):
+        results[k] = c
+    isl_ones = [results[k] for k in range(len(scheduled))]
     counted: list[tuple[tuple[float, float], Candidate]] = []
     failed: list[Candidate] = []
     for c in isl_ones:
@@ -531,6 +543,22 @@ def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, param
     if counted and base.report is not None and counted[0][0][0] < base.key(options.objective)[0] * (1 - REDUCED_MARGIN):
         return ranked[:1] + [dataclasses.replace(c, ranked_at=()) for c in ranked[1:]] + failed
     return [dataclasses.replace(c, ranked_at=()) for c in ranked] + failed
+
+
+def _reduced_piece(model: KernelModel, nest: int, source: str, mapping: Mapping, arch: Architecture,
+                   small: dict[str, int], limit: float, alike: Counts | None = None) -> Piece:
+    """The piece that checks and counts an isl candidate at reduced sizes (:func:`_rank_beyond_budget`);
+    ``alike``: the counts there of a mapping with the same residencies (:func:`_evaluate`)."""
+    late = Candidate(source, mapping, mapping, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
+    return Piece(_evaluate, (model, source, mapping, mapping, arch, small),
+                 {"fit": True, "per_call": False, "alike": alike},
+                 limit, late, f"the candidate '{source}' of nest {nest} at reduced sizes")
+
+
+def _counts_of(result: Candidate, proposed: Mapping) -> Counts | None:
+    """The exact counts of the mapping ``proposed`` in its evaluation's ``result`` (None when it was not
+    counted, or when levels were bypassed to fit: those are another mapping's counts)."""
+    return result.report.counts if result.report is not None and result.mapping == proposed else None
 
 
 def fit_keeps(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> Mapping:
@@ -581,8 +609,14 @@ def _box(model: KernelModel, nest: int, tensor: str, tile: MappingT[str, int]) -
 
 
 def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted: Mapping, arch: Architecture,
-              params: MappingT[str, int], *, fit: bool = False, per_call: bool = True) -> Candidate:
+              params: MappingT[str, int], *, fit: bool = False, per_call: bool = True,
+              alike: Counts | None = None) -> Candidate:
     """Legality first (cheap, exact), then fit (``fit``: by bypassing levels), then the counts.
+
+    ``alike``: the exact counts at ``params`` of another mapping with the same residencies there
+    (:func:`~polymap.passes.counting.residency.same_residencies`): the fit is checked with their
+    footprints and they are this mapping's counts, nothing walked again (a mapping that needs levels
+    bypassed is counted as usual: the bypass changes what it keeps).
 
     ``per_call=False`` leaves out what a call costs whatever its size (the team's start and
     barriers, :func:`~polymap.passes.counting.execution.sync_factor`): at :func:`reduced_sizes` those
@@ -599,7 +633,8 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
             # LARGE: over 300 s, where the verdict takes seconds)
             return Candidate(source, mapping, counted, False, (ILLEGAL_CANDIDATE,))
         # the footprints and residencies the fit was checked with are the counts' (built once: issue 9)
-        checked = fit_check(model, mapping, arch, params)
+        checked = (fit_check(model, mapping, arch, params) if alike is None or counted != mapping
+                   else fit_check_counted(model, mapping, arch, params, dataclasses.replace(alike, mapping=mapping)))
         if fit and checked.problems and all(p.kind == "capacity" for p in checked.problems):
             mapping = counted = fit_keeps(model, mapping, arch, params)
             checked = fit_check(model, mapping, arch, params)
