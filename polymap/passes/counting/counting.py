@@ -216,6 +216,10 @@ class _Counter:
     def stays(self, level: int, tensor: str) -> Stays:
         """The stays of ``tensor`` at ``level`` walked by points (:func:`_stays_by_points`; the residency
         order walked once per level, not once per tensor)."""
+        # a level sharing the tensor's relations with an outer one (the same tiles: residency.level_residency)
+        # has its stays: walked once, at the outermost
+        t = self.res.levels[level].tensor(tensor)
+        level = next(l for l, lr in enumerate(self.res.levels) if any(x is t for x in lr.tensors))
         key = (level, tensor)
         if key not in self._stays:
             lr = self.res.levels[level]
