@@ -128,34 +128,34 @@ def _stays_by_points(lr: LevelResidency, tensor: str, order: dict[tuple, dict[tu
     (``count_val`` scanned heat-3d's skewed, wavefront residencies in 1.6 s of a 4.5 s count; walking
     the pairs once, a fraction of that, issue 9)."""
     t = lr.tensor(tensor)
-    depth = lr.depth
+    depth, spatial = lr.depth, lr.spatial
     order = _residency_order(lr) if order is None else order
-    written = {(p[:depth], p[depth:]) for p in points(t.written)}
-    held: set[tuple] = set()
-    stays: dict[tuple, list[tuple[int, bool]]] = {}
+    # a residency's coordinates include its instance's: one lookup gives its place in that instance's order
+    place = {r: pos for seq in order.values() for r, pos in seq.items()}
+    written = set(points(t.written))
+    runs: dict[tuple, list[tuple[int, bool]]] = {}
     for p in t.held_points:
-        r, e = p[:depth], p[depth:]
-        inst = tuple(r[j] for j in lr.spatial)
-        pos = order[inst][r]
-        held.add((inst, e, pos))
-        stays.setdefault((inst, e), []).append((pos, (r, e) in written))
-    entering = sum(1 for inst, e, pos in held if (inst, e, pos - 1) not in held)
-    born = 0
-    if not t.write_first.is_empty():
-        for p in points(t.write_first):
-            r, e = p[:depth], p[depth:]
-            inst = tuple(r[j] for j in lr.spatial)
-            born += (inst, e, order[inst][r] - 1) not in held
-    dirty = 0
-    for runs in stays.values():
-        runs.sort()
+        r = p[:depth]
+        runs.setdefault((tuple([r[j] for j in spatial]), p[depth:]), []).append((place[r], p in written))
+    entering = dirty = 0
+    starts: set[tuple] = set()  # (instance, element, place) where a stay starts
+    for key, seq in runs.items():
+        seq.sort()
         wrote, last = False, None
-        for pos, w in runs:
-            if last is not None and pos != last + 1:
+        for pos, w in seq:
+            if last is None or pos != last + 1:  # the residency before did not hold the element
+                entering += 1
+                starts.add((key, pos))
                 dirty += wrote
                 wrote = False
             wrote, last = wrote or w, pos
         dirty += wrote
+    born = 0
+    if not t.write_first.is_empty():
+        # write_first's pairs are held pairs (both project the nest's accesses the same way)
+        for p in points(t.write_first):
+            r = p[:depth]
+            born += ((tuple([r[j] for j in spatial]), p[depth:]), place[r]) in starts
     return Stays(entering, born, dirty)
 
 
