@@ -66,3 +66,48 @@ def test_counts_by_points_equal_the_simulation(case):
     assert counts_as_dict(counts) == simulate(KERNELS[name], mapping, params), data
     assert counts_as_dict(counts) == counts_as_dict(count_mapping(MODELS[name], mapping,
                                                                   arch_of(len(data["levels"])), params=params))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases(spatial=True))
+def test_levels_with_the_same_residencies_count_the_same(case):
+    """A level whose residencies are the outer level's (``_same_residencies_as``) takes its stays, fills
+    and writebacks from there: the same numbers as counting each level on its own, by both routes."""
+    name, params, data = case
+    try:
+        mapping = _mapping(name, data)
+    except Exception:
+        return
+    model = MODELS[name]
+    res = residencies(model, mapping, params=params)
+    for card in (_card_by_points, _card):
+        shared = _Counter(model, mapping, res, params, False)
+        shared.card = card
+        alone = _Counter(model, mapping, res, params, False)
+        alone.card = card
+        alone._group = list(range(len(res.levels)))
+        assert _numbers(shared, res, params) == _numbers(alone, res, params), data
+
+
+def test_original_order_levels_are_one_and_counted_once():
+    """heat-3d's original order: tiles of 1 below the backing store, every inner level the same
+    residencies (each adds the phases of the loops one sweep lacks); counted once, the counts are
+    the simulation's."""
+    from pathlib import Path
+
+    import polymap
+    from polymap.machine.presets import load_architecture
+    from polymap.passes.search import choice
+
+    kernel = polymap.load(Path(__file__).resolve().parent.parent / "examples/polybench/heat-3d.loop").kernels[0]
+    kernel, _ = choice.kernel_to_map(kernel)
+    model = choice.build_model(kernel)
+    arch = load_architecture("host")
+    mapping = choice.original_mapping(kernel, 0, arch)
+    params = {"TSTEPS": 2, "N": 5}
+    res = residencies(model, mapping, params=params)
+    counter = _Counter(model, mapping, res, params, False)
+    assert len({lr.depth for lr in res.levels[1:]}) > 1  # the relations differ in their dimensions
+    assert counter._group[1:] == [1] * (len(res.levels) - 1)
+    counts = counting.isl_count_mapping(model, mapping, arch, params=params)
+    assert counts_as_dict(counts) == simulate(kernel, mapping, params)

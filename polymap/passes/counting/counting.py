@@ -159,6 +159,28 @@ def _stays_by_points(lr: LevelResidency, tensor: str, order: dict[tuple, dict[tu
     return Stays(entering, born, dirty)
 
 
+def _same_residencies_as(res: Residencies, outer: int, inner: int) -> bool:
+    """Are level ``inner``'s residencies those of level ``outer``, in the same order, so that every stay,
+    fill and writeback of a tensor both keep is the same?
+
+    Yes when the time dimensions ``inner`` fixes beyond ``outer``'s are not spatial and are determined by
+    ``outer``'s: the projection of ``inner``'s residency points onto ``outer``'s dimensions is injective.
+    Each residency of ``inner`` then holds the statement instances of one residency of ``outer``, and the
+    lexicographic orders agree (two points differ within ``outer``'s dimensions already). The original
+    order's levels below the backing store (tiles of 1: each adds only the phases of the loops some
+    statement lacks, fixed by the statement) are one and the same: fdtd-2d's writebacks and successors
+    were built four times (issue 9). Equal depths are the case :func:`~polymap.passes.counting.residency.
+    level_residency` shares outright."""
+    a, b = res.levels[outer], res.levels[inner]
+    if a.depth > b.depth or any(d.spatial for d in res.dims[a.depth:b.depth]):
+        return False
+    if a.depth == b.depth:
+        return True
+    n = b.points.dim(isl.dim_type.set)
+    onto = isl.Map.identity(b.points.get_space().map_from_set()).intersect_domain(b.points)
+    return onto.project_out(isl.dim_type.out, a.depth, n - a.depth).is_injective()
+
+
 def _multicast(fills: isl.Map, dims: tuple[TimeDim, ...], parent: int, child_depth: int) -> isl.Map:
     """Drop the spatial dims that tell apart the children one parent instance serves."""
     drop = [j for j, d in enumerate(dims[:child_depth]) if d.spatial and d.level >= parent]
@@ -194,6 +216,20 @@ class _Counter:
         self._wb: dict = {}
         self._order: dict = {}  # per level, _residency_order (counts by points)
         self._stays: dict = {}  # per (level, tensor), Stays (counts by points)
+        #: per level, the outermost level with the same residencies (:func:`_same_residencies_as`)
+        self._group = [0] * len(res.levels)
+        for l in range(2, len(res.levels)):
+            if not symbolic and _same_residencies_as(res, l - 1, l):
+                self._group[l] = self._group[l - 1] or l - 1
+        for l in range(1, len(res.levels)):
+            self._group[l] = self._group[l] or l
+
+    def _counted_at(self, level: int, tensor: str) -> int:
+        """The outermost level keeping ``tensor`` whose residencies are ``level``'s: its stays, fills and
+        writebacks are ``level``'s (counted once)."""
+        group = self._group[level]
+        return next(l for l in range(group, level + 1)
+                    if self._group[l] == group and any(t.tensor == tensor for t in self.res.levels[l].tensors))
 
     def number(self, pw: isl.PwQPolynomial | isl.UnionPwQPolynomial) -> int:
         return 0 if pw is None else to_int(pw, self.params)
@@ -216,10 +252,7 @@ class _Counter:
     def stays(self, level: int, tensor: str) -> Stays:
         """The stays of ``tensor`` at ``level`` walked by points (:func:`_stays_by_points`; the residency
         order walked once per level, not once per tensor)."""
-        # a level sharing the tensor's relations with an outer one (the same tiles: residency.level_residency)
-        # has its stays: walked once, at the outermost
-        t = self.res.levels[level].tensor(tensor)
-        level = next(l for l, lr in enumerate(self.res.levels) if any(x is t for x in lr.tensors))
+        level = self._counted_at(level, tensor)
         key = (level, tensor)
         if key not in self._stays:
             lr = self.res.levels[level]
@@ -230,6 +263,7 @@ class _Counter:
 
     def entering_count(self, level: int, tensor: str) -> Quasi:
         """How many stays of ``tensor`` start (element entering or not from the parent)."""
+        level = self._counted_at(level, tensor)
         key = (level, tensor)
         if key not in self._entering:
             if self.card is _card_by_points:
@@ -240,6 +274,7 @@ class _Counter:
 
     def fill_count(self, level: int, tensor: str) -> Quasi:
         """Stays that start with a read: entering minus those born by a plain write."""
+        level = self._counted_at(level, tensor)
         wf = self.res.levels[level].tensor(tensor).write_first
         entering = self.entering_count(level, tensor)
         if wf.is_empty():
@@ -258,6 +293,7 @@ class _Counter:
         return self._fills[key]
 
     def writebacks(self, level: int, tensor: str) -> Quasi:
+        level = self._counted_at(level, tensor)
         key = (level, tensor)
         if key not in self._wb:
             t = self.res.levels[level].tensor(tensor)
