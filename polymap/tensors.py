@@ -64,21 +64,48 @@ def output_tensors(kernel: ir.Kernel) -> tuple[ir.Decl, ...]:
     return tuple(d for d in kernel.decls if d.role in OUTPUT_ROLES)
 
 
-def allocate(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, np.ndarray]:
+#: :func:`allocate`'s ``staggered`` placement: the ``k``-th declared tensor starts ``k * STAGGER_BYTES``
+#: (mod ``PAGE_BYTES``) past a page boundary. 1088 = 17 cache lines: distinct 4 KiB offsets and L1 sets
+#: for the first 60 tensors, so that no two of a kernel's arrays alias in the low 12 address bits.
+STAGGER_BYTES = 1088
+PAGE_BYTES = 4096
+
+
+def allocate(kernel: ir.Kernel, params: Mapping[str, int], *, staggered: bool = False) -> dict[str, np.ndarray]:
     """A zero-filled array of the declared shape and dtype for every tensor.
 
     Sizes come from the user (``-D N=10**12``): an array NumPy cannot hold
     is an :class:`InputError` at the declaration, naming its shape.
+
+    ``staggered`` places the arrays for timing (:mod:`polymap.codegen.timing`):
+    NumPy's own placement depends on the allocator's history, and puts arrays
+    of a MiB or more at the same offset in a page (``mmap`` plus malloc's
+    header), where a load and a store of two arrays 4 KiB apart collide
+    (4K aliasing); one code timed twice in one process ran 15% apart with it
+    (docs/design.md, "Timing"). Staggered, every array has the same offset
+    from a page boundary in every run and for every candidate
+    (:data:`STAGGER_BYTES`), and its pages are touched (zeroed) here, not at
+    the first timed call.
     """
     out: dict[str, np.ndarray] = {}
-    for d in kernel.decls:
+    for k, d in enumerate(kernel.decls):
         shape, dtype = shape_of(d, params), numpy_dtype(d.dtype)
         try:
-            out[d.name] = np.zeros(shape, dtype)
+            out[d.name] = _staggered(shape, dtype, k * STAGGER_BYTES % PAGE_BYTES) if staggered \
+                else np.zeros(shape, dtype)
         except (ValueError, MemoryError) as exc:
             raise InputError(_diag(f"tensor '{d.name}' of shape {_shape(shape)} with {_show(params)} "
                                    f"does not fit in memory ({exc})", d)) from None
     return out
+
+
+def _staggered(shape: tuple[int, ...], dtype: np.dtype, offset: int) -> np.ndarray:
+    """A zeroed C-contiguous array whose data starts ``offset`` bytes past a page boundary."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + 2 * PAGE_BYTES, np.uint8)
+    raw.fill(0)  # written, not calloc's untouched zero pages: every page is faulted in here
+    start = (-raw.ctypes.data) % PAGE_BYTES + offset
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mapping[str, int],
