@@ -270,6 +270,32 @@ def _sign(b: float | None) -> str:
     return "-" if b is None else "optimistic" if b > 1 else "pessimistic"
 
 
+def same_code(name: str, path: str, sizes: dict, copies: int, rounds: int, children: int, budget_s: float) -> None:
+    """The harness's own noise (A/A): compile's pick at ``sizes`` timed ``copies`` times side by side in one
+    child (:meth:`ProcessTimer.interleaved`, each copy with its own arrays), in ``children`` children.
+    Prints, per child, how far apart the copies' medians are (largest over smallest) on the wall clock, at
+    their fastest round, and on the busiest thread's CPU time (``Measurement.cpu_samples``)."""
+    kernel = load_program(ROOT / path).kernels[0]
+    values = param_values(kernel, sizes)
+    choice = choose(kernel, load_architecture("host"), values, budget=Budget(seconds=budget_s))
+    mappings = tuple(n.chosen.mapping for n in choice.nests if n.chosen.mapping is not None)
+    source = emit_c(choice.kernel, choice.model, mappings, params=dict(values))
+    job = TimingJob("pick", choice.kernel, source, dict(values))
+    spread = lambda v: max(v) / min(v)  # noqa: E731
+    for c in range(children):
+        got = ProcessTimer().interleaved([job] * copies, interleaved_policy(rounds))
+        if any(m.seconds is None for m in got):
+            print(f"{name}: not timed ({got[0].error})")
+            continue
+        wall = [m.seconds for m in got]
+        best = [min(m.samples) for m in got]
+        cpu = [statistics.median(m.cpu_samples) for m in got]
+        print(f"{name:9s} A/A x{copies} child {c + 1}/{children} load {os.getloadavg()[0]:.1f}: wall medians "
+              f"{' '.join(f'{w * 1e3:.3f}' for w in wall)} ms (spread {spread(wall):.3f}), fastest rounds "
+              f"{spread(best):.3f}, busiest thread's CPU {' '.join(f'{x * 1e3:.3f}' for x in cpu)} ms "
+              f"(spread {spread(cpu):.3f})", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
@@ -283,7 +309,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds for each kernel's choice (a loaded machine needs more than compile's 300)")
     ap.add_argument("--calibrated", type=Path, default=None,
                     help="an architecture polymap calibrate wrote, instead of calibrating first")
+    ap.add_argument("--same-code", type=int, default=0, metavar="N",
+                    help="instead: the harness's noise, compile's pick timed N times side by side (A/A)")
+    ap.add_argument("--children", type=int, default=3, help="with --same-code: how many children")
     args = ap.parse_args(argv)
+    if args.same_code:
+        os.environ.update(timing_environment(os.environ))
+        for name in args.kernels:
+            path, sizes = CASES[name]
+            for s in [sizes[k] for k in args.sizes]:
+                same_code(name, path, s, args.same_code, args.rounds or 9, args.children, args.budget)
+        return 0
     if args.quick:
         args.sizes = [0]
     args.rounds = args.rounds or (5 if args.quick else 9)
