@@ -173,8 +173,25 @@ def counted(model, nc, arch, values, *, seconds: float):
     return dataclasses.replace(nc, candidates=tuple(usable + [c for c in out if c not in usable]))
 
 
+def retest(timer, jobs, first, rounds: int) -> dict:
+    """The pool timed again in a second child: Spearman's rho between the two children's medians (wall
+    clock and busiest thread's CPU), the ceiling of any model's rho on this pool at this load (a rank the
+    machine does not repeat cannot be predicted), and each candidate's second time."""
+    again = timer.interleaved(jobs, interleaved_policy(rounds))
+    ok = [k for k, (a, b) in enumerate(zip(first, again)) if a.seconds is not None and b.seconds is not None]
+    if len(ok) < 2:
+        return {"note": "fewer than two candidates timed twice"}
+    cpu1 = [statistics.median(first[k].cpu_samples) for k in ok]
+    cpu2 = [statistics.median(again[k].cpu_samples) for k in ok]
+    return {"wall": spearman([first[k].seconds for k in ok], [again[k].seconds for k in ok]),
+            "cpu": spearman(cpu1, cpu2), "load": os.getloadavg()[0],
+            "cpu_spread": [max(c) / min(c) for c in (cpu1, cpu2)],
+            "second_wall_s": [m.seconds for m in again], "second_cpu_s": [
+                statistics.median(m.cpu_samples) if m.cpu_samples else None for m in again]}
+
+
 def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, timer, rounds: int,
-             budget_s: float, widen_s: float) -> list[dict]:
+             budget_s: float, widen_s: float, *, twice: bool = False) -> list[dict]:
     kernel = load_program(ROOT / path).kernels[0]
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
@@ -213,6 +230,11 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
         t4 = time.monotonic()
         got = timer.interleaved([jobs[k] for k in alive], interleaved_policy(rounds))
         phases.update(screen=t4 - t3, interleaved=time.monotonic() - t4)
+        second = retest(timer, [jobs[k] for k in alive], got, rounds) if twice else None
+        if second is not None and "cpu" in second:
+            print(f"    the pool timed again (load {second['load']:.1f}): rho between the two children "
+                  f"{_f(second['wall'])} (wall), {_f(second['cpu'])} (busiest thread's CPU; its spread "
+                  f"{second['cpu_spread'][0]:.3f}, {second['cpu_spread'][1]:.3f})", flush=True)
         print("    phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), file=sys.stderr, flush=True)
         measured: list[float | None] = [None] * len(pool)
         fastest: list[float | None] = [None] * len(pool)
@@ -233,7 +255,8 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                "measured": sum(m is not None for m in measured), "best_s": min(m for m in measured if m),
                "before": stats(pool, measured, host, fastest=fastest, cpu=cpu),
                "after": stats(pool, measured, calibrated, fastest=fastest, cpu=cpu),
-               "dropped": [e for e in errors if e], "rounds": max(len(s) for s in samples),
+               "dropped": [e for e in errors if e], "rounds": max(len(s) for s in samples), "retest": second,
+               "alive": alive,
                "seconds": round(time.monotonic() - t0, 1), "phases": {k: round(v, 1) for k, v in phases.items()},
                "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
                            "predicted_after_s": seconds_on(c, calibrated), "measured_s": m,
@@ -311,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="an architecture polymap calibrate wrote, instead of calibrating first")
     ap.add_argument("--same-code", type=int, default=0, metavar="N",
                     help="instead: the harness's noise, compile's pick timed N times side by side (A/A)")
+    ap.add_argument("--twice", action="store_true",
+                    help="time each pool in a second child too and print the rho between the two (the noise's ceiling)")
     ap.add_argument("--children", type=int, default=3, help="with --same-code: how many children")
     args = ap.parse_args(argv)
     if args.same_code:
@@ -370,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         path, sizes = CASES[name]
         for s in [sizes[k] for k in args.sizes]:
             rows.extend(run_case(name, path, s, host, calibrated, args.top, timer, args.rounds, args.budget,
-                                 args.widen))
+                                 args.widen, twice=args.twice))
             if args.json:  # after every case: a long run that stops early keeps what it measured
                 args.json.write_text(json.dumps({"calibration": summary, "rows": rows}, indent=1))
     rhos = [r["before"]["spearman"] for r in rows if "before" in r and r["before"]["spearman"] is not None]

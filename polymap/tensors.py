@@ -9,6 +9,7 @@ valid input is::
 from __future__ import annotations
 
 import io
+import mmap
 import tokenize
 import zipfile
 import zlib
@@ -69,6 +70,8 @@ def output_tensors(kernel: ir.Kernel) -> tuple[ir.Decl, ...]:
 #: for the first 60 tensors, so that no two of a kernel's arrays alias in the low 12 address bits.
 STAGGER_BYTES = 1088
 PAGE_BYTES = 4096
+#: staggered arrays start at this boundary (plus their offset), on transparent huge pages
+HUGE_PAGE_BYTES = 2 << 20
 
 
 def allocate(kernel: ir.Kernel, params: Mapping[str, int], *, staggered: bool = False) -> dict[str, np.ndarray]:
@@ -100,12 +103,26 @@ def allocate(kernel: ir.Kernel, params: Mapping[str, int], *, staggered: bool = 
 
 
 def _staggered(shape: tuple[int, ...], dtype: np.dtype, offset: int) -> np.ndarray:
-    """A zeroed C-contiguous array whose data starts ``offset`` bytes past a page boundary."""
+    """A zeroed C-contiguous array whose data starts ``offset`` bytes past a boundary of
+    :data:`HUGE_PAGE_BYTES`, on transparent huge pages where the system gives them.
+
+    Huge pages make the placement physical too: with 4 KiB pages, the frames the kernel hands out decide
+    which sets of a physically indexed cache (L2: 2 MiB, 16-way, sets picked by address bits 6-16)
+    a MiB-sized array falls into, differently in every allocation; two copies of gemm 512's arrays timed
+    side by side in one process ran 20% apart with the same code (docs/design.md, "Timing").
+    """
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + 2 * PAGE_BYTES, np.uint8)
-    raw.fill(0)  # written, not calloc's untouched zero pages: every page is faulted in here
-    start = (-raw.ctypes.data) % PAGE_BYTES + offset
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    size = -(-(nbytes + offset) // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+    region = mmap.mmap(-1, size + HUGE_PAGE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    raw = np.frombuffer(region, np.uint8)  # the array keeps the mapping alive (its base)
+    start = (-raw.ctypes.data) % HUGE_PAGE_BYTES
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            region.madvise(mmap.MADV_HUGEPAGE, start, size)
+        except OSError:  # no transparent huge pages here: the 4 KiB offsets still hold
+            pass
+    raw[start:start + size].fill(0)  # written, not untouched zero pages: every page is faulted in here
+    return raw[start + offset:start + offset + nbytes].view(dtype).reshape(shape)
 
 
 def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mapping[str, int],
