@@ -1,6 +1,7 @@
 """How well does the model rank what the machine measures? Before and after ``polymap calibrate``.
 
-    python benchmarks/bench_fidelity.py [--quick] [--top 16] [--kernels gemm conv2d ...] [--json OUT.json]
+    python benchmarks/bench_fidelity.py [--quick] [--top 16] [--kernels gemm conv2d ...] [--json OUT.json] [--twice]
+    python benchmarks/bench_fidelity.py --same-code 3 --kernels gemm --sizes 1 [--children 3] [--rounds 45]
 
 For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each (``--quick``:
 the first size only, fewer rounds): compile's candidates per nest, widened
@@ -19,10 +20,12 @@ confirmation's timing: one source): ``--rounds`` rounds or more (until every med
 running every candidate once (forward, then backward, so that a drift of the machine's
 load falls on all of them alike), and each candidate's median over the
 rounds is its time (also kept: the fastest round, what the machine can do
-when the other users leave it alone, and the CPU time of the calling thread,
-which waiting for the processor does not inflate; with OpenMP's threads
-that is the calling thread's own share, so it flatters threaded code: read
-the CPU rho on a loaded machine only, and the wall-clock rho on a quiet one). Per nest it prints
+when the other users leave it alone, and the CPU time of the busiest thread of the team
+(:func:`polymap.codegen.timing.critical_cpu`), which waiting for the processor does not inflate: read
+the CPU rho on a loaded machine, and the wall-clock rho on a quiet one). ``--twice`` times the pool
+again in a second child and prints the rho between the two children: what the machine repeats, the
+ceiling of any model's rho at that load. ``--same-code N`` measures the harness instead (A/A: compile's
+pick timed N times side by side). Per nest it prints
 Spearman's rho between the model's ranking (cycles, then energy; candidates
 the model cannot tell apart share their mean rank) and the measured times, the bias (median measured / predicted;
 > 1: the model is optimistic) and the regret of the model's pick (its
@@ -144,7 +147,7 @@ def seconds_on(c, arch) -> float:
 def stats(cands, measured: list[float | None], arch, *, fastest: list[float | None] | None = None,
           cpu: list[float | None] | None = None) -> dict:
     """Spearman, bias and the regret of the model's pick on ``arch``, over the measured candidates
-    (``fastest``, ``cpu``: Spearman also against the fastest round and the thread CPU times)."""
+    (``fastest``, ``cpu``: Spearman also against the fastest round and the busiest thread's CPU times)."""
     ok = [k for k, m in enumerate(measured) if m is not None]
     keys = model_keys(cands, arch)
     model_rank = ranks([keys[k] for k in ok])  # equal keys (the model cannot tell) share their mean rank
