@@ -1,6 +1,7 @@
 """How well does the model rank what the machine measures? Before and after ``polymap calibrate``.
 
-    python benchmarks/bench_fidelity.py [--quick] [--top 16] [--kernels gemm conv2d ...] [--json OUT.json]
+    python benchmarks/bench_fidelity.py [--quick] [--top 16] [--kernels gemm conv2d ...] [--json OUT.json] [--twice]
+    python benchmarks/bench_fidelity.py --same-code 3 --kernels gemm --sizes 1 [--children 3] [--rounds 45]
 
 For gemm, conv2d, jacobi-2d, 2mm and syrk at two sizes each (``--quick``:
 the first size only, fewer rounds): compile's candidates per nest, widened
@@ -19,10 +20,12 @@ confirmation's timing: one source): ``--rounds`` rounds or more (until every med
 running every candidate once (forward, then backward, so that a drift of the machine's
 load falls on all of them alike), and each candidate's median over the
 rounds is its time (also kept: the fastest round, what the machine can do
-when the other users leave it alone, and the CPU time of the calling thread,
-which waiting for the processor does not inflate; with OpenMP's threads
-that is the calling thread's own share, so it flatters threaded code: read
-the CPU rho on a loaded machine only, and the wall-clock rho on a quiet one). Per nest it prints
+when the other users leave it alone, and the CPU time of the busiest thread of the team
+(:func:`polymap.codegen.timing.critical_cpu`), which waiting for the processor does not inflate: read
+the CPU rho on a loaded machine, and the wall-clock rho on a quiet one). ``--twice`` times the pool
+again in a second child and prints the rho between the two children: what the machine repeats, the
+ceiling of any model's rho at that load. ``--same-code N`` measures the harness instead (A/A: compile's
+pick timed N times side by side). Per nest it prints
 Spearman's rho between the model's ranking (cycles, then energy; candidates
 the model cannot tell apart share their mean rank) and the measured times, the bias (median measured / predicted;
 > 1: the model is optimistic) and the regret of the model's pick (its
@@ -144,7 +147,7 @@ def seconds_on(c, arch) -> float:
 def stats(cands, measured: list[float | None], arch, *, fastest: list[float | None] | None = None,
           cpu: list[float | None] | None = None) -> dict:
     """Spearman, bias and the regret of the model's pick on ``arch``, over the measured candidates
-    (``fastest``, ``cpu``: Spearman also against the fastest round and the thread CPU times)."""
+    (``fastest``, ``cpu``: Spearman also against the fastest round and the busiest thread's CPU times)."""
     ok = [k for k, m in enumerate(measured) if m is not None]
     keys = model_keys(cands, arch)
     model_rank = ranks([keys[k] for k in ok])  # equal keys (the model cannot tell) share their mean rank
@@ -173,8 +176,25 @@ def counted(model, nc, arch, values, *, seconds: float):
     return dataclasses.replace(nc, candidates=tuple(usable + [c for c in out if c not in usable]))
 
 
+def retest(timer, jobs, first, rounds: int) -> dict:
+    """The pool timed again in a second child: Spearman's rho between the two children's medians (wall
+    clock and busiest thread's CPU), the ceiling of any model's rho on this pool at this load (a rank the
+    machine does not repeat cannot be predicted), and each candidate's second time."""
+    again = timer.interleaved(jobs, interleaved_policy(rounds))
+    ok = [k for k, (a, b) in enumerate(zip(first, again)) if a.seconds is not None and b.seconds is not None]
+    if len(ok) < 2:
+        return {"note": "fewer than two candidates timed twice"}
+    cpu1 = [statistics.median(first[k].cpu_samples) for k in ok]
+    cpu2 = [statistics.median(again[k].cpu_samples) for k in ok]
+    return {"wall": spearman([first[k].seconds for k in ok], [again[k].seconds for k in ok]),
+            "cpu": spearman(cpu1, cpu2), "load": os.getloadavg()[0],
+            "cpu_spread": [max(c) / min(c) for c in (cpu1, cpu2)],
+            "second_wall_s": [m.seconds for m in again], "second_cpu_s": [
+                statistics.median(m.cpu_samples) if m.cpu_samples else None for m in again]}
+
+
 def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, timer, rounds: int,
-             budget_s: float, widen_s: float) -> list[dict]:
+             budget_s: float, widen_s: float, *, twice: bool = False) -> list[dict]:
     kernel = load_program(ROOT / path).kernels[0]
     values = param_values(kernel, sizes)
     t0 = time.monotonic()
@@ -213,6 +233,11 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
         t4 = time.monotonic()
         got = timer.interleaved([jobs[k] for k in alive], interleaved_policy(rounds))
         phases.update(screen=t4 - t3, interleaved=time.monotonic() - t4)
+        second = retest(timer, [jobs[k] for k in alive], got, rounds) if twice else None
+        if second is not None and "cpu" in second:
+            print(f"    the pool timed again (load {second['load']:.1f}): rho between the two children "
+                  f"{_f(second['wall'])} (wall), {_f(second['cpu'])} (busiest thread's CPU; its spread "
+                  f"{second['cpu_spread'][0]:.3f}, {second['cpu_spread'][1]:.3f})", flush=True)
         print("    phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), file=sys.stderr, flush=True)
         measured: list[float | None] = [None] * len(pool)
         fastest: list[float | None] = [None] * len(pool)
@@ -233,7 +258,8 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
                "measured": sum(m is not None for m in measured), "best_s": min(m for m in measured if m),
                "before": stats(pool, measured, host, fastest=fastest, cpu=cpu),
                "after": stats(pool, measured, calibrated, fastest=fastest, cpu=cpu),
-               "dropped": [e for e in errors if e], "rounds": max(len(s) for s in samples),
+               "dropped": [e for e in errors if e], "rounds": max(len(s) for s in samples), "retest": second,
+               "alive": alive,
                "seconds": round(time.monotonic() - t0, 1), "phases": {k: round(v, 1) for k, v in phases.items()},
                "detail": [{"source": c.source, "predicted_before_s": seconds_on(c, host),
                            "predicted_after_s": seconds_on(c, calibrated), "measured_s": m,
@@ -270,6 +296,32 @@ def _sign(b: float | None) -> str:
     return "-" if b is None else "optimistic" if b > 1 else "pessimistic"
 
 
+def same_code(name: str, path: str, sizes: dict, copies: int, rounds: int, children: int, budget_s: float) -> None:
+    """The harness's own noise (A/A): compile's pick at ``sizes`` timed ``copies`` times side by side in one
+    child (:meth:`ProcessTimer.interleaved`, each copy with its own arrays), in ``children`` children.
+    Prints, per child, how far apart the copies' medians are (largest over smallest) on the wall clock, at
+    their fastest round, and on the busiest thread's CPU time (``Measurement.cpu_samples``)."""
+    kernel = load_program(ROOT / path).kernels[0]
+    values = param_values(kernel, sizes)
+    choice = choose(kernel, load_architecture("host"), values, budget=Budget(seconds=budget_s))
+    mappings = tuple(n.chosen.mapping for n in choice.nests if n.chosen.mapping is not None)
+    source = emit_c(choice.kernel, choice.model, mappings, params=dict(values))
+    job = TimingJob("pick", choice.kernel, source, dict(values))
+    spread = lambda v: max(v) / min(v)  # noqa: E731
+    for c in range(children):
+        got = ProcessTimer().interleaved([job] * copies, interleaved_policy(rounds))
+        if any(m.seconds is None for m in got):
+            print(f"{name}: not timed ({got[0].error})")
+            continue
+        wall = [m.seconds for m in got]
+        best = [min(m.samples) for m in got]
+        cpu = [statistics.median(m.cpu_samples) for m in got]
+        print(f"{name:9s} A/A x{copies} child {c + 1}/{children} load {os.getloadavg()[0]:.1f}: wall medians "
+              f"{' '.join(f'{w * 1e3:.3f}' for w in wall)} ms (spread {spread(wall):.3f}), fastest rounds "
+              f"{spread(best):.3f}, busiest thread's CPU {' '.join(f'{x * 1e3:.3f}' for x in cpu)} ms "
+              f"(spread {spread(cpu):.3f})", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
@@ -283,7 +335,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=1800.0, help="seconds for each kernel's choice (a loaded machine needs more than compile's 300)")
     ap.add_argument("--calibrated", type=Path, default=None,
                     help="an architecture polymap calibrate wrote, instead of calibrating first")
+    ap.add_argument("--same-code", type=int, default=0, metavar="N",
+                    help="instead: the harness's noise, compile's pick timed N times side by side (A/A)")
+    ap.add_argument("--twice", action="store_true",
+                    help="time each pool in a second child too and print the rho between the two (the noise's ceiling)")
+    ap.add_argument("--children", type=int, default=3, help="with --same-code: how many children")
     args = ap.parse_args(argv)
+    if args.same_code:
+        os.environ.update(timing_environment(os.environ))
+        for name in args.kernels:
+            path, sizes = CASES[name]
+            for s in [sizes[k] for k in args.sizes]:
+                same_code(name, path, s, args.same_code, args.rounds or 9, args.children, args.budget)
+        return 0
     if args.quick:
         args.sizes = [0]
     args.rounds = args.rounds or (5 if args.quick else 9)
@@ -334,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         path, sizes = CASES[name]
         for s in [sizes[k] for k in args.sizes]:
             rows.extend(run_case(name, path, s, host, calibrated, args.top, timer, args.rounds, args.budget,
-                                 args.widen))
+                                 args.widen, twice=args.twice))
             if args.json:  # after every case: a long run that stops early keeps what it measured
                 args.json.write_text(json.dumps({"calibration": summary, "rows": rows}, indent=1))
     rhos = [r["before"]["spearman"] for r in rows if "before" in r and r["before"]["spearman"] is not None]

@@ -9,6 +9,7 @@ valid input is::
 from __future__ import annotations
 
 import io
+import mmap
 import tokenize
 import zipfile
 import zlib
@@ -64,21 +65,64 @@ def output_tensors(kernel: ir.Kernel) -> tuple[ir.Decl, ...]:
     return tuple(d for d in kernel.decls if d.role in OUTPUT_ROLES)
 
 
-def allocate(kernel: ir.Kernel, params: Mapping[str, int]) -> dict[str, np.ndarray]:
+#: :func:`allocate`'s ``staggered`` placement: the ``k``-th declared tensor starts ``k * STAGGER_BYTES``
+#: (mod ``PAGE_BYTES``) past a page boundary. 1088 = 17 cache lines: distinct 4 KiB offsets and L1 sets
+#: for the first 60 tensors, so that no two of a kernel's arrays alias in the low 12 address bits.
+STAGGER_BYTES = 1088
+PAGE_BYTES = 4096
+#: staggered arrays start at this boundary (plus their offset), on transparent huge pages
+HUGE_PAGE_BYTES = 2 << 20
+
+
+def allocate(kernel: ir.Kernel, params: Mapping[str, int], *, staggered: bool = False) -> dict[str, np.ndarray]:
     """A zero-filled array of the declared shape and dtype for every tensor.
 
     Sizes come from the user (``-D N=10**12``): an array NumPy cannot hold
     is an :class:`InputError` at the declaration, naming its shape.
+
+    ``staggered`` places the arrays for timing (:mod:`polymap.codegen.timing`):
+    NumPy's own placement depends on the allocator's history, and puts arrays
+    of a MiB or more at the same offset in a page (``mmap`` plus malloc's
+    header), where a load and a store of two arrays 4 KiB apart collide
+    (4K aliasing); one code timed twice in one process ran 15% apart with it
+    (docs/design.md, "Timing"). Staggered, every array has the same offset
+    from a page boundary in every run and for every candidate
+    (:data:`STAGGER_BYTES`), and its pages are touched (zeroed) here, not at
+    the first timed call.
     """
     out: dict[str, np.ndarray] = {}
-    for d in kernel.decls:
+    for k, d in enumerate(kernel.decls):
         shape, dtype = shape_of(d, params), numpy_dtype(d.dtype)
         try:
-            out[d.name] = np.zeros(shape, dtype)
+            out[d.name] = _staggered(shape, dtype, k * STAGGER_BYTES % PAGE_BYTES) if staggered \
+                else np.zeros(shape, dtype)
         except (ValueError, MemoryError) as exc:
             raise InputError(_diag(f"tensor '{d.name}' of shape {_shape(shape)} with {_show(params)} "
                                    f"does not fit in memory ({exc})", d)) from None
     return out
+
+
+def _staggered(shape: tuple[int, ...], dtype: np.dtype, offset: int) -> np.ndarray:
+    """A zeroed C-contiguous array whose data starts ``offset`` bytes past a boundary of
+    :data:`HUGE_PAGE_BYTES`, on transparent huge pages where the system gives them.
+
+    Huge pages make the placement physical too: with 4 KiB pages, the frames the kernel hands out decide
+    which sets of a physically indexed cache (L2: 2 MiB, 16-way, sets picked by address bits 6-16)
+    a MiB-sized array falls into, differently in every allocation; two copies of gemm 512's arrays timed
+    side by side in one process ran 20% apart with the same code (docs/design.md, "Timing").
+    """
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    size = -(-(nbytes + offset) // HUGE_PAGE_BYTES) * HUGE_PAGE_BYTES
+    region = mmap.mmap(-1, size + HUGE_PAGE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    raw = np.frombuffer(region, np.uint8)  # the array keeps the mapping alive (its base)
+    start = (-raw.ctypes.data) % HUGE_PAGE_BYTES
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:
+            region.madvise(mmap.MADV_HUGEPAGE, start, size)
+        except OSError:  # no transparent huge pages here: the 4 KiB offsets still hold
+            pass
+    raw[start:start + size].fill(0)  # written, not untouched zero pages: every page is faulted in here
+    return raw[start + offset:start + offset + nbytes].view(dtype).reshape(shape)
 
 
 def validate_inputs(kernel: ir.Kernel, arrays: Mapping[str, np.ndarray], params: Mapping[str, int],

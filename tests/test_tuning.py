@@ -635,11 +635,12 @@ def test_interleaved_samples_alternate_and_take_steady_blocks():
         return lambda: calls.append(f"restore{k}")
 
     policy = InterleavedPolicy(rounds=4, max_rounds=4, min_sample_seconds=0.0025)
+    # two threads: the caller's CPU clock runs with the fake clock, a worker's at half its pace
     samples = interleaved_samples([run(0), run(1)], [restore(0), restore(1)], policy, clock=lambda: now[0],
-                                  cpu_clock=lambda: now[0])
+                                  cpu_clock=lambda: {1: now[0], 2: now[0] / 2})
     assert [len(s) for s in samples] == [4, 4]
-    assert all(w == pytest.approx(1e-3) for w, _ in samples[0])
-    assert all(w == pytest.approx(2e-3) for w, _ in samples[1])
+    assert all(w == pytest.approx(1e-3) and c == pytest.approx(1e-3) for w, c in samples[0])
+    assert all(w == pytest.approx(2e-3) and c == pytest.approx(2e-3) for w, c in samples[1])
     # the warm-up blocks (one call each), then the rounds: 0 1, 1 0, 0 1, 1 0
     starts = [c for c in calls if c.startswith("restore")]
     assert starts == ["restore0", "restore1"] + ["restore0", "restore1", "restore1", "restore0"] * 2

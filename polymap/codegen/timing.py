@@ -19,10 +19,12 @@ policy itself (:func:`sample_until_stable`) is pure over a ``run`` callback.
 from __future__ import annotations
 
 import pickle
+import os
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
@@ -69,7 +71,9 @@ class Measurement:
     seconds: float | None
     samples: tuple[float, ...] = ()
     error: str | None = None
-    cpu_samples: tuple[float, ...] = ()  # the calling thread's CPU seconds per sample, where the timer keeps them
+    #: per sample, the CPU seconds of the process's busiest thread (:func:`team_cpu_seconds`), where the
+    #: timer keeps them: the critical path of a static OpenMP team, which waiting for a core does not inflate
+    cpu_samples: tuple[float, ...] = ()
 
 
 class Timer(Protocol):
@@ -188,11 +192,46 @@ class InterleavedPolicy:
     max_seconds: float = 20.0  # of sampling in all (the rounds taken by then are kept, at least 3)
 
 
+def team_cpu_seconds() -> dict[int, float]:
+    """CPU seconds so far of each thread of this process, by thread id (Linux; elsewhere the calling
+    thread's only).
+
+    The calling thread's from ``time.thread_time`` (exact while it runs); the others' (the OpenMP team's
+    workers, asleep between calls under the passive wait policy, :func:`timing_environment`) from
+    ``/proc/self/task/<id>/schedstat``, whose first field is the thread's time on a CPU in nanoseconds,
+    brought up to date when the thread sleeps.
+    """
+    me = threading.get_native_id()
+    out = {me: time.thread_time()}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for t in tasks:
+        if t.isdigit() and int(t) != me:
+            try:
+                with open(f"/proc/self/task/{t}/schedstat") as f:
+                    out[int(t)] = int(f.read().split()[0]) * 1e-9
+            except (OSError, ValueError, IndexError):  # the thread ended meanwhile, or no schedstat
+                continue
+    return out
+
+
+def critical_cpu(before: Mapping[int, float], after: Mapping[int, float]) -> float:
+    """The largest CPU time any one thread spent between two :func:`team_cpu_seconds` readings (a thread
+    born in between counts from zero): the work on a static team's critical path, without the time its
+    threads waited for a core. On a loaded machine this, not the wall time, is what one code timed twice
+    repeats (docs/design.md, "Timing")."""
+    return max((t - before.get(k, 0.0) for k, t in after.items()), default=0.0)
+
+
 def interleaved_samples(runs: Sequence[Callable[[], None]], restore: Sequence[Callable[[], None]],
                         policy: InterleavedPolicy, *, clock: Callable[[], float] = time.perf_counter,
-                        cpu_clock: Callable[[], float] = time.thread_time) -> list[list[tuple[float, float]]]:
-    """``(wall, thread CPU)`` seconds per call, one steady-state block per job per round (see
-    :class:`InterleavedPolicy`); ``restore[k]()`` puts job ``k``'s inputs back before its block."""
+                        cpu_clock: Callable[[], Mapping[int, float]] = team_cpu_seconds,
+                        ) -> list[list[tuple[float, float]]]:
+    """``(wall, critical CPU)`` seconds per call, one steady-state block per job per round (see
+    :class:`InterleavedPolicy`; :func:`critical_cpu` of ``cpu_clock``'s readings); ``restore[k]()``
+    puts job ``k``'s inputs back before its block."""
 
     def block(k: int, number: int) -> tuple[float, float]:
         restore[k]()
@@ -200,7 +239,8 @@ def interleaved_samples(runs: Sequence[Callable[[], None]], restore: Sequence[Ca
         c0, t0 = cpu_clock(), clock()
         for _ in range(number):
             runs[k]()
-        return (clock() - t0) / number, (cpu_clock() - c0) / number
+        wall = clock() - t0
+        return wall / number, critical_cpu(c0, cpu_clock()) / number
 
     numbers = []
     for k in range(len(runs)):  # warm-up, and how many calls make one block of at least min_sample_seconds
@@ -274,13 +314,15 @@ def prepared_run(kernel: ir.Kernel, c_source: str, params: Mapping[str, int],
     """Build ``c_source`` and give its function, the pristine random inputs and the arrays it runs on.
 
     Every timed run first copies ``pristine`` into the arrays (``np.copyto``), so that it starts from
-    the same data (accumulating kernels never grow to inf).
+    the same data (accumulating kernels never grow to inf). The arrays are placed alike for every
+    candidate and every run (:func:`polymap.tensors.allocate`'s ``staggered``): NumPy's placement
+    varies with the allocator's history, and the same code ran 15% apart on two placements.
     """
     fn = load_kernel(c_source, kernel)
     pristine = random_inputs(kernel, params, seed=seed, well_conditioned=needs_well_conditioned(kernel))
-    store = allocate(kernel, params)
+    store = allocate(kernel, params, staggered=True)
     for name, a in pristine.items():
-        store[name] = np.array(a, copy=True, order="C")
+        np.copyto(store[name], a)  # into the placed arrays (a copy would be placed by NumPy again)
     tensors = {d.name: store[d.name] for d in kernel.decls if d.role != "local"}
     return fn, pristine, tensors
 
