@@ -187,7 +187,8 @@ class Budget:
         return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs))
 
     def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None,
-                wanted: Callable[[list[Any]], bool] | None = None) -> list[Any]:
+                wanted: Callable[[list[Any]], bool] | None = None,
+                needed: Callable[[int, list[Any]], bool] | None = None) -> list[Any]:
         """Every piece as :meth:`run` runs it (in a forked child, within its limit), up to ``jobs`` children
         at once (default: the cores this process may use, :func:`usable_cores`); the results in the
         pieces' order.
@@ -202,6 +203,10 @@ class Budget:
         answer is awaited; when not, its child is ended (or never started) and its result is None
         (compile's original order: counted beside the candidates, needed only when one of them is
         legal and counted).
+
+        With ``needed``, ``needed(k, results)`` is asked just before piece ``k`` starts, with the results
+        answered so far (None where not yet): when False, the piece is not started and its result is None
+        (compile's candidates that an answered one has already beaten, whatever their counts).
         """
         jobs = usable_cores() if jobs is None else jobs
         try:
@@ -209,8 +214,11 @@ class Budget:
         except ValueError:
             ctx = None
         if ctx is None or jobs <= 1 or len(pieces) <= 1:
-            results = [self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
-                       for p in (pieces[:-1] if wanted is not None else pieces)]
+            results = []
+            for k, p in enumerate(pieces[:-1] if wanted is not None else pieces):
+                go = needed is None or needed(k, results + [None] * (len(pieces) - k))
+                results.append(self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
+                               if go else None)
             if wanted is not None and pieces:
                 last = pieces[-1]
                 results.append(self.run(last.fn, last.args, last.kwargs, limit=last.limit,
@@ -228,6 +236,9 @@ class Budget:
                     k = waiting.pop(0)
                     piece = pieces[k]
                     self.check(piece.what)
+                    if needed is not None and not needed(k, results):
+                        answered.add(k)  # its result stays None
+                        continue
                     if piece.limit <= 0:  # no time, no answer (as run: not forked, so no race with the poll)
                         results[k] = piece.timed_out
                         answered.add(k)
