@@ -324,7 +324,14 @@ def kernel_model(kernel: ir.Kernel) -> KernelModel:
 def param_set(model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]) -> isl.Set:
     """The parameter set fixing every parameter to ``values`` (``[N] -> { : N = 8 }``)."""
     kernel = model_or_kernel.kernel if isinstance(model_or_kernel, KernelModel) else model_or_kernel
-    conds = " and ".join(f"{isl_name(p)} = {int(values[p])}" for p in kernel.param_names) or "true"
+    numbers = tuple(int(values[p]) for p in kernel.param_names)
+    # parsed once per kernel and sizes (ISL objects are values: sharing one is safe): fix_params asks it
+    # hundreds of times in one compile (3mm: 205 parses, a quarter of a second)
+    return cached(kernel, ("param_set", numbers), lambda: _param_set(kernel, numbers))
+
+
+def _param_set(kernel: ir.Kernel, numbers: tuple[int, ...]) -> isl.Set:
+    conds = " and ".join(f"{isl_name(p)} = {v}" for p, v in zip(kernel.param_names, numbers)) or "true"
     return isl.Set(f"{_params_prefix(kernel)} -> {{ : {conds} }}")
 
 

@@ -67,9 +67,9 @@ def budget_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         pieces.append(what)
         return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
 
-    def recorded_all(self, batch, *, jobs=None, wanted=None):
+    def recorded_all(self, batch, *, jobs=None, **options):
         pieces.extend(p.what for p in batch)
-        return run_all(self, batch, jobs=jobs, wanted=wanted)
+        return run_all(self, batch, jobs=jobs, **options)
 
     monkeypatch.setattr(Budget, "run", recorded)
     monkeypatch.setattr(Budget, "run_all", recorded_all)
