@@ -120,3 +120,14 @@ def test_run_all_starts_only_the_pieces_still_needed(tmp_path):
         assert not never.exists()
         assert budget.run_all(pieces, jobs=jobs, needed=lambda k, rs: True) == [3, None, 1, 4]
         assert never.read_text() == "ran"
+
+
+def test_a_started_piece_past_its_own_limit_gives_its_timed_out():
+    """``Budget.start(limit=)``: compile's search started while the nest before it is chosen keeps its
+    safety limit, as it had as a piece of ``run_all``."""
+    budget = Budget(seconds=60)
+    assert budget.start(sum, ((1, 2),), what="a sum", limit=5, timed_out="late").result() == 3
+    start = time.monotonic()
+    assert budget.start(time.sleep, (5,), what="a nap", limit=0.3, timed_out="late").result() == "late"
+    assert time.monotonic() - start < 3
+    assert budget.start(sum, ((1, 2),), what="a sum", limit=0.0, timed_out="late").result() == "late"

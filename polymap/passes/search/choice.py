@@ -44,7 +44,7 @@ from math import prod
 from typing import Any, Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.budget import Budget, Piece
+from polymap.budget import Budget, Pending, Piece
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
@@ -336,12 +336,23 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
     kernel, expanded = kernel_to_map(kernel)
     model = build_model(kernel)
     nests = []
-    for nest in range(len(kernel.nests())):
-        if not nest_loops(kernel, nest):
-            continue
-        if progress:
-            progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
+    todo = [nest for nest in range(len(kernel.nests())) if nest_loops(kernel, nest)]
+    # each nest's search starts while the nest before it is chosen (its proposals are the parent's work on
+    # one core, and the search often the longest piece: 3mm's three took 0.7 s each, one after the other)
+    searches: dict[int, tuple[Piece, Pending | None, tuple[str, ...]]] = {}
+    try:
+        for k, nest in enumerate(todo):
+            for ahead in todo[k:k + 2]:
+                if ahead not in searches:
+                    searches[ahead] = _start_search(model, ahead, arch, dict(params), options, budget)
+            if progress:
+                progress(f"choosing a mapping for nest {nest}...")
+            nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget,
+                                     searching=searches[nest]))
+    finally:
+        for _, pending, _ in searches.values():
+            if pending is not None:
+                pending.cancel()
     return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch,
                         expanded)
 
@@ -351,9 +362,23 @@ def _counted(c: Candidate) -> bool:
     return c.legal and c.report is not None
 
 
+def _start_search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int], options: ChoiceOptions,
+                  budget: Budget) -> tuple[Piece | None, Pending | None, tuple[str, ...]]:
+    """The nest's search (:func:`_search`) started in a child of its own, with why it was left out."""
+    piece, unsearched = _search(model, nest, arch, params, options)
+    if piece is None:
+        return None, None, unsearched
+    return piece, budget.start(piece.fn, piece.args, piece.kwargs, what=piece.what, limit=piece.limit,
+                               timed_out=piece.timed_out), unsearched
+
+
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
-                options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None) -> NestChoice:
-    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
+                options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None,
+                searching: tuple[Piece | None, Pending | None, tuple[str, ...]] | None = None) -> NestChoice:
+    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits.
+
+    ``searching``: the nest's search already started (:func:`_start_search`); else it runs beside the
+    candidates."""
     budget = budget if budget is not None else Budget()
     kernel = model.kernel
     params = dict(params)
@@ -365,7 +390,11 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     # isl's candidates whose exact counts are beyond the work budget are ranked at reduced sizes instead
     beyond = [(s, m) for s, m in scheduled if checked_sizes(model, nest, m, params) != params]
     proposals += [(s, m) for s, m in scheduled if not any(m is b for _, b in beyond)]
-    search, unsearched = _search(model, nest, arch, params, options)
+    if searching is None:
+        search, unsearched = _search(model, nest, arch, params, options)
+        started = None
+    else:
+        search, started, unsearched = searching
     skipped += unsearched
     seen = set()
     limit = options.candidate_limit_seconds
@@ -398,7 +427,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     bounds = [compute_bound(model, m, arch, params) if prune else None for _, m in proposed]
     original_bound = compute_bound(model, original, arch, params) if prune else None
     order = sorted(range(len(pieces)), key=lambda k: bounds[k].cycles if bounds[k] is not None else 0.0)
-    run = ([search] if search is not None else []) + [pieces[k] for k in order]
+    run = ([search] if search is not None and started is None else []) + [pieces[k] for k in order]
     lead = len(run) - len(order)  # the search's place in run, when it runs
 
     def best_counted(results: list[Any]) -> float:
@@ -413,8 +442,10 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     def ranks_any(results: list[Any]) -> bool:
         """Is some candidate (or some search winner) legal and counted, so that the original is ranked, and
         may the original still win?"""
-        return any(bool(r) if isinstance(r, list) else r is not None and _counted(r) for r in results) and \
-            not loses(original_bound, best_counted(results))
+        # a search still running may yet find winners: then the original is awaited as if wanted
+        some = started is not None or any(bool(r) if isinstance(r, list) else r is not None and _counted(r)
+                                          for r in results)
+        return some and not loses(original_bound, best_counted(results))
 
     def needed(k: int, results: list[Any]) -> bool:
         """May piece ``k`` of ``run`` (the original order last) still win against those counted so far?"""
@@ -431,7 +462,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     found: list[tuple[Mapping, CostReport]] = []
     stopped: tuple[str, ...] = ()
     if search is not None:
-        found = ran.pop(0)
+        found = ran.pop(0) if started is None else started.result()
         if found is search.timed_out:
             found = []
             stopped += (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",)
