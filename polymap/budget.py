@@ -188,7 +188,8 @@ class Budget:
         if limit is not None and limit <= 0:  # no time, no answer (as run: not forked)
             return Pending(self, what, lambda: timed_out, (), {}, None, None)
         stop = None if limit is None else time.monotonic() + limit
-        return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs), stop=stop, timed_out=timed_out)
+        return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs), stop=stop,
+                       timed_out=timed_out)
 
     def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None,
                 wanted: Callable[[list[Any]], bool] | None = None,

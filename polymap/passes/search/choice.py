@@ -275,7 +275,8 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
         return dict(r.cycle_terms)["compute"] * r.execution.threads
 
     # the original left uncounted (it lost on its compute term alone) has that term, which is all this needs
-    theirs = per_thread(original.report) if original.report is not None else original.bound.cycles * original.bound.threads
+    theirs = (per_thread(original.report) if original.report is not None
+              else original.bound.cycles * original.bound.threads)
     if per_thread(candidate.report) < theirs:
         return True  # the compute term does not depend on the counts: the original's is the same
     natural = natural_original_mapping(model, nest, arch, params)
@@ -435,7 +436,8 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         best = float("inf")
         for r in results:
             for c in (r if isinstance(r, list) else [r]):
-                report = c[1] if isinstance(c, tuple) else c.report if isinstance(c, Candidate) and _counted(c) else None
+                counted = isinstance(c, Candidate) and _counted(c)
+                report = c[1] if isinstance(c, tuple) else c.report if counted else None
                 best = min(best, report.cycles) if report is not None else best
         return best
 
