@@ -1000,10 +1000,12 @@ def tuned_choice(kernel: ir.Kernel, *, arch: ArchArg = "host", params: MappingT[
         warnings = found.warnings
         if found.choice is not None:
             return ChoiceResult(found.choice, (), "hit", warnings)
-    # tuning wants more candidates than the model's pick: the search confirms more of them
+    # tuning wants more candidates than the model's pick: the search confirms more of them, and the ones
+    # whose compute term loses are counted too (the timings may prefer them)
     chosen_by = choice_options if choice_options is not None else ChoiceOptions()
-    choice = choose(kernel, arch_obj, values, progress=progress, budget=budget,
-                    options=dataclasses.replace(chosen_by, search_top=max(chosen_by.search_top, tune)))
+    if tune > 0:
+        chosen_by = dataclasses.replace(chosen_by, search_top=max(chosen_by.search_top, tune), count_losers=True)
+    choice = choose(kernel, arch_obj, values, progress=progress, budget=budget, options=chosen_by)
     status = "off" if store is None else "miss"
     if tune <= 0:
         return ChoiceResult(choice, (), status, warnings)

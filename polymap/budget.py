@@ -171,9 +171,10 @@ class Budget:
         return value
 
     def start(self, fn: Callable[..., Any], args: tuple = (), kwargs: dict | None = None, *,
-              what: str) -> "Pending":
+              what: str, limit: float | None = None, timed_out: Any = None) -> "Pending":
         """``fn(*args, **kwargs)`` in a forked child while the caller goes on: :meth:`Pending.result`
-        waits for its value (until the deadline: ``BudgetExceeded``), :meth:`Pending.cancel` ends it.
+        waits for its value (until the deadline: ``BudgetExceeded``; with ``limit``, past that many
+        seconds from now: ``timed_out``, as :meth:`run`), :meth:`Pending.cancel` ends it.
 
         For work the caller needs only later (compile's exact reports, counted while it generates and
         verifies the code: the machine has two cores). Without fork on this platform the work runs
@@ -184,10 +185,15 @@ class Budget:
             ctx = multiprocessing.get_context("fork")
         except ValueError:
             return Pending(self, what, fn, args, kwargs, None, None)
-        return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs))
+        if limit is not None and limit <= 0:  # no time, no answer (as run: not forked)
+            return Pending(self, what, lambda: timed_out, (), {}, None, None)
+        stop = None if limit is None else time.monotonic() + limit
+        return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs), stop=stop,
+                       timed_out=timed_out)
 
     def run_all(self, pieces: Sequence["Piece"], *, jobs: int | None = None,
-                wanted: Callable[[list[Any]], bool] | None = None) -> list[Any]:
+                wanted: Callable[[list[Any]], bool] | None = None,
+                needed: Callable[[int, list[Any]], bool] | None = None) -> list[Any]:
         """Every piece as :meth:`run` runs it (in a forked child, within its limit), up to ``jobs`` children
         at once (default: the cores this process may use, :func:`usable_cores`); the results in the
         pieces' order.
@@ -202,6 +208,10 @@ class Budget:
         answer is awaited; when not, its child is ended (or never started) and its result is None
         (compile's original order: counted beside the candidates, needed only when one of them is
         legal and counted).
+
+        With ``needed``, ``needed(k, results)`` is asked just before piece ``k`` starts, with the results
+        answered so far (None where not yet): when False, the piece is not started and its result is None
+        (compile's candidates that an answered one has already beaten, whatever their counts).
         """
         jobs = usable_cores() if jobs is None else jobs
         try:
@@ -209,8 +219,11 @@ class Budget:
         except ValueError:
             ctx = None
         if ctx is None or jobs <= 1 or len(pieces) <= 1:
-            results = [self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
-                       for p in (pieces[:-1] if wanted is not None else pieces)]
+            results = []
+            for k, p in enumerate(pieces[:-1] if wanted is not None else pieces):
+                go = needed is None or needed(k, results + [None] * (len(pieces) - k))
+                results.append(self.run(p.fn, p.args, p.kwargs, limit=p.limit, timed_out=p.timed_out, what=p.what)
+                               if go else None)
             if wanted is not None and pieces:
                 last = pieces[-1]
                 results.append(self.run(last.fn, last.args, last.kwargs, limit=last.limit,
@@ -228,6 +241,9 @@ class Budget:
                     k = waiting.pop(0)
                     piece = pieces[k]
                     self.check(piece.what)
+                    if needed is not None and not needed(k, results):
+                        answered.add(k)  # its result stays None
+                        continue
                     if piece.limit <= 0:  # no time, no answer (as run: not forked, so no race with the poll)
                         results[k] = piece.timed_out
                         answered.add(k)
@@ -347,21 +363,27 @@ class Pending:
     """Work :meth:`Budget.start` runs in a child: its value once, then the child is gone."""
 
     def __init__(self, budget: Budget, what: str, fn: Callable[..., Any], args: tuple, kwargs: dict,
-                 conn: Any = None, child: Any = None) -> None:
+                 conn: Any = None, child: Any = None, *, stop: float | None = None, timed_out: Any = None) -> None:
         self._budget, self._what = budget, what
         self._fn, self._args, self._kwargs = fn, args, kwargs
         self._conn, self._child = conn, child
+        self._stop, self._timed_out = stop, timed_out  # its own limit (monotonic time) and what it gives past it
 
     def result(self) -> Any:
         """The value (the child's exception, or its end without an answer, as :class:`ChildFailed`); past
         the deadline ``BudgetExceeded``."""
         if self._child is None:
             return self._fn(*self._args, **self._kwargs)
+        seconds = self._budget.remaining()
+        if self._stop is not None:
+            seconds = min(seconds, self._stop - time.monotonic())
         try:
-            answer = _answer(self._conn, max(self._budget.remaining(), 1e-3))
+            answer = _answer(self._conn, max(seconds, 1e-3))
         finally:
             self.cancel()
         if answer is None:
+            if self._stop is not None and self._budget.remaining() > 0:
+                return self._timed_out
             raise self._budget.refusal(self._what)
         status, value = answer
         if status == "error":

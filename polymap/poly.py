@@ -314,10 +314,24 @@ def build_model(kernel: ir.Kernel) -> KernelModel:
 # --------------------------------------------------------------------------- numbers
 
 
+def kernel_model(kernel: ir.Kernel) -> KernelModel:
+    """:func:`build_model` of ``kernel`` once per kernel object (kept in ``kernel.cache``), for the
+    questions asked without a model at hand: verification's reduction lengths asked the loop extents of
+    every nest at every size vector, and each built the model again (3mm: 48 models, 0.7 s of CPU)."""
+    return cached(kernel, ("model",), lambda: build_model(kernel))
+
+
 def param_set(model_or_kernel: KernelModel | ir.Kernel, values: Mapping[str, int]) -> isl.Set:
     """The parameter set fixing every parameter to ``values`` (``[N] -> { : N = 8 }``)."""
     kernel = model_or_kernel.kernel if isinstance(model_or_kernel, KernelModel) else model_or_kernel
-    conds = " and ".join(f"{isl_name(p)} = {int(values[p])}" for p in kernel.param_names) or "true"
+    numbers = tuple(int(values[p]) for p in kernel.param_names)
+    # parsed once per kernel and sizes (ISL objects are values: sharing one is safe): fix_params asks it
+    # hundreds of times in one compile (3mm: 205 parses, a quarter of a second)
+    return cached(kernel, ("param_set", numbers), lambda: _param_set(kernel, numbers))
+
+
+def _param_set(kernel: ir.Kernel, numbers: tuple[int, ...]) -> isl.Set:
+    conds = " and ".join(f"{isl_name(p)} = {v}" for p, v in zip(kernel.param_names, numbers)) or "true"
     return isl.Set(f"{_params_prefix(kernel)} -> {{ : {conds} }}")
 
 

@@ -56,21 +56,26 @@ def golden(request) -> Golden:
 
 @pytest.fixture
 def budget_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """What every ``Budget.run`` (or piece of ``Budget.run_all``) of the test was asked to run (its
-    ``what``), in order; the runs still run."""
+    """What every ``Budget.run`` (or piece of ``Budget.run_all``, or ``Budget.start``) of the test was asked
+    to run (its ``what``), in order; the runs still run."""
     from polymap.budget import Budget
 
     pieces: list[str] = []
-    run, run_all = Budget.run, Budget.run_all
+    run, run_all, start = Budget.run, Budget.run_all, Budget.start
+
+    def started(self, fn, args=(), kwargs=None, *, what, **options):
+        pieces.append(what)
+        return start(self, fn, args, kwargs, what=what, **options)
 
     def recorded(self, fn, args=(), kwargs=None, *, limit, timed_out, what):
         pieces.append(what)
         return run(self, fn, args, kwargs, limit=limit, timed_out=timed_out, what=what)
 
-    def recorded_all(self, batch, *, jobs=None, wanted=None):
+    def recorded_all(self, batch, *, jobs=None, **options):
         pieces.extend(p.what for p in batch)
-        return run_all(self, batch, jobs=jobs, wanted=wanted)
+        return run_all(self, batch, jobs=jobs, **options)
 
     monkeypatch.setattr(Budget, "run", recorded)
     monkeypatch.setattr(Budget, "run_all", recorded_all)
+    monkeypatch.setattr(Budget, "start", started)
     return pieces

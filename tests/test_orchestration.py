@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import json
 import os
@@ -351,7 +352,8 @@ def test_a_candidate_is_rejected_exactly_when_check_finds_a_violation(path: str)
     from polymap.passes.search.choice import ILLEGAL_CANDIDATE
 
     kernel, params = _kernel(path)
-    chosen = choose(kernel, api.architecture("host"), params, options=FAST)
+    # every candidate checked, also those whose compute term alone loses (ChoiceOptions.count_losers)
+    chosen = choose(kernel, api.architecture("host"), params, options=dataclasses.replace(FAST, count_losers=True))
     cands = [c for n in chosen.nests for c in n.candidates if c.mapping is not None]
     illegal = [c for c in cands if c.problems == (ILLEGAL_CANDIDATE,)]
     assert illegal, "no illegal candidate: the test checks nothing"

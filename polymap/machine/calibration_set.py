@@ -77,7 +77,7 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
         kernel = parse(text).kernels[0]
         for size in sizes:
             values = param_values(kernel, size)
-            choice = choose(kernel, measured, values, options=ChoiceOptions(search_evaluations=0), budget=budget)
+            choice = choose(kernel, measured, values, options=ChoiceOptions(search_evaluations=0, count_losers=True), budget=budget)
             for nc in choice.nests:
                 fixed = tuple(n.chosen.mapping for n in choice.nests if n.nest != nc.nest and n.chosen.mapping)
                 counted = [c for c in usable_candidates(nc) if c.report is not None]

@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping as MappingT
 
 from polymap import ir
 from polymap.mapping.schedule import ScheduleEntry, mapping_extents
-from polymap.poly import KernelModel, build_model, cached, fix_params
+from polymap.poly import KernelModel, cached, kernel_model, fix_params
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[s
     if not mapping.schedule and len(mapping.mapped_nests) == 1:
         return loop_extents(kernel, mapping.nest, params, model=model)
     if model is None or model.kernel is not kernel:
-        model = build_model(kernel)
+        model = kernel_model(kernel)
     key = ("mapping_extents", mapping.mapped_nests, mapping.loops, mapping.schedule,
            tuple(sorted(dict(params).items())))
     return dict(cached(kernel, key, lambda: mapping_extents(model, mapping, params)))
@@ -220,7 +220,7 @@ def mapping_loop_extents(kernel: ir.Kernel, mapping: Mapping, params: MappingT[s
 def _loop_extents(kernel: ir.Kernel, nest: int, params: MappingT[str, int],
                   model: KernelModel | None) -> dict[str, int]:
     if model is None or model.kernel is not kernel:
-        model = build_model(kernel)
+        model = kernel_model(kernel)
     low: dict[str, int] = {}
     high: dict[str, int] = {}
     for st in model.nest_statements(nest):

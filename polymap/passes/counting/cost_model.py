@@ -202,6 +202,19 @@ def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str
     return energy, cycles
 
 
+def compute_term(arch: Architecture, instances: int, execution: Execution) -> float:
+    """The compute term of :func:`evaluate`'s cycles: ``instances`` on ``execution``'s units, with its waste,
+    plus the team's cycles. It needs no traffic counts, and the cycles are at least this term: a bound
+    compile ranks a candidate by before counting it (``choice.compute_bound``)."""
+    units = capped_units(arch, execution.units)
+    work = compute_cycles(arch, instances, units, execution.waste * execution.latency * execution.passes)
+    # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
+    # compute rate (on the one the execution was found for, the same as stretching by execution.sync), at
+    # this architecture's cost of a start and a barrier (a calibrated file's measured ones)
+    team = team_cycles(execution.syncs, execution.threads, arch) if execution.team else 0.0
+    return work + team
+
+
 def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
              execution: Execution | None = None) -> CostReport:
     """Energy, cycles, bottleneck, utilization and intensity of ``counts`` on ``arch``.
@@ -218,12 +231,7 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
         breakdown.append((lv.name, level_energy(spec, outgoing, incoming)))
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
     units = capped_units(arch, execution.units)
-    work = compute_cycles(arch, counts.instances, units, execution.waste * execution.latency * execution.passes)
-    # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
-    # compute rate (on the one the execution was found for, the same as stretching by execution.sync), at
-    # this architecture's cost of a start and a barrier (a calibrated file's measured ones)
-    team = team_cycles(execution.syncs, execution.threads, arch) if execution.team else 0.0
-    terms = [("compute", work + team)]
+    terms = [("compute", compute_term(arch, counts.instances, execution))]
     for lv, spec in zip(counts.levels, arch.levels):
         c = level_cycles(spec, _traffic(lv))
         if c is not None:

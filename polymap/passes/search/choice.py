@@ -44,11 +44,11 @@ from math import prod
 from typing import Any, Callable, Mapping as MappingT
 
 from polymap import ir
-from polymap.budget import Budget, Piece
+from polymap.budget import Budget, Pending, Piece
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
-from polymap.passes.counting.cost_model import CostReport, Objective, mapping_execution, evaluate
+from polymap.passes.counting.cost_model import CostReport, Objective, compute_term, mapping_execution, evaluate
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES
@@ -64,7 +64,7 @@ from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import in_fast_class, search_mappings
 from polymap.passes.search.isl_schedule import checked_sizes, isl_proposals, reduced_sizes
 from polymap.passes.search.variants import neighbours
-from polymap.poly import KernelModel, build_model
+from polymap.poly import KernelModel, build_model, cached, count, fix_params, to_int
 
 Progress = Callable[[str], None]
 
@@ -88,10 +88,24 @@ class ChoiceOptions:
     """Wall-clock safety limit on one candidate's legality, fit and counts (stops runaway work, reported)."""
     search_limit_seconds: float = 600.0
     """Wall-clock safety limit on the search of one nest (stops runaway work, reported)."""
+    count_losers: bool = False
+    """Count every candidate. By default (and with the cycles objective) a candidate whose compute term
+    alone (:func:`compute_bound`) exceeds the cycles of another counted candidate by more than
+    :data:`NEAR_TIE` is left uncounted: it cannot be chosen, and its counts were most of compile's time
+    (gramschmidt's original order and interchange: 4.5 s of 7 s of CPU, issue 9). True where the losers'
+    counts are wanted too (``--tune`` times the model's best few; calibration)."""
 
 
 #: why compile drops an illegal candidate (``polymap check --mapping`` on it gives the witnesses)
 ILLEGAL_CANDIDATE = "illegal: it changes which write some read sees or which write is final"
+
+
+@dataclass(frozen=True)
+class ComputeBound:
+    """A candidate's compute term, counted without its traffic: its cycles are at least ``cycles``."""
+
+    cycles: float
+    threads: int
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,9 @@ class Candidate:
     footprints: tuple[tuple[int, int] | None, ...] = ()
     """Every level's ``(elements, bytes)`` its fit was checked on where its report is still to be counted (a
     remembered mapping ISL counts: ``api._start_costs`` passes them on to the count)."""
+    bound: ComputeBound | None = None
+    """Its compute term where that alone lost to a counted candidate, so it was neither checked nor counted
+    (``legal`` False then, but for the original order, which is always legal: :attr:`ChoiceOptions.count_losers`)."""
 
     def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:
@@ -250,7 +267,7 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
     not see). The natural original is counted by the fast counter, or by ISL for statements at most
     :data:`NATURAL_ISL_DEPTH` deep; beyond that the question is refused and the answer is yes.
     """
-    if candidate.report is None or original.report is None or arch.vector is None:
+    if candidate.report is None or (original.report is None and original.bound is None) or arch.vector is None:
         return True  # an accelerator's spatial units are what it is built for, not OpenMP's threads
 
     def memory(r: CostReport) -> float:
@@ -259,7 +276,10 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
     def per_thread(r: CostReport) -> float:
         return dict(r.cycle_terms)["compute"] * r.execution.threads
 
-    if per_thread(candidate.report) < per_thread(original.report):
+    # the original left uncounted (it lost on its compute term alone) has that term, which is all this needs
+    theirs = (per_thread(original.report) if original.report is not None
+              else original.bound.cycles * original.bound.threads)
+    if per_thread(candidate.report) < theirs:
         return True  # the compute term does not depend on the counts: the original's is the same
     natural = natural_original_mapping(model, nest, arch, params)
     counts = fast_counts(model, natural, arch, params=dict(params))
@@ -270,6 +290,39 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
     extents = mapping_loop_extents(model.kernel, original.counted, params, model=model)
     mine = evaluate(counts, arch, execution=mapping_execution(model, original.counted, arch, extents))
     return memory(candidate.report) < memory(mine) or per_thread(candidate.report) < per_thread(mine)
+
+
+def mapped_instances(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> int:
+    """The statement instances of the nests ``mapping`` maps (``Counts.instances`` of its counts, which
+    depend on the nests alone, not on the mapping)."""
+    nests = mapping.mapped_nests
+    return cached(model, ("choice", "instances", nests, tuple(sorted(params.items()))),
+                  lambda: sum(to_int(count(fix_params(s.domain, model, params)), params)
+                              for s in model.statements if s.context.nest in nests))
+
+
+def compute_bound(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> ComputeBound:
+    """``mapping``'s compute term as :func:`_evaluate` counts it (the same execution), without its traffic:
+    a lower bound on its cycles (:func:`~polymap.passes.counting.cost_model.compute_term`).
+    Milliseconds where the counts take seconds (gramschmidt's original order: 2.4 s)."""
+    extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
+    execution = mapping_execution(model, mapping, arch, extents)
+    return ComputeBound(compute_term(arch, mapped_instances(model, mapping, params), execution), execution.threads)
+
+
+def loses(bound: ComputeBound | None, cycles: float) -> bool:
+    """Does a candidate with compute ``bound`` rank below one of ``cycles`` whatever its counts? Yes when
+    its compute term alone is more than :data:`NEAR_TIE` above them: then it is neither first nor
+    among the near ties :func:`near_ties_first` reorders (those are within NEAR_TIE of the best, whose
+    cycles are at most ``cycles``)."""
+    return bound is not None and bound.cycles > cycles * (1 + NEAR_TIE)
+
+
+def _uncounted(source: str, mapping: Mapping | None, counted: Mapping, bound: ComputeBound, best: float) -> Candidate:
+    """A candidate left uncounted because its compute term alone lost (:attr:`ChoiceOptions.count_losers`)."""
+    why = (f"not counted: its compute term alone, {bound.cycles:.4g} cycles, exceeds the {best:.4g} cycles of "
+           f"a counted candidate, so it cannot be chosen")
+    return Candidate(source, mapping, counted, mapping is None, (why,), bound=bound)
 
 
 def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
@@ -286,12 +339,23 @@ def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
     kernel, expanded = kernel_to_map(kernel)
     model = build_model(kernel)
     nests = []
-    for nest in range(len(kernel.nests())):
-        if not nest_loops(kernel, nest):
-            continue
-        if progress:
-            progress(f"choosing a mapping for nest {nest}...")
-        nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget))
+    todo = [nest for nest in range(len(kernel.nests())) if nest_loops(kernel, nest)]
+    # each nest's search starts while the nest before it is chosen (its proposals are the parent's work on
+    # one core, and the search often the longest piece: 3mm's three took 0.7 s each, one after the other)
+    searches: dict[int, tuple[Piece, Pending | None, tuple[str, ...]]] = {}
+    try:
+        for k, nest in enumerate(todo):
+            for ahead in todo[k:k + 2]:
+                if ahead not in searches:
+                    searches[ahead] = _start_search(model, ahead, arch, dict(params), options, budget)
+            if progress:
+                progress(f"choosing a mapping for nest {nest}...")
+            nests.append(choose_nest(model, nest, arch, params, options=options, budget=budget,
+                                     searching=searches[nest]))
+    finally:
+        for _, pending, _ in searches.values():
+            if pending is not None:
+                pending.cancel()
     return KernelChoice(kernel, model, tuple(nests), renamed, tuple(sorted(dict(params).items())), arch,
                         expanded)
 
@@ -301,9 +365,23 @@ def _counted(c: Candidate) -> bool:
     return c.legal and c.report is not None
 
 
+def _start_search(model: KernelModel, nest: int, arch: Architecture, params: dict[str, int], options: ChoiceOptions,
+                  budget: Budget) -> tuple[Piece | None, Pending | None, tuple[str, ...]]:
+    """The nest's search (:func:`_search`) started in a child of its own, with why it was left out."""
+    piece, unsearched = _search(model, nest, arch, params, options)
+    if piece is None:
+        return None, None, unsearched
+    return piece, budget.start(piece.fn, piece.args, piece.kwargs, what=piece.what, limit=piece.limit,
+                               timed_out=piece.timed_out), unsearched
+
+
 def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: MappingT[str, int], *,
-                options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None) -> NestChoice:
-    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits."""
+                options: ChoiceOptions = ChoiceOptions(), budget: Budget | None = None,
+                searching: tuple[Piece | None, Pending | None, tuple[str, ...]] | None = None) -> NestChoice:
+    """Rank the candidates of one nest; the original order wins when nothing else is legal and fits.
+
+    ``searching``: the nest's search already started (:func:`_start_search`); else it runs beside the
+    candidates."""
     budget = budget if budget is not None else Budget()
     kernel = model.kernel
     params = dict(params)
@@ -315,11 +393,16 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     # isl's candidates whose exact counts are beyond the work budget are ranked at reduced sizes instead
     beyond = [(s, m) for s, m in scheduled if checked_sizes(model, nest, m, params) != params]
     proposals += [(s, m) for s, m in scheduled if not any(m is b for _, b in beyond)]
-    search, unsearched = _search(model, nest, arch, params, options)
+    if searching is None:
+        search, unsearched = _search(model, nest, arch, params, options)
+        started = None
+    else:
+        search, started, unsearched = searching
     skipped += unsearched
     seen = set()
     limit = options.candidate_limit_seconds
-    pieces = [search] if search is not None else []
+    pieces: list[Piece] = []
+    proposed: list[tuple[str, Mapping]] = []  # what each of the pieces evaluates
     for source, m in proposals:
         if m is None:
             continue
@@ -331,6 +414,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         late = Candidate(source, m, m, False, (f"stopped by the wall-clock safety limit of {limit:g} s",))
         pieces.append(Piece(_evaluate, (model, source, m, m, arch, params), {"fit": not source.startswith("search")},
                             limit, late, f"the candidate '{source}' of nest {nest}"))
+        proposed.append((source, m))
     original = original_mapping(kernel, nest, arch)
     late = Candidate("original order", None, original, True, (f"not counted within the safety limit of {limit:g} s",))
     # the original order is counted beside them (last: on speculation, when a core is free), though it is
@@ -339,25 +423,60 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
     speculative = Piece(_evaluate, (model, "original order", None, original, arch, params), {}, limit, late,
                         f"the original order of nest {nest}")
 
+    # candidates whose compute term alone loses to a counted one are not counted (count_losers): each is
+    # started only if it may still win, the likeliest winners (least compute) first, and, to give the same
+    # answer however the pieces raced, those that lose to the best counted one end up uncounted
+    prune = options.objective is Objective.CYCLES and not options.count_losers
+    bounds = [compute_bound(model, m, arch, params) if prune else None for _, m in proposed]
+    original_bound = compute_bound(model, original, arch, params) if prune else None
+    order = sorted(range(len(pieces)), key=lambda k: bounds[k].cycles if bounds[k] is not None else 0.0)
+    run = ([search] if search is not None and started is None else []) + [pieces[k] for k in order]
+    lead = len(run) - len(order)  # the search's place in run, when it runs
+
+    def best_counted(results: list[Any]) -> float:
+        """The fewest cycles of the candidates (not the original order) and search winners counted so far."""
+        best = float("inf")
+        for r in results:
+            for c in (r if isinstance(r, list) else [r]):
+                counted = isinstance(c, Candidate) and _counted(c)
+                report = c[1] if isinstance(c, tuple) else c.report if counted else None
+                best = min(best, report.cycles) if report is not None else best
+        return best
+
     def ranks_any(results: list[Any]) -> bool:
-        """Is some candidate (or some search winner) legal and counted, so that the original is ranked?"""
-        return any(bool(r) if isinstance(r, list) else _counted(r) for r in results)
+        """Is some candidate (or some search winner) legal and counted, so that the original is ranked, and
+        may the original still win?"""
+        # a search still running may yet find winners: then the original is awaited as if wanted
+        some = started is not None or any(bool(r) if isinstance(r, list) else r is not None and _counted(r)
+                                          for r in results)
+        return some and not loses(original_bound, best_counted(results))
+
+    def needed(k: int, results: list[Any]) -> bool:
+        """May piece ``k`` of ``run`` (the original order last) still win against those counted so far?"""
+        bound = original_bound if k == len(run) else bounds[order[k - lead]] if k >= lead else None
+        return not loses(bound, best_counted(results[:len(run)]))
 
     # the search and each candidate in a child of its own, as many at once as there are cores: the same
     # answers as one after the other (issue 9)
-    if pieces:
-        others = budget.run_all(pieces + [speculative], wanted=ranks_any)
-        first = others.pop()
+    if run:
+        ran = budget.run_all(run + [speculative], wanted=ranks_any, needed=needed if prune else None)
+        first = ran.pop()
     else:
-        others, first = [], None
+        ran, first = [], None
     found: list[tuple[Mapping, CostReport]] = []
     stopped: tuple[str, ...] = ()
     if search is not None:
-        found = others.pop(0)
-        pieces.pop(0)
+        found = ran.pop(0) if started is None else started.result()
         if found is search.timed_out:
             found = []
             stopped += (f"search: stopped by the wall-clock safety limit of {options.search_limit_seconds:g} s",)
+    others: list[Candidate] = [None] * len(pieces)  # type: ignore[list-item]
+    for j, k in enumerate(order):
+        others[k] = ran[j]
+    best = best_counted(others + [found])
+    for k, (source, m) in enumerate(proposed):
+        if loses(bounds[k], best):  # whether it was counted or not: the same answer however they raced
+            others[k] = _uncounted(source, m, m, bounds[k], best)
     for piece, cand in zip(pieces, others):
         if cand is piece.timed_out:
             stopped += (f"{cand.source}: not decided within the safety limit of {limit:g} s",)
@@ -369,7 +488,9 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
             seen.add(text)
             others.append(Candidate(f"search #{k + 1}", m, m, True, (), report))
     if any(_counted(c) for c in others):
-        if first is None:  # not run beside the candidates: counted now
+        if loses(original_bound, best):
+            first = _uncounted("original order", None, original, original_bound, best)
+        elif first is None:  # not run beside the candidates: counted now
             first = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
                                limit=limit, timed_out=late, what=f"the original order of nest {nest}")
         if first is late:
@@ -389,6 +510,9 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if kept is not None and not budget.run(gains_on_original, (model, nest, arch, params, chosen, kept), {},
                                                limit=limit, timed_out=True,
                                                what=f"the original order's own reuse in nest {nest}"):
+            if kept.bound is not None:  # kept after all though its compute term lost: counted, as before
+                kept = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
+                                  limit=limit, timed_out=late, what=f"the original order of nest {nest}")
             why = ("kept: the chosen candidate's only gain was threads (no less traffic than the original order "
                    "holding what fits, no faster per thread)")
             kept = dataclasses.replace(kept, problems=kept.problems + (why,))
