@@ -115,7 +115,7 @@ def candidate_line(cand: Candidate, chosen: Candidate) -> str:
     if cand.report is not None:
         return (f"  {mark} {cand.source:16s} cycles {cand.report.cycles:.3g}, energy {cand.report.energy_pj:.3g} pJ, "
                 f"bottleneck {cand.report.bottleneck}")
-    if cand.legal:
+    if cand.legal or cand.legal is None:  # None: not checked (its compute term lost), not rejected
         return f"  {mark} {cand.source:16s} {cand.problems[0] if cand.problems else 'not counted'}"
     return f"  {mark} {cand.source:16s} rejected: {cand.problems[0] if cand.problems else 'no counts'}"
 

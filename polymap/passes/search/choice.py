@@ -115,7 +115,7 @@ class Candidate:
     source: str
     mapping: Mapping | None
     counted: Mapping  # the mapping whose counts rank it (the original order's own expression)
-    legal: bool
+    legal: bool | None  # None: never checked (a compute bound already lost, see ``bound``)
     problems: tuple[str, ...] = ()
     report: CostReport | None = None
     fit: tuple[FitProblem, ...] = ()
@@ -128,7 +128,8 @@ class Candidate:
     remembered mapping ISL counts: ``api._start_costs`` passes them on to the count)."""
     bound: ComputeBound | None = None
     """Its compute term where that alone lost to a counted candidate, so it was neither checked nor counted
-    (``legal`` False then, but for the original order, which is always legal: :attr:`ChoiceOptions.count_losers`)."""
+    (``legal`` None then, "not checked", but for the original order, which is always legal:
+    :attr:`ChoiceOptions.count_losers`)."""
 
     def key(self, objective: Objective = Objective.CYCLES) -> tuple[float, float]:
         if self.report is None:
@@ -322,7 +323,8 @@ def _uncounted(source: str, mapping: Mapping | None, counted: Mapping, bound: Co
     """A candidate left uncounted because its compute term alone lost (:attr:`ChoiceOptions.count_losers`)."""
     why = (f"not counted: its compute term alone, {bound.cycles:.4g} cycles, exceeds the {best:.4g} cycles of "
            f"a counted candidate, so it cannot be chosen")
-    return Candidate(source, mapping, counted, mapping is None, (why,), bound=bound)
+    # legality unknown (None), not False: nothing was checked, and "illegal" would tell a reader a falsehood
+    return Candidate(source, mapping, counted, True if mapping is None else None, (why,), bound=bound)
 
 
 def choose(kernel: ir.Kernel, arch: Architecture, params: MappingT[str, int], *,
@@ -820,27 +822,3 @@ def _search(model: KernelModel, nest: int, arch: Architecture, params: dict[str,
     late: list[tuple[Mapping, CostReport]] = []
     return Piece(_search_mappings, (model, nest, arch, params, options), {}, options.search_limit_seconds, late,
                  f"the search of nest {nest}"), ()
-
-
-def explain(choice: NestChoice, arch: Architecture) -> list[str]:
-    """Lines saying what was chosen for the nest and why (the ranking, traffic and intensity per level)."""
-    c = choice.chosen
-    what = "the original schedule" if c.mapping is None else c.source
-    lines = [f"nest {choice.nest}: {what} (fewest cycles, then energy, among legal fitting candidates)"]
-    for cand in choice.candidates:
-        mark = "*" if cand is c else " "
-        if cand.report is not None:
-            lines.append(f"  {mark} {cand.source:16s} cycles {cand.report.cycles:.3g}, "
-                         f"energy {cand.report.energy_pj:.3g} pJ, bottleneck {cand.report.bottleneck}")
-        elif cand.legal:
-            lines.append(f"  {mark} {cand.source:16s} {cand.problems[0] if cand.problems else 'not counted'}")
-        else:
-            lines.append(f"  {mark} {cand.source:16s} rejected: {cand.problems[0] if cand.problems else 'no counts'}")
-    if c.report is not None:
-        intensity = dict(c.report.intensity)
-        for lv in c.report.counts.levels:
-            moved = lv.reads + lv.updates
-            i = intensity.get(lv.name)
-            lines.append(f"    {lv.name:6s} {moved} elements to inner levels, intensity "
-                         f"{'-' if i is None else f'{i:.3g}'} instances/element")
-    return lines
