@@ -182,7 +182,13 @@ def group_columns(l2: int, kc: int, mc: int, nr: int, size: int) -> int:
 
 @dataclass(frozen=True)
 class Roles:
-    """The loops of the pattern: rows ``i`` (may be empty), unit-stride ``j``, reduction ``k``."""
+    """The loops of the pattern: rows ``i`` (may be empty), unit-stride ``j``, reduction ``k``.
+
+    ``reductions``: every reduction loop the register tile spans, in the original order (conv2d's
+    ``c, r, s``; gemm's ``k`` alone): the accumulators stay in registers across all of them
+    (:func:`polymap.codegen.c.regtile.match`). ``k`` is the first, the one blocked by KC; the others
+    are whole at every level above the registers, so each element's updates keep their order.
+    """
 
     i: str | None
     j: str
@@ -190,6 +196,12 @@ class Roles:
     dtype: str
     vector: bool
     statement: str = ""  # the reduction statement (``acc``)
+    reductions: tuple[str, ...] = ()
+
+    @property
+    def reduction_loops(self) -> tuple[str, ...]:
+        """``reductions``, or ``(k,)`` where a single loop is the reduction."""
+        return self.reductions or (self.k,)
 
 
 def _bare_distinct(r: ir.Ref) -> bool:
@@ -216,6 +228,16 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         if not free or sum(j in ir.variables(y) for y in idx) != 1:
             continue
         k = max(free, key=lambda x: extents.get(x, 0))
+        # several reduction loops nested right inside the target's loops (conv2d's ``c, r, s`` under
+        # ``n, k, p, q``): one register tile spans them all, in their order, and only the outermost
+        # may be blocked (a block of ``r`` around a whole ``c`` would reorder each element's
+        # updates). Loops that do not index the target but sit outside one that does (doitgen's
+        # ``r, q`` around ``p``) are not reductions of the tile: the single-loop pattern as before
+        last = max(n for n, x in enumerate(s.loops) if x in used)
+        trailing = tuple(x for x in s.loops[last + 1:] if x not in used)
+        reductions = trailing if len(trailing) > 1 and k in trailing else ()
+        if reductions:
+            k = reductions[0]
         refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
         written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
         # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
@@ -223,7 +245,7 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
                      for r in refs if j in set().union(*map(ir.variables, r.indices)))
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
-        return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name)
+        return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name, reductions)
     return None
 
 
@@ -262,13 +284,14 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
             (BLOCKINGS[roles.dtype] if roles.vector else SCALAR_BLOCKING)
     b = blocking
     i, j, k = roles.i, roles.j, roles.k
+    red = roles.reduction_loops  # (k,), or conv2d's c, r, s: those after k whole above the registers
     mr = b.mr if i is not None else 1
-    others = tuple(x for x in loops if x not in (i, j, k))
+    others = tuple(x for x in loops if x not in (i, j) + red)
     n = len(arch.levels)
     cores = max(1, arch.inner_instances(n - 4) // arch.levels[n - 4].instances)
 
-    def tile(rows: int | None, cols: int | None, red: int | None) -> tuple:
-        sizes = {i: rows, j: cols, k: red}
+    def tile(rows: int | None, cols: int | None, red_block: int | None) -> tuple:
+        sizes = {i: rows, j: cols, k: red_block, **{x: None for x in red[1:]}}
         out = []
         for x in loops:
             t = sizes.get(x, 1) if x in sizes else 1
@@ -332,7 +355,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     else:
         l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     first = par or (i if i is not None else j)
-    inner = tuple(x for x in (i, j, k) if x not in (None, first))
+    inner = tuple(x for x in (i, j) + red if x not in (None, first))
     keeps = {}
     # grouped B panels: L2 keeps A's block and B's KC x NB block (packed there, NB / NR panels at once,
     # in B's memory order), L1 keeps no B; the last level walks k outside j, so that A's block stays
@@ -340,9 +363,9 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     nb = _grouped(arch, n, b, roles, rows, extents) if par is not None and par == i else 0
     if nb:
         l2 = tile(chunk, nb, b.kc)
-        inner = (k, j)
+        inner = red + (j,)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
-    l1 = (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ())
+    l1 = (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + red, ())
     # B's block at L2 for all of a core's rows, A's rows read in place (session 26): see stream_blocks
     streamed = stream_blocks(model, nest, roles, arch.levels[n - 3].capacity_bytes, b, extents) \
         if nb and b.stream and not triangle else None
@@ -350,16 +373,16 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         cols, broadcast = streamed
         top, group = (whole, outer_first, ()), whole
         l2 = tile(share, cols, b.kc)
-        inner = (k, j)
+        inner = red + (j,)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest) and x not in broadcast)
         keeps[n - 2] = tuple(x for x in keep if x in broadcast)
-        l1 = (tile(mr, cols, b.kc), others + (j, i, k), ())
+        l1 = (tile(mr, cols, b.kc), others + (j, i) + red, ())
     specs = {
         0: top,
         n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None and not triangle else ()),
-        n - 3: (l2, ij + (k,) + others, ()),
+        n - 3: (l2, ij + red + others, ()),
         n - 2: l1,
-        n - 1: (rf, others + (k,) + ij, ()),
+        n - 1: (rf, others + red + ij, ()),
     }
     levels = []
     for lv in range(n):
