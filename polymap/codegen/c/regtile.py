@@ -66,7 +66,7 @@ from polymap.codegen.ast_build import expr_ids as ids  # the emitter reads it as
 from polymap.codegen.c import packing
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.codegen.c.parallel import Path, child_paths
-from polymap.passes.counting.execution import loop_coefficient
+from polymap.passes.counting.execution import loop_coefficient, vectorises
 from polymap.passes.frontend.types import combine_type
 
 
@@ -198,20 +198,6 @@ def _single(n: isl.AstNode) -> isl.AstNode | None:
             return n
 
 
-def _unit_last(ref: ir.Ref, loop: str) -> bool:
-    """``loop`` appears only in the last subscript, as ``loop`` or ``loop + e`` / ``e + loop``."""
-    if any(loop in ir.variables(s) for s in ref.indices[:-1]):
-        return False
-    last = ref.indices[-1]
-    if isinstance(last, ir.Var) and last.name == loop:
-        return True
-    if isinstance(last, ir.BinOp) and last.op == "+":
-        for a, b in ((last.lhs, last.rhs), (last.rhs, last.lhs)):
-            if isinstance(a, ir.Var) and a.name == loop and loop not in ir.variables(b):
-                return True
-    return False
-
-
 def _simple_value(e: ir.Expr, dtype: str, dtypes: dict) -> bool:
     """Refs of the target's type, literals, ``+ - *`` and negation only (no casts of vectors)."""
     match e:
@@ -323,11 +309,10 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None
     inner = box[-1]
     lanes = 16 // _ITEMSIZE[decl.dtype]
-    refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)] + [stmt.target]
     packs = printer.packs_by_rank.get(info.rank, {})
-    vector = inner.count % lanes == 0 and all(
-        _unit_last(r, inner.loop) or _packed_unit(packs, r, inner.loop)
-        for r in refs if inner.loop in set().union(*map(ir.variables, r.indices)))
+    # the cost model's rule for a register tile's lanes (execution.vectorises): one definition
+    vector = inner.count % lanes == 0 and vectorises(stmt, inner.loop, tile=True,
+                                                     packed=lambda r: _packed_unit(packs, r, inner.loop))
     points = 1
     for b in box:
         points *= b.count
@@ -394,11 +379,7 @@ def _vector_refs_ready(printer: Printer, tile: RegisterTile) -> bool:
     """Every vector read is unit stride in memory here (a panel it needs is live)."""
     stmt = printer.model.statement(tile.statement).stmt
     inner = tile.box[-1].loop
-    for r in ir.subexpressions(stmt.value):
-        if isinstance(r, ir.Ref) and inner in set().union(*map(ir.variables, r.indices)) and not _unit_last(r, inner):
-            if not _packed_unit(printer.active_packs, r, inner):
-                return False
-    return True
+    return vectorises(stmt, inner, tile=True, packed=lambda r: _packed_unit(printer.active_packs, r, inner))
 
 
 def variant_lanes(count: int, dtype: str, nbytes: int) -> int:

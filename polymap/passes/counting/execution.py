@@ -186,9 +186,10 @@ def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
     return None if used else 0
 
 
-def vectorises(stmt: ir.Assign, loop: str) -> bool:
-    """Does the C compiler run ``stmt`` in vectors along ``loop`` (the loop carrying no dependence)?
-    The one rule for the C backend's ``omp simd`` and the cost model's lanes.
+def vectorises(stmt: ir.Assign, loop: str, *, tile: bool = False,
+               packed: Callable[[ir.Ref], bool] | None = None) -> bool:
+    """Does the C code run ``stmt`` in vectors along ``loop`` (the loop carrying no dependence)?
+    The one rule for the C backend's ``omp simd``, a register tile's vectors and the cost model's lanes.
 
     Row-major: the target is invariant or unit-stride along ``loop`` (its last subscript), every read
     invariant or a constant positive stride in its last subscript only. GCC loads a constant stride in
@@ -198,10 +199,23 @@ def vectorises(stmt: ir.Assign, loop: str) -> bool:
         to one lane, as is a negative stride (GCC reverses a stride of -1 but not of -2: kept out).
     ``O[q] += I[2*q + s] * W[s]`` along ``q``: yes; along ``s``: no (the target is invariant, a
     reduction); ``B[j, i] = A[i, j]`` along ``j``: no.
+
+    ``tile``: the explicit vectors of a register tile (:mod:`polymap.codegen.c.regtile`), which load
+    each operand that moves along ``loop`` from consecutive elements: every such reference, target
+    included, has stride 1 in its last subscript and none in the others, or is read from a panel
+    whose last, unit-stride dimension is ``loop`` (``packed(ref)``: :mod:`polymap.codegen.c.packing`,
+    syrk's ``A[j, k]``). conv2d's ``I[.., 2*q + s]`` along ``q``: no (the tile's accumulators are
+    scalars, where GCC's own loop over ``q`` would vectorise).
     """
     refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
     for r in refs:
         coeffs = [loop_coefficient(x, loop) for x in r.indices]
+        if tile:
+            if all(c == 0 for c in coeffs) or (coeffs[-1] == 1 and all(c == 0 for c in coeffs[:-1])):
+                continue
+            if r is stmt.target or packed is None or not packed(r):
+                return False
+            continue
         if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and (coeffs[-1] is None or coeffs[-1] < 0)):
             return False
         if coeffs and coeffs[-1] > 1 and r is stmt.target:
@@ -210,7 +224,7 @@ def vectorises(stmt: ir.Assign, loop: str) -> bool:
 
 
 def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: MappingT[str, int],
-                 lanes: int) -> float | None:
+                 lanes: int, *, tile: bool = False) -> float | None:
     """How much longer than in ``lanes`` lanes the statements take when ``loop`` is the vector loop
     (>= 1), or None when no statement runs in vectors along it.
 
@@ -218,7 +232,8 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     with other loops between them separates them (one that lacks a loop runs before or after it, so
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
     vectors when the compiler vectorises every one of its statements along ``loop``
-    (:func:`vectorises`, the C backend's ``omp simd`` rule), else one lane. Weighted by instances (the loops' extents): covariance's
+    (:func:`vectorises`, the C backend's ``omp simd`` rule; with ``tile``, a register tile's box along
+    ``loop``, that of its explicit vectors), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
@@ -238,7 +253,7 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     fast, slow = rest, 0
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        if all(vectorises(c.stmt, loop) for c in members):
+        if all(vectorises(c.stmt, loop, tile=tile) for c in members):
             fast += n
         else:
             slow += n
@@ -718,7 +733,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
         k, x, _ = walk[-1]
-        scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
+        scalar = scalar_share(stmts, x, extents, width, tile=tile) if width > 1 and x in parallel and stmts else None
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
             slots = sum(n * run_slots(s, width, tile) for s, n in sizes.items())
@@ -856,12 +871,16 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         innermost = np.where(trips[:, k, j] > 1, q, innermost)
     for q, (k, j) in enumerate(positions):
         x = loops[j]
-        scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
-        if scalar is None:
+        plain = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
+        boxes = scalar_share(stmts, x, extents, width, tile=True) if width > 1 and x in parallel and stmts else None
+        if plain is None and boxes is None:
             continue
-        here = ~explicit & (innermost == q)
+        # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)), as execution
+        runs = np.where(boxed, boxes is not None, plain is not None)
+        here = ~explicit & (innermost == q) & runs
         if not here.any():
             continue
+        scalar = np.where(boxed, boxes if boxes is not None else 1.0, plain if plain is not None else 1.0)
         sizes = np.full((B, 1), extents[x], dtype=np.int64)
         counts = np.ones((B, 1), dtype=np.int64)
         for level in range(1, k + 1):

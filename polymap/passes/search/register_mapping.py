@@ -79,7 +79,8 @@ from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.tiling import PHASE_BEFORE, loop_phase
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
-from polymap.codegen.c.regtile import FOLDED_OPS, _unit_last
+from polymap.codegen.c.regtile import FOLDED_OPS
+from polymap.passes.counting.execution import vectorises
 
 
 @dataclass(frozen=True)
@@ -238,11 +239,10 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         reductions = trailing if len(trailing) > 1 and k in trailing else ()
         if reductions:
             k = reductions[0]
-        refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
         written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
-        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
-        vector = all(_unit_last(r, j) or (r.tensor not in written and _bare_distinct(r))
-                     for r in refs if j in set().union(*map(ir.variables, r.indices)))
+        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be: the
+        # register tile's rule for its vectors (execution.vectorises), with the reads it could pack
+        vector = vectorises(stmt, j, tile=True, packed=lambda r: r.tensor not in written and _bare_distinct(r))
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
         return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name, reductions)
