@@ -1,0 +1,149 @@
+"""conv2d: compile's pick against the original order's code and the plain loop nest, interleaved.
+
+    python benchmarks/bench_conv_c.py [--layers default big] [--dtypes f32] [--repeat 15] [--threads 2]
+
+Three versions of ``O[n, k, p, q] += I[n, c, 2p + r, 2q + s] * W[k, c, r, s]`` per layer:
+
+* ``pick``: the C of compile's choice (``choose``, as ``polymap compile``; since conv17 the register
+  tile over the box of ``p, q`` with ``c, r, s`` inside, docs/design.md "conv2d as an implicit GEMM");
+* ``original``: the C of the candidate "original order" (compile's pick on main before conv17 at
+  both layers: ``compile --json`` there, 2026-12-03), emitted by polymap from the same choice;
+* ``nest``: the loop nest as written, in plain C, one thread (``-O3 -march=native``, as a user
+  would build it; the polymap versions run on ``--threads`` OpenMP threads).
+
+Layers: ``default`` is examples/conv2d.loop (N 1, C = K = 16, P = Q = 14, 3 x 3, stride 2); ``big``
+a larger layer (C = K = 64, P = Q = 28). All C is built with the project's flags (``-O3
+-march=native -fopenmp``). The versions alternate block by block (``bench_gemm_c.medians``), so load
+hits them alike; printed: median and best microseconds, and the ratios of ``original`` and ``nest``
+to ``pick`` (> 1: the pick is faster). Every version's result is checked against NumPy first.
+The versions update ``O`` in place again and again while timed (the work does not depend on its values). A
+benchmark, not a test: say the load (``uptime``) with every number.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+
+from polymap.codegen.build import load_kernel  # noqa: E402
+from polymap.codegen.c.emitter import emit_c  # noqa: E402
+from polymap.driver import parse  # noqa: E402
+from polymap.machine.presets import load_architecture  # noqa: E402
+from polymap.passes.search.choice import choose  # noqa: E402
+
+CONV = """
+kernel conv2d(N = 1, C = %(C)d, K = %(K)d, P = %(P)d, Q = %(Q)d, R = 3, S = 3) {
+  in    I[N, C, 2*P + R - 1, 2*Q + S - 1] : %(t)s
+  in    W[K, C, R, S] : %(t)s
+  inout O[N, K, P, Q] : %(t)s
+  for n in 0..N, k in 0..K, p in 0..P, q in 0..Q, c in 0..C, r in 0..R, s in 0..S {
+    O[n, k, p, q] += I[n, c, 2*p + r, 2*q + s] * W[k, c, r, s]
+  }
+}
+"""
+LAYERS = {"default": {"C": 16, "K": 16, "P": 14, "Q": 14}, "big": {"C": 64, "K": 64, "P": 28, "Q": 28}}
+
+#: the loop nest as written (the same signature as polymap's C, so that one loader calls all three)
+NEST = """
+void conv2d(T *restrict I, T *restrict W, T *restrict O, long N, long C, long K, long P, long Q, long R, long S)
+{
+  for (long n = 0; n < N; n++)
+    for (long k = 0; k < K; k++)
+      for (long p = 0; p < P; p++)
+        for (long q = 0; q < Q; q++)
+          for (long c = 0; c < C; c++)
+            for (long r = 0; r < R; r++)
+              for (long s = 0; s < S; s++)
+                O[((n * K + k) * P + p) * Q + q] += I[((n * C + c) * (2 * P + R - 1) + 2 * p + r) * (2 * Q + S - 1)
+                                                      + 2 * q + s] * W[((k * C + c) * R + r) * S + s];
+}
+"""
+
+
+def versions(layer: str, dtype: str) -> tuple[dict, object, dict]:
+    """``{name: callable}`` of the three versions, the kernel, its sizes."""
+    kernel = parse(CONV % {**LAYERS[layer], "t": dtype}, "conv2d.loop").kernels[0]
+    params = {x.name: x.default for x in kernel.params}
+    choice = choose(kernel, load_architecture("host"), params)
+    (nest,) = choice.nests
+    original = next(c for c in nest.candidates if c.source == "original order")
+    print(f"  {layer} {dtype}: pick '{nest.chosen.source}'; candidates "
+          + ", ".join(f"{c.source}: {c.report.cycles:.3g} cycles" for c in nest.candidates
+                      if c.legal and c.report is not None))
+    out = {"pick": load_kernel(emit_c(choice.kernel, choice.model, (nest.chosen.mapping,), params=params),
+                               choice.kernel)}
+    # the original order's mapping walks every loop at the backing store: polymap prints the nest with
+    # its OpenMP loop, as compile did on main
+    out["original"] = load_kernel(emit_c(choice.kernel, choice.model, tuple(m for m in (original.mapping,) if m),
+                                         params=params), choice.kernel)
+    ctype = "float" if dtype == "f32" else "double"
+    out["nest"] = load_kernel(f"#define T {ctype}\n" + NEST, kernel)
+    return out, kernel, params
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", nargs="+", default=["default", "big"], choices=sorted(LAYERS))
+    ap.add_argument("--dtypes", nargs="+", default=["f32"], choices=["f32", "f64"])
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
+          f"OMP_NUM_THREADS={args.threads}")
+    for layer in args.layers:
+        for dtype in args.dtypes:
+            fns, kernel, p = versions(layer, dtype)
+            nt = np.float32 if dtype == "f32" else np.float64
+            rng = np.random.default_rng(1)
+            i = rng.standard_normal((p["N"], p["C"], 2 * p["P"] + 2, 2 * p["Q"] + 2)).astype(nt)
+            w = rng.standard_normal((p["K"], p["C"], 3, 3)).astype(nt)
+            o0 = rng.standard_normal((p["N"], p["K"], p["P"], p["Q"])).astype(nt)
+            want = o0.astype(np.float64).copy()
+            for r in range(3):
+                for s in range(3):
+                    want += np.einsum("ncpq,kc->nkpq", i[:, :, r:r + 2 * p["P"]:2, s:s + 2 * p["Q"]:2].astype(np.float64),
+                                      w[:, :, r, s].astype(np.float64))
+            tol = 1e-3 if dtype == "f32" else 1e-10
+            for name, fn in fns.items():
+                o = o0.copy()
+                fn({"I": i, "W": w, "O": o}, p)
+                np.testing.assert_allclose(o, want, rtol=tol, atol=tol, err_msg=name)
+            o = o0.copy()
+            calls = {name: (lambda fn=fn: fn({"I": i, "W": w, "O": o}, p)) for name, fn in fns.items()}
+            samples = interleaved(calls, args.repeat)
+            steady = {name: statistics.median(x) for name, x in samples.items()}
+            best = {name: min(x) for name, x in samples.items()}
+            flops = 2 * p["N"] * p["K"] * p["P"] * p["Q"] * p["C"] * 9
+            line = "  ".join(f"{name} {steady[name] * 1e6:8.1f} us (best {best[name] * 1e6:.1f}, "
+                             f"{flops / steady[name] / 1e9:.1f} GFLOP/s)" for name in fns)
+            print(f"{layer:8s} {dtype}: {line}")
+            print(f"{'':8s}      ratios to pick (median): original {steady['original'] / steady['pick']:.2f}x, "
+                  f"nest {steady['nest'] / steady['pick']:.2f}x; best: original {best['original'] / best['pick']:.2f}x, "
+                  f"nest {best['nest'] / best['pick']:.2f}x; load {os.getloadavg()[0]:.2f}")
+
+
+#: calls per block (each timed); the first of a block is a warm-up, not kept
+BLOCK = 6
+
+
+def interleaved(calls: dict, rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each version: ``rounds`` rounds, each a block of every version in turn (the
+    order rotating round by round), so that load hits them alike; the first call of a block dropped."""
+    names = list(calls)
+    out = {name: [] for name in names}
+    for k in range(rounds):
+        for name in names[k % len(names):] + names[:k % len(names)]:
+            for b in range(BLOCK):
+                t = time.perf_counter()
+                calls[name]()
+                if b:
+                    out[name].append(time.perf_counter() - t)
+    return out
+
+
+if __name__ == "__main__":
+    main()
