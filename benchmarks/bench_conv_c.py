@@ -1,20 +1,24 @@
 """conv2d: compile's pick against the original order's code and the plain loop nest, interleaved.
 
     python benchmarks/bench_conv_c.py [--layers default big] [--dtypes f32] [--repeat 15] [--threads 2]
+                                      [--today CHECKOUT]
 
-Three versions of ``O[n, k, p, q] += I[n, c, 2p + r, 2q + s] * W[k, c, r, s]`` per layer:
+The versions of ``O[n, k, p, q] += I[n, c, 2p + r, 2q + s] * W[k, c, r, s]`` per layer:
 
 * ``pick``: the C of compile's choice (``choose``, as ``polymap compile``; since conv17 the register
   tile over the box of ``p, q`` with ``c, r, s`` inside, docs/design.md "conv2d as an implicit GEMM");
-* ``original``: the C of the candidate "original order" (compile's pick on main before conv17 at
-  both layers: ``compile --json`` there, 2026-12-03), emitted by polymap from the same choice;
+* ``today`` (with ``--today CHECKOUT``): the C that ``polymap compile`` of another checkout (e.g. a
+  worktree of main before a change) writes for the layer, run in a subprocess with that checkout
+  on ``PYTHONPATH``: its own pick. Before conv17 it was the original order at the default layer and
+  the tiled "default" candidate at the big one (``compile --json``, 2026-12-03);
+* ``original``: the C of the candidate "original order", emitted by polymap from the same choice;
 * ``nest``: the loop nest as written, in plain C, one thread (``-O3 -march=native``, as a user
   would build it; the polymap versions run on ``--threads`` OpenMP threads).
 
 Layers: ``default`` is examples/conv2d.loop (N 1, C = K = 16, P = Q = 14, 3 x 3, stride 2); ``big``
 a larger layer (C = K = 64, P = Q = 28). All C is built with the project's flags (``-O3
 -march=native -fopenmp``). The versions alternate block by block (``bench_gemm_c.medians``), so load
-hits them alike; printed: median and best microseconds, and the ratios of ``original`` and ``nest``
+hits them alike; printed: median and best microseconds, and the ratios of the others
 to ``pick`` (> 1: the pick is faster). Every version's result is checked against NumPy first.
 The versions update ``O`` in place again and again while timed (the work does not depend on its values). A
 benchmark, not a test: say the load (``uptime``) with every number.
@@ -24,7 +28,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -63,9 +71,20 @@ void conv2d(T *restrict I, T *restrict W, T *restrict O, long N, long C, long K,
 """
 
 
-def versions(layer: str, dtype: str) -> tuple[dict, object, dict]:
-    """``{name: callable}`` of the three versions, the kernel, its sizes."""
-    kernel = parse(CONV % {**LAYERS[layer], "t": dtype}, "conv2d.loop").kernels[0]
+def today(checkout: str, text: str):
+    """The C source that ``polymap compile`` of ``checkout`` writes for the kernel ``text``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "conv2d.loop").write_text(text)
+        subprocess.run([sys.executable, "-m", "polymap", "compile", str(Path(tmp) / "conv2d.loop"), "-o",
+                        str(Path(tmp) / "out")], check=True, capture_output=True, cwd=checkout,
+                       env={**os.environ, "PYTHONPATH": checkout})
+        return (Path(tmp) / "out" / "conv2d.c").read_text()
+
+
+def versions(layer: str, dtype: str, checkout: str | None) -> tuple[dict, object, dict]:
+    """``{name: callable}`` of the versions, the kernel, its sizes."""
+    text = CONV % {**LAYERS[layer], "t": dtype}
+    kernel = parse(text, "conv2d.loop").kernels[0]
     params = {x.name: x.default for x in kernel.params}
     choice = choose(kernel, load_architecture("host"), params)
     (nest,) = choice.nests
@@ -75,6 +94,8 @@ def versions(layer: str, dtype: str) -> tuple[dict, object, dict]:
                       if c.legal and c.report is not None))
     out = {"pick": load_kernel(emit_c(choice.kernel, choice.model, (nest.chosen.mapping,), params=params),
                                choice.kernel)}
+    if checkout:
+        out["today"] = load_kernel(today(checkout, text), kernel)
     # the original order's mapping walks every loop at the backing store: polymap prints the nest with
     # its OpenMP loop, as compile did on main
     out["original"] = load_kernel(emit_c(choice.kernel, choice.model, tuple(m for m in (original.mapping,) if m),
@@ -90,13 +111,14 @@ def main() -> None:
     ap.add_argument("--dtypes", nargs="+", default=["f32"], choices=["f32", "f64"])
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--today", metavar="CHECKOUT", help="a checkout whose compile's pick to run too")
     args = ap.parse_args()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}; "
           f"OMP_NUM_THREADS={args.threads}")
     for layer in args.layers:
         for dtype in args.dtypes:
-            fns, kernel, p = versions(layer, dtype)
+            fns, kernel, p = versions(layer, dtype, args.today)
             nt = np.float32 if dtype == "f32" else np.float64
             rng = np.random.default_rng(1)
             i = rng.standard_normal((p["N"], p["C"], 2 * p["P"] + 2, 2 * p["Q"] + 2)).astype(nt)
@@ -118,12 +140,14 @@ def main() -> None:
             steady = {name: statistics.median(x) for name, x in samples.items()}
             best = {name: min(x) for name, x in samples.items()}
             flops = 2 * p["N"] * p["K"] * p["P"] * p["Q"] * p["C"] * 9
-            line = "  ".join(f"{name} {steady[name] * 1e6:8.1f} us (best {best[name] * 1e6:.1f}, "
-                             f"{flops / steady[name] / 1e9:.1f} GFLOP/s)" for name in fns)
-            print(f"{layer:8s} {dtype}: {line}")
-            print(f"{'':8s}      ratios to pick (median): original {steady['original'] / steady['pick']:.2f}x, "
-                  f"nest {steady['nest'] / steady['pick']:.2f}x; best: original {best['original'] / best['pick']:.2f}x, "
-                  f"nest {best['nest'] / best['pick']:.2f}x; load {os.getloadavg()[0]:.2f}")
+            for name in fns:
+                print(f"{layer:8s} {dtype} {name:9s} median {steady[name] * 1e6:9.1f} us, best {best[name] * 1e6:9.1f} us "
+                      f"({flops / steady[name] / 1e9:.2f} GFLOP/s median)")
+            others = [name for name in fns if name != "pick"]
+            print(f"{'':8s}      time / pick's (> 1: the pick is faster): median "
+                  + ", ".join(f"{name} {steady[name] / steady['pick']:.2f}x" for name in others)
+                  + "; best " + ", ".join(f"{name} {best[name] / best['pick']:.2f}x" for name in others)
+                  + f"; load {os.getloadavg()[0]:.2f}")
 
 
 #: calls per block (each timed); the first of a block is a warm-up, not kept

@@ -46,13 +46,16 @@ BUILDS = {"avx512": (("-mavx512f", "-mfma"), "avx512f"), "avx2": (("-mavx2", "-m
 CONV = """
 kernel conv(N = 1, C = 16, K = %(K)d, P = %(P)d, Q = %(Q)d, R = 3, S = 3) {
   in    I[N, C, %(d)sP + R - 1, %(d)sQ + S - 1] : %(t)s
-  in    W[K, C, R, S] : %(t)s
+  in    W[%(wd)s] : %(t)s
   inout O[N, K, P, Q] : %(t)s
   for n in 0..N, k in 0..K, p in 0..P, q in 0..Q, c in 0..C, r in 0..R, s in 0..S {
-    O[n, k, p, q] += I[n, c, %(d)sp + r, %(d)sq + s] * W[k, c, r, s]
+    O[n, k, p, q] += I[n, c, %(d)sp + r, %(d)sq + s] * W[%(wr)s]
   }
 }
 """
+#: the weights' layouts: as conv2d.loop (``W[k, c, r, s]``), and with the output channels last (``W[c, r,
+#: s, k]``, as TensorFlow's HWIO keeps them): the layout whose rows the register tile reads along ``k``
+LAYOUTS = {"kcrs": ("K, C, R, S", "k, c, r, s"), "crsk": ("C, R, S, K", "c, r, s, k")}
 #: (stride, dtype, K, P, Q): the example's stride 2 and a stride-1 layer; K 19 (no whole number of
 #: lanes), P 13 and Q 11 (no box of 4 or 6 rows, 4 or 16 columns divides them)
 VARIANTS = [(2, "f32", 16, 14, 14), (2, "f64", 19, 13, 11), (1, "f32", 19, 13, 11), (1, "f64", 16, 14, 14)]
@@ -64,9 +67,10 @@ def _arch(shape: str | None):
     return HOST if shape is None else dataclasses.replace(HOST, vector=SHAPES[shape])
 
 
-def _kernel(stride: int, dtype: str, k: int, p: int, q: int):
-    return parse(CONV % {"d": "" if stride == 1 else f"{stride}*", "t": dtype, "K": k, "P": p, "Q": q},
-                 "conv.loop").kernels[0]
+def _kernel(stride: int, dtype: str, k: int, p: int, q: int, layout: str = "kcrs"):
+    wd, wr = LAYOUTS[layout]
+    return parse(CONV % {"d": "" if stride == 1 else f"{stride}*", "t": dtype, "K": k, "P": p, "Q": q,
+                         "wd": wd, "wr": wr}, "conv.loop").kernels[0]
 
 
 def _defaults(kernel) -> dict[str, int]:
@@ -101,12 +105,18 @@ def _numpy_conv(i, w, o, stride: int, p: dict) -> np.ndarray:
 
 
 def _inputs(stride: int, dtype: str, p: dict, seed: int):
+    """I, W (``[k, c, r, s]``, the reference's layout), O."""
     nt = np.float32 if dtype == "f32" else np.float64
     rng = np.random.default_rng(seed)
     i = rng.standard_normal((p["N"], p["C"], stride * p["P"] + p["R"] - 1, stride * p["Q"] + p["S"] - 1)).astype(nt)
     w = rng.standard_normal((p["K"], p["C"], p["R"], p["S"])).astype(nt)
     o = rng.standard_normal((p["N"], p["K"], p["P"], p["Q"])).astype(nt)
     return i, w, o
+
+
+def _laid_out(w: np.ndarray, layout: str) -> np.ndarray:
+    """The weights ``[k, c, r, s]`` in ``layout``'s order, contiguous."""
+    return np.ascontiguousarray(w if layout == "kcrs" else w.transpose(1, 2, 3, 0))
 
 
 def test_the_example_picks_the_register_tile_over_c_r_s():
@@ -153,9 +163,42 @@ def test_the_pick_matches_the_reference_and_numpy(stride, dtype, k, p, q):
         np.testing.assert_allclose(o, want, rtol=tol, atol=tol * 10, err_msg=str(params))
 
 
-@pytest.mark.parametrize("stride,dtype", [(2, "f64"), (1, "f32")])
-def test_the_picks_counts_equal_the_simulator(stride, dtype):
-    kernel, model, mp, _ = _pick(_kernel(stride, dtype, 19, 13, 11))
+#: (stride, dtype, K, P, Q) of the output-channel tile (weights ``[c, r, s, k]``): K 16 one vector of f32
+#: on AVX-512, 19 a vector and 3 lanes of a masked one
+CHANNEL_VARIANTS = [(2, "f32", 16, 14, 14), (2, "f64", 19, 13, 11), (2, "f32", 19, 13, 11)]
+
+
+@pytest.mark.parametrize("stride,dtype,k,p,q", CHANNEL_VARIANTS)
+def test_the_output_channel_pick_matches_the_reference_and_numpy(stride, dtype, k, p, q):
+    """Step 3 with the weights' rows along ``k``: the vector loop is the output channels, the rows the
+    columns ``q`` of ``O`` (``I`` broadcast, one value per row), the target loaded lane by lane."""
+    kernel, model, mp, source = _pick(_kernel(stride, dtype, k, p, q, "crsk"))
+    assert source == "register tiles"
+    roles = find_roles(model, 0, loop_extents(kernel, 0, _defaults(kernel)))
+    assert (roles.i, roles.j, roles.reductions, roles.vector, roles.lanewise) == ("q", "k", ("c", "r", "s"), True, True)
+    rf = dict(zip(mp.loops, mp.levels[-1].tile))
+    # the row: the vectors that cover K (AVX-512: one of 16 f32 for K 16, not a GEMM row's 4), then as
+    # many rows as the registers hold beside the row's vectors of W and a broadcast of I, at most 14
+    width = -(-k // HOST.vector.lanes(dtype))
+    assert rf["k"] == width * HOST.vector.lanes(dtype)
+    assert rf["q"] == min(14, (HOST.vector.registers - width - 1) // width)
+    assert mp.levels[-1].order[-2:] == ("q", "k")
+    src = emit_c(kernel, model, (mp,))
+    assert _loops_around_the_updates(src) == 3
+    assert f"polymap_fma_{dtype}x" in src  # vectors along k
+    fn = load_kernel(src, kernel)
+    for n, params in enumerate([_defaults(kernel)] + RUN_SIZES):
+        assert verify(kernel, params, targets=("c",), mapping=mp, model=model).passed, params
+        i, w, o = _inputs(stride, dtype, params, n)
+        want = _numpy_conv(i, w, o, stride, params)
+        fn({"I": i, "W": _laid_out(w, "crsk"), "O": o}, params)
+        tol = 1e-4 if dtype == "f32" else 1e-12
+        np.testing.assert_allclose(o, want, rtol=tol, atol=tol * 10, err_msg=str(params))
+
+
+@pytest.mark.parametrize("stride,dtype,layout", [(2, "f64", "kcrs"), (1, "f32", "kcrs"), (2, "f32", "crsk")])
+def test_the_picks_counts_equal_the_simulator(stride, dtype, layout):
+    kernel, model, mp, _ = _pick(_kernel(stride, dtype, 19, 13, 11, layout))
     params = {"N": 1, "C": 2, "K": 3, "P": 5, "Q": 6, "R": 2, "S": 3}  # every box of p and q cut
     counts = isl_count_mapping(model, mp, HOST, params=params)
     assert count_mapping(model, mp, HOST, params=params) == counts
@@ -186,23 +229,24 @@ int main(int argc, char **argv) {
 }
 """
 
-SANITIZED = [(shape, build, stride, dtype) for shape in SHAPES for build in BUILDS for stride, dtype in
-             ((2, "f32"), (1, "f64"))]
+SANITIZED = [(shape, build, stride, dtype, layout) for shape in SHAPES for build in BUILDS
+             for stride, dtype, layout in ((2, "f32", "kcrs"), (1, "f64", "kcrs"), (2, "f32", "crsk"), (2, "f64", "crsk"))]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
-@pytest.mark.parametrize("shape,build,stride,dtype", SANITIZED,
-                         ids=[f"{s}-shape-{b}-build-stride{d}-{t}" for s, b, d, t in SANITIZED])
-def test_the_pick_under_sanitizers(tmp_path, shape, build, stride, dtype):
+@pytest.mark.parametrize("shape,build,stride,dtype,layout", SANITIZED,
+                         ids=[f"{s}-shape-{b}-build-stride{d}-{t}-{w}" for s, b, d, t, w in SANITIZED])
+def test_the_pick_under_sanitizers(tmp_path, shape, build, stride, dtype, layout):
     """The pick for each vector unit, built for AVX-512 and for AVX2 (every shape in every variant),
     under ASan and UBSan, at the pick's sizes and at sizes that cut every box; against NumPy."""
     from test_sanitizers import sanitized_build
 
     flags, needs = BUILDS[build]
-    kernel, model, mp, source = _pick(_kernel(stride, dtype, 19, 13, 11), shape)
+    kernel, model, mp, source = _pick(_kernel(stride, dtype, 19, 13, 11, layout), shape)
     assert source == "register tiles"
     src = emit_c(kernel, model, (mp,))
+    assert (f"polymap_fma_{dtype}x" in src) == (stride == 1 or layout == "crsk")
     (tmp_path / "t.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + DRIVER % {"d": stride})
     exe = tmp_path / "t"
     cc = sanitized_build(tmp_path / "t.c", exe, *flags)
@@ -211,7 +255,7 @@ def test_the_pick_under_sanitizers(tmp_path, shape, build, stride, dtype):
         pytest.skip(f"this processor has no {needs}: the {build} build was compiled but cannot run here")
     for n, params in enumerate([_defaults(kernel)] + RUN_SIZES):
         i, w, o = _inputs(stride, dtype, params, n)
-        (tmp_path / "in.bin").write_bytes(i.tobytes() + w.tobytes() + o.tobytes())
+        (tmp_path / "in.bin").write_bytes(i.tobytes() + _laid_out(w, layout).tobytes() + o.tobytes())
         run = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")]
                              + [str(params[x]) for x in "NCKPQRS"], capture_output=True, text=True, timeout=300,
                              env={**os.environ, "OMP_NUM_THREADS": "2"})

@@ -201,26 +201,33 @@ def vectorises(stmt: ir.Assign, loop: str, *, tile: bool = False,
     reduction); ``B[j, i] = A[i, j]`` along ``j``: no.
 
     ``tile``: the explicit vectors of a register tile (:mod:`polymap.codegen.c.regtile`), which load
-    each operand that moves along ``loop`` from consecutive elements: every such reference, target
-    included, has stride 1 in its last subscript and none in the others, or is read from a panel
-    whose last, unit-stride dimension is ``loop`` (``packed(ref)``: :mod:`polymap.codegen.c.packing`,
-    syrk's ``A[j, k]``). conv2d's ``I[.., 2*q + s]`` along ``q``: no (the tile's accumulators are
-    scalars, where GCC's own loop over ``q`` would vectorise).
+    each operand that moves along ``loop`` from consecutive elements: every such read has stride 1 in
+    its last subscript and none in the others (:func:`unit_stride`), or is read from a panel whose
+    last, unit-stride dimension is ``loop`` (``packed(ref)``: :mod:`polymap.codegen.c.packing`,
+    syrk's ``A[j, k]``). The target may move along ``loop`` in any subscript: a target that is not
+    unit stride is loaded and stored lane by lane, once before and once after the reduction loops
+    (conv2d's ``O[n, k, p, q]`` along ``k``). conv2d's ``I[.., 2*q + s]`` along ``q``: no (the
+    tile's accumulators are scalars, where GCC's own loop over ``q`` would vectorise).
     """
     refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
     for r in refs:
-        coeffs = [loop_coefficient(x, loop) for x in r.indices]
         if tile:
-            if all(c == 0 for c in coeffs) or (coeffs[-1] == 1 and all(c == 0 for c in coeffs[:-1])):
+            if r is stmt.target or unit_stride(r, loop) or (packed is not None and packed(r)):
                 continue
-            if r is stmt.target or packed is None or not packed(r):
-                return False
-            continue
+            return False
+        coeffs = [loop_coefficient(x, loop) for x in r.indices]
         if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and (coeffs[-1] is None or coeffs[-1] < 0)):
             return False
         if coeffs and coeffs[-1] > 1 and r is stmt.target:
             return False
     return True
+
+
+def unit_stride(ref: ir.Ref, loop: str) -> bool:
+    """Is ``ref`` invariant along ``loop``, or does ``loop`` step it by one element (coefficient 1 in
+    its last subscript, 0 in the others)? What a register tile's vector load needs (:func:`vectorises`)."""
+    coeffs = [loop_coefficient(x, loop) for x in ref.indices]
+    return all(c == 0 for c in coeffs) or (coeffs[-1] == 1 and all(c == 0 for c in coeffs[:-1]))
 
 
 def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: MappingT[str, int],
@@ -253,7 +260,8 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     fast, slow = rest, 0
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        if all(vectorises(c.stmt, loop, tile=tile) for c in members):
+        # the tile's rule for the statements it holds in registers; any other statement is GCC's loop
+        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt)) for c in members):
             fast += n
         else:
             slow += n

@@ -123,7 +123,7 @@ class TileShape:
 MIN_ROWS = 6
 
 
-def register_shape(vector: VectorUnit | None, dtype: str) -> TileShape:
+def register_shape(vector: VectorUnit | None, dtype: str, *, columns: int | None = None) -> TileShape:
     """MR x NR from the vector unit (see the module docstring); AVX2's 6 x 16 f32 when unknown.
 
     NR: the most vectors per row that still leave MIN_ROWS rows (MR rows x V vectors of
@@ -135,16 +135,24 @@ def register_shape(vector: VectorUnit | None, dtype: str) -> TileShape:
     f64 1024, single thread, interleaved; RESULTS.md "session 20 (blas5)"): a tile of fewer, longer
     rows of C, whose rows at a power-of-two stride all fall in the same L1 sets, loads and stores
     C in fewer sets and pages.
+
+    ``columns``: the row loop's extent when the row is at most the vectors that cover it (a tile
+    along conv2d's output channels, ``K`` of 16: one vector of 16 f32, 14 rows, where 4 vectors
+    would be 3 masked-off ones); then MR as many rows as the registers hold, at most 14.
     """
     vector = vector if vector is not None else VectorUnit("avx2", 32, 16, True)
     lanes = max(2, vector.lanes(dtype))
     width = 2
     while (vector.registers - (width + 1) - 1) // (width + 1) >= MIN_ROWS:
         width += 1
+    if columns is not None:
+        width = max(1, min(width, -(-columns // lanes)))
     nr = width * lanes
     mr = max(1, min(14, (vector.registers - width - 1) // width))
     why = (f"{vector.isa}: {vector.registers} registers of {vector.vector_bytes} bytes, {lanes} x {dtype} "
-           f"each; NR = {width} vectors (the most that leave {MIN_ROWS} rows), MR = {mr} rows: "
+           f"each; NR = {width} vectors ("
+           + (f"covering {columns} columns" if columns is not None else f"the most that leave {MIN_ROWS} rows")
+           + f"), MR = {mr} rows: "
            f"{mr * width} accumulators + {width} vectors of B + 1 broadcast of A <= {vector.registers}")
     return TileShape(mr, nr, lanes, width * mr, why)
 
@@ -198,6 +206,9 @@ class Roles:
     vector: bool
     statement: str = ""  # the reduction statement (``acc``)
     reductions: tuple[str, ...] = ()
+    #: ``j`` is not the target's last subscript (conv2d's output channels): the register tile loads and
+    #: stores the target lane by lane, and its row is at most the vectors that cover ``j``
+    lanewise: bool = False
 
     @property
     def reduction_loops(self) -> tuple[str, ...]:
@@ -243,9 +254,21 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be: the
         # register tile's rule for its vectors (execution.vectorises), with the reads it could pack
         vector = vectorises(stmt, j, tile=True, packed=lambda r: r.tensor not in written and _bare_distinct(r))
+        lanewise = False
+        if not vector:
+            # the target's last loop cannot be a vector (conv2d's ``I[.., 2*q + s]``): another loop that
+            # indexes the target, along which every read is invariant or unit stride in place (the
+            # output channels ``k`` with the weights ``W[c, r, s, k]``), is the vector loop, the
+            # target's last loop the rows; the target is loaded and stored lane by lane
+            # (docs/design.md, "conv2d as an implicit GEMM", step 3)
+            axis = [x for x in bare[:-1] if x in loops and sum(x in ir.variables(y) for y in idx) == 1
+                    and vectorises(stmt, x, tile=True)]
+            if axis:
+                i, j = j, max(axis, key=lambda x: extents.get(x, 0))
+                vector = lanewise = True
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
-        return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name, reductions)
+        return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name, reductions, lanewise)
     return None
 
 
@@ -275,6 +298,8 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         return None
     if blocking is None:
         shape = register_shape(arch.vector, roles.dtype) if roles.vector and arch.vector is not None else None
+        if shape is not None and roles.lanewise:
+            shape = register_shape(arch.vector, roles.dtype, columns=extents.get(roles.j))
         # the box is the vector unit's even where another statement of the nest doubles it in the
         # counts (covariance's mirror ``cov[j, i] = cov[i, j]``: 6 x 32 f64 and its mirror, 423
         # elements in 256): the code runs that statement in a loop of its own, and halving the box
@@ -549,10 +574,12 @@ def register_tile_doc(model: KernelModel, mappings: Sequence[Mapping], arch: Arc
         if not isinstance(rows, int) or not isinstance(cols, int) or rows * cols <= 1:
             continue  # no box of accumulators at the innermost level (the original order, symm's interchange)
         tile = f"{rows}x{cols}"
-        shape = register_shape(arch.vector, roles.dtype)
+        shape = register_shape(arch.vector, roles.dtype, columns=cols if roles.lanewise else None)
         out.append({"nest": m.nest, "tile": tile, "dtype": roles.dtype, "vectorised": roles.vector,
                     "vector_unit": arch.vector.to_dict() if arch.vector is not None else None,
-                    "why": shape.why if roles.vector else "not unit stride along the row loop: scalar accumulators",
+                    "why": (shape.why + (f"; the row along {roles.j}, the target loaded and stored lane by lane"
+                                         if roles.lanewise else "")) if roles.vector
+                    else "not unit stride along the row loop: scalar accumulators",
                     "built": "the C chooses when built: 64-byte vectors and masked edges if __AVX512F__, "
                              "32-byte and maskload/maskstore if __AVX2__, else 16-byte vectors"})
     return out
