@@ -46,6 +46,14 @@ target's last subscript (unit stride), ``i`` another bare subscript of it;
 ``k`` the longest loop that does not index the target; every other loop of
 the nest is walked at the DRAM level.
 
+Several reduction loops right inside the target's loops (conv2d's ``c, r, s`` under ``n, k, p, q``)
+make one register tile (:attr:`Roles.reductions`): ``k`` is the outermost of them, blocked by KC, the
+others whole above the registers and walked inside ``k`` by L1 and the registers, in their order.
+Where the target's last loop cannot be a vector (conv2d's ``I[.., 2q + s]``), another loop of the
+target whose reads are unit stride is (the output channels with ``W[c, r, s, k]``), the target's last
+loop the rows and the target loaded lane by lane (:attr:`Roles.lanewise`; docs/design.md, "conv2d as
+an implicit GEMM").
+
 The register tile is shaped by the architecture's vector unit
 (:class:`polymap.machine.arch.VectorUnit`, read from the CPU on ``host``):
 NR is the most vectors of the element type that still leave 6 rows, MR as
