@@ -318,8 +318,9 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     vector = inner.count % lanes == 0 and vectorises(stmt, inner.loop, tile=True,
                                                      packed=lambda r: _packed_unit(packs, r, inner.loop))
     lanewise = vector and not unit_stride(stmt.target, inner.loop)
-    if lanewise and any(b.moves for b in box):
-        vector = lanewise = False  # (emit_moving loads the target in vectors)
+    if lanewise and any(b.moves or b.starts_per_row for b in box):
+        # emit_moving and a diagonal box's row masks load and store the target in vectors
+        vector = lanewise = False
     points = 1
     for b in box:
         points *= b.count
@@ -743,8 +744,8 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
         def load(p: tuple[int, ...]) -> str:
             if tile.lanewise and lanes > 1:
                 return "(" + vtype + "){" + ", ".join(
-                    f"{lane_ok(p, l)} ? {lane_ref(p, l)} : 0" if count is not None else lane_ref(p, l)
-                    for l in range(lanes)) + "}"
+                    f"{lane_ok(p, lane)} ? {lane_ref(p, lane)} : 0" if count is not None else lane_ref(p, lane)
+                    for lane in range(lanes)) + "}"
             return printer_at(p, tmask[p]).ref_text(stmt.target)
 
         if init is None:

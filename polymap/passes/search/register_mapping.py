@@ -261,7 +261,9 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
         # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be: the
         # register tile's rule for its vectors (execution.vectorises), with the reads it could pack
-        vector = vectorises(stmt, j, tile=True, packed=lambda r: r.tensor not in written and _bare_distinct(r))
+        def packable(r: ir.Ref) -> bool:
+            return r.tensor not in written and _bare_distinct(r)
+        vector = vectorises(stmt, j, tile=True, packed=packable)
         lanewise = False
         if not vector:
             # the target's last loop cannot be a vector (conv2d's ``I[.., 2*q + s]``): another loop that
@@ -270,7 +272,7 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
             # target's last loop the rows; the target is loaded and stored lane by lane
             # (docs/design.md, "conv2d as an implicit GEMM", step 3)
             axis = [x for x in bare[:-1] if x in loops and sum(x in ir.variables(y) for y in idx) == 1
-                    and vectorises(stmt, x, tile=True)]
+                    and vectorises(stmt, x, tile=True, packed=packable)]
             if axis:
                 i, j = j, max(axis, key=lambda x: extents.get(x, 0))
                 vector = lanewise = True
