@@ -1,14 +1,17 @@
-"""conv2d as an implicit GEMM, step 2: compile's own pick is one register tile over ``c, r, s``.
+"""conv2d as an implicit GEMM, steps 2 and 3: compile's own pick is a register tile over ``c, r, s``.
 
-docs/design.md, "conv2d as an implicit GEMM". ``register_mapping`` builds, for conv2d's
-``O[n, k, p, q] += I[n, c, d*p + r, d*q + s] * W[k, c, r, s]``, the register tile over the box of
-``p, q`` with the reductions ``c, r, s`` inside it in their original order (``r, s`` whole above the
-registers): legal, where the candidate that walked ``r, s`` outside ``c`` was refused. Here the
-pick is compile's (``choose``, as ``polymap compile``), for the example and for variants (stride 1,
-``K`` 19, ``P, Q`` that no box divides, f32 and f64); its code against the reference execution and
-NumPy, built for AVX-512 and for AVX2 under AddressSanitizer and UBSan; its counts against the
-simulator. The examples' other picks are unchanged (compared by hand with ``compile --json``: see
-the branch's report).
+docs/design.md, "conv2d as an implicit GEMM". For ``O[n, k, p, q] += I[n, c, d*p + r, d*q + s] *
+W[..]``, ``register_mapping`` builds the register tile with the reductions ``c, r, s`` inside its box
+in their original order (``r, s`` whole above the registers): legal, where the candidate that walked
+``r, s`` outside ``c`` was refused (step 2). With stride 1 the box is ``p, q`` in vectors along
+``q``; with stride 2 (``I`` not unit stride along ``q``) the vectors run along the output channels
+``k`` and the rows along ``q`` (step 3): ``W[k, c, r, s]`` packed with ``k`` last, ``W[c, r, s, k]``
+read in place, ``O`` loaded and stored lane by lane. The pick is compile's (``choose``, as
+``polymap compile``), for the example and variants (stride 1 and 2, ``K`` 16 and 19, ``P, Q`` that
+no box divides, f32 and f64, both weight layouts); its code against the reference execution and
+NumPy, built for AVX-512 and for AVX2 (both tile shapes) under AddressSanitizer and UBSan; its
+counts against the simulator. The other examples' picks are unchanged (compared with
+``compile --json`` before and after: the branch's report).
 """
 from __future__ import annotations
 
@@ -126,13 +129,17 @@ def test_the_example_picks_the_register_tile_over_c_r_s():
     assert is_legal(model, mp)
     roles = find_roles(model, 0, loop_extents(kernel, 0, _defaults(kernel)))
     assert roles.reductions == ("c", "r", "s") and roles.k == "c"
+    # I is read at stride 2 along q: the vectors run along the output channels k, the rows along q
+    assert (roles.i, roles.j, roles.lanewise) == ("q", "k", True)
     l1 = dict(zip(mp.loops, mp.levels[-2].tile))
     assert l1["r"] is None and l1["s"] is None  # whole above the registers
     # the registers walk the reductions in their original order, then the box
     rf_order = mp.levels[-1].order
-    assert rf_order[-5:] == ("c", "r", "s", "p", "q")
+    assert rf_order[-5:] == ("c", "r", "s", "q", "k")
     src = emit_c(kernel, model, (mp,))
     assert _loops_around_the_updates(src) == 3  # the accumulators stay across c, r and s
+    # W[k, c, r, s] is read from its [c][r][s][k] panel, in vectors along k
+    assert "polymap_pk_W_k_c_r_s" in src and "polymap_fma_f32x16" in src
 
 
 def test_the_single_loop_reductions_keep_their_roles():
@@ -151,8 +158,9 @@ def test_the_pick_matches_the_reference_and_numpy(stride, dtype, k, p, q):
     assert source == "register tiles"
     src = emit_c(kernel, model, (mp,))
     assert _loops_around_the_updates(src) == 3
-    # stride 1 reads I unit stride along q: vectors; stride 2 does not: scalar accumulators
-    assert (f"polymap_fma_{dtype}" in src) == (stride == 1)
+    # stride 1 reads I unit stride along q: vectors along q; stride 2 does not: vectors along k
+    assert f"polymap_fma_{dtype}x" in src
+    assert ("polymap_pk_W" in src) == (stride == 2)
     fn = load_kernel(src, kernel)
     for n, params in enumerate([_defaults(kernel)] + RUN_SIZES):
         assert verify(kernel, params, targets=("c",), mapping=mp, model=model).passed, params
@@ -168,11 +176,13 @@ def test_the_pick_matches_the_reference_and_numpy(stride, dtype, k, p, q):
 CHANNEL_VARIANTS = [(2, "f32", 16, 14, 14), (2, "f64", 19, 13, 11), (2, "f32", 19, 13, 11)]
 
 
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("stride,dtype,k,p,q", CHANNEL_VARIANTS)
-def test_the_output_channel_pick_matches_the_reference_and_numpy(stride, dtype, k, p, q):
-    """Step 3 with the weights' rows along ``k``: the vector loop is the output channels, the rows the
-    columns ``q`` of ``O`` (``I`` broadcast, one value per row), the target loaded lane by lane."""
-    kernel, model, mp, source = _pick(_kernel(stride, dtype, k, p, q, "crsk"))
+def test_the_output_channel_pick_matches_the_reference_and_numpy(stride, dtype, k, p, q, layout):
+    """Step 3: the vector loop is the output channels, the rows the columns ``q`` of ``O`` (``I``
+    broadcast, one value per row), the target loaded lane by lane; ``W[k, c, r, s]`` packed
+    ``[k / NR][c][r][s][k % NR]`` (whole ``c, r, s``: run-time extents), ``W[c, r, s, k]`` read in place."""
+    kernel, model, mp, source = _pick(_kernel(stride, dtype, k, p, q, layout))
     assert source == "register tiles"
     roles = find_roles(model, 0, loop_extents(kernel, 0, _defaults(kernel)))
     assert (roles.i, roles.j, roles.reductions, roles.vector, roles.lanewise) == ("q", "k", ("c", "r", "s"), True, True)
@@ -186,17 +196,19 @@ def test_the_output_channel_pick_matches_the_reference_and_numpy(stride, dtype, 
     src = emit_c(kernel, model, (mp,))
     assert _loops_around_the_updates(src) == 3
     assert f"polymap_fma_{dtype}x" in src  # vectors along k
+    assert ("polymap_pk_W" in src) == (layout == "kcrs")
     fn = load_kernel(src, kernel)
     for n, params in enumerate([_defaults(kernel)] + RUN_SIZES):
         assert verify(kernel, params, targets=("c",), mapping=mp, model=model).passed, params
         i, w, o = _inputs(stride, dtype, params, n)
         want = _numpy_conv(i, w, o, stride, params)
-        fn({"I": i, "W": _laid_out(w, "crsk"), "O": o}, params)
+        fn({"I": i, "W": _laid_out(w, layout), "O": o}, params)
         tol = 1e-4 if dtype == "f32" else 1e-12
         np.testing.assert_allclose(o, want, rtol=tol, atol=tol * 10, err_msg=str(params))
 
 
-@pytest.mark.parametrize("stride,dtype,layout", [(2, "f64", "kcrs"), (1, "f32", "kcrs"), (2, "f32", "crsk")])
+@pytest.mark.parametrize("stride,dtype,layout", [(2, "f64", "kcrs"), (1, "f32", "kcrs"), (2, "f32", "crsk"),
+                                                 (2, "f32", "kcrs")])
 def test_the_picks_counts_equal_the_simulator(stride, dtype, layout):
     kernel, model, mp, _ = _pick(_kernel(stride, dtype, 19, 13, 11, layout))
     params = {"N": 1, "C": 2, "K": 3, "P": 5, "Q": 6, "R": 2, "S": 3}  # every box of p and q cut
@@ -246,7 +258,7 @@ def test_the_pick_under_sanitizers(tmp_path, shape, build, stride, dtype, layout
     kernel, model, mp, source = _pick(_kernel(stride, dtype, 19, 13, 11, layout), shape)
     assert source == "register tiles"
     src = emit_c(kernel, model, (mp,))
-    assert (f"polymap_fma_{dtype}x" in src) == (stride == 1 or layout == "crsk")
+    assert f"polymap_fma_{dtype}x" in src
     (tmp_path / "t.c").write_text(src + f"#define T {C_TYPES[dtype]}\n" + DRIVER % {"d": stride})
     exe = tmp_path / "t"
     cc = sanitized_build(tmp_path / "t.c", exe, *flags)

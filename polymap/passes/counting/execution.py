@@ -223,6 +223,15 @@ def vectorises(stmt: ir.Assign, loop: str, *, tile: bool = False,
     return True
 
 
+def packable(ref: ir.Ref, written: Iterable[str]) -> bool:
+    """May a read be copied into a panel (:mod:`polymap.codegen.c.packing`): a tensor no statement of
+    the nest writes (``written``), read by distinct bare loop variables? The register tile's row is then
+    read from a panel whose last dimension is the row loop (packing's row rule), which
+    :func:`vectorises` takes as unit stride: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along ``k``."""
+    names = [x.name for x in ref.indices if isinstance(x, ir.Var)]
+    return ref.tensor not in set(written) and len(names) == len(ref.indices) and len(set(names)) == len(names)
+
+
 def unit_stride(ref: ir.Ref, loop: str) -> bool:
     """Is ``ref`` invariant along ``loop``, or does ``loop`` step it by one element (coefficient 1 in
     its last subscript, 0 in the others)? What a register tile's vector load needs (:func:`vectorises`)."""
@@ -246,6 +255,7 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
     vectorised (they are not in the loop).
     """
+    stmts = list(stmts)
     groups: list[tuple[frozenset[str], list[ir.StatementContext]]] = []
     rest = 0
     for c in stmts:
@@ -258,10 +268,13 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
         else:
             groups.append((own, [c]))
     fast, slow = rest, 0
+    written = {c.stmt.target.tensor for c in stmts}
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        # the tile's rule for the statements it holds in registers; any other statement is GCC's loop
-        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt)) for c in members):
+        # the tile's rule for the statements it holds in registers (reads it may pack as unit stride);
+        # any other statement is GCC's loop
+        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt), packed=lambda r: packable(r, written))
+               for c in members):
             fast += n
         else:
             slow += n

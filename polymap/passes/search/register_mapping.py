@@ -88,7 +88,7 @@ from polymap.passes.schedule.tiling import PHASE_BEFORE, loop_phase
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
 from polymap.codegen.c.regtile import FOLDED_OPS
-from polymap.passes.counting.execution import vectorises
+from polymap.passes.counting.execution import packable, vectorises
 
 
 @dataclass(frozen=True)
@@ -224,11 +224,6 @@ class Roles:
         return self.reductions or (self.k,)
 
 
-def _bare_distinct(r: ir.Ref) -> bool:
-    names = [x.name for x in r.indices if isinstance(x, ir.Var)]
-    return len(names) == len(r.indices) and len(set(names)) == len(names)
-
-
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
     """The pattern's loops in ``nest``, or None when the nest has no such reduction."""
     loops = nest_loops(model.kernel, nest)
@@ -261,9 +256,9 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
         # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be: the
         # register tile's rule for its vectors (execution.vectorises), with the reads it could pack
-        def packable(r: ir.Ref) -> bool:
-            return r.tensor not in written and _bare_distinct(r)
-        vector = vectorises(stmt, j, tile=True, packed=packable)
+        def panel(r: ir.Ref) -> bool:
+            return packable(r, written)
+        vector = vectorises(stmt, j, tile=True, packed=panel)
         lanewise = False
         if not vector:
             # the target's last loop cannot be a vector (conv2d's ``I[.., 2*q + s]``): another loop that
@@ -272,7 +267,7 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
             # target's last loop the rows; the target is loaded and stored lane by lane
             # (docs/design.md, "conv2d as an implicit GEMM", step 3)
             axis = [x for x in bare[:-1] if x in loops and sum(x in ir.variables(y) for y in idx) == 1
-                    and vectorises(stmt, x, tile=True, packed=packable)]
+                    and vectorises(stmt, x, tile=True, packed=panel)]
             if axis:
                 i, j = j, max(axis, key=lambda x: extents.get(x, 0))
                 vector = lanewise = True
