@@ -35,6 +35,10 @@ along the register tile's row loop (syrk's ``A[j, k]`` under a tile over
 ``i, j``) is packed at the level just above the registers even when the
 mapping does not keep its tensor there, so that the tile's rows load as
 vectors; its reads are then counted at the level the mapping says.
+That panel may span loops whole at that level (conv2d's ``W[k, c, r, s]`` under a tile along the
+output channels ``k``, with ``c, r, s`` whole: ``[k / 16][c][r][s][k % 16]``): a whole loop whose
+bounds are the sizes only is a dimension of its run-time extent (counts, strides and size as C
+text, the buffer on the heap).
 """
 from __future__ import annotations
 
