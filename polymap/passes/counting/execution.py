@@ -227,7 +227,8 @@ def packable(ref: ir.Ref, written: Iterable[str]) -> bool:
     """May a read be copied into a panel (:mod:`polymap.codegen.c.packing`): a tensor no statement of
     the nest writes (``written``), read by distinct bare loop variables? The register tile's row is then
     read from a panel whose last dimension is the row loop (packing's row rule), which
-    :func:`vectorises` takes as unit stride: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along ``k``."""
+    :func:`vectorises` takes as unit stride: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along ``k``
+    (``find_roles`` asks it of the reads it would vectorise)."""
     names = [x.name for x in ref.indices if isinstance(x, ir.Var)]
     return ref.tensor not in set(written) and len(names) == len(ref.indices) and len(set(names)) == len(names)
 
@@ -268,13 +269,14 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
         else:
             groups.append((own, [c]))
     fast, slow = rest, 0
-    written = {c.stmt.target.tensor for c in stmts}
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        # the tile's rule for the statements it holds in registers (reads it may pack as unit stride);
-        # any other statement is GCC's loop
-        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt), packed=lambda r: packable(r, written))
-               for c in members):
+        # the tile's rule for the statements it holds in registers; any other statement is GCC's loop.
+        # Without the mapping's panels (``packed``): a row read from one counts one lane here (syrk's
+        # A[j, k], conv2d's W[k, c, r, s]), where the code has vectors. Passing ``packable`` made the
+        # counts see them, and changed syrk's and syr2k's picks at PolyBench MINI (isl's schedule ->
+        # register tiles, session 27): left for a measured decision (docs/design.md, conv2d step 3)
+        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt)) for c in members):
             fast += n
         else:
             slow += n
