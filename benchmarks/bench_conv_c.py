@@ -5,8 +5,8 @@
 
 The versions of ``O[n, k, p, q] += I[n, c, 2p + r, 2q + s] * W[k, c, r, s]`` per layer:
 
-* ``pick``: the C of compile's choice (``choose``, as ``polymap compile``; since conv17 the register
-  tile over the box of ``p, q`` with ``c, r, s`` inside, docs/design.md "conv2d as an implicit GEMM");
+* ``pick``: the C of compile's choice (``choose``, as ``polymap compile``; since conv17 a register
+  tile with ``c, r, s`` inside its box, docs/design.md "conv2d as an implicit GEMM");
 * ``today`` (with ``--today CHECKOUT``): the C that ``polymap compile`` of another checkout (e.g. a
   worktree of main before a change) writes for the layer, run in a subprocess with that checkout
   on ``PYTHONPATH``: its own pick. Before conv17 it was the original order at the default layer and
@@ -15,9 +15,10 @@ The versions of ``O[n, k, p, q] += I[n, c, 2p + r, 2q + s] * W[k, c, r, s]`` per
 * ``nest``: the loop nest as written, in plain C, one thread (``-O3 -march=native``, as a user
   would build it; the polymap versions run on ``--threads`` OpenMP threads).
 
-Weights: ``kcrs`` is ``W[k, c, r, s]`` as in examples/conv2d.loop (compile's pick: the scalar box over
-``p, q``, step 2); ``crsk`` is ``W[c, r, s, k]`` (TensorFlow's HWIO order; the pick: vectors along the
-output channels ``k``, step 3's tile, which ``kcrs`` gets once its weights are packed so).
+Weights: ``kcrs`` is ``W[k, c, r, s]`` as in examples/conv2d.loop, ``crsk`` is ``W[c, r, s, k]``
+(TensorFlow's HWIO order). Compile's pick for both (conv17): vectors along the output channels ``k``,
+rows along ``q``; ``kcrs`` reads ``W`` from a ``[k / 16][c][r][s][k % 16]`` panel, copied once per
+row ``p`` (docs/design.md, "conv2d as an implicit GEMM", step 3), ``crsk`` in place.
 Layers: ``default`` is examples/conv2d.loop (N 1, C = K = 16, P = Q = 14, 3 x 3, stride 2); ``big``
 a larger layer (C = K = 64, P = Q = 28). All C is built with the project's flags (``-O3
 -march=native -fopenmp``). The versions alternate block by block (:func:`interleaved`), so load
