@@ -233,6 +233,15 @@ def packable(ref: ir.Ref, written: Iterable[str]) -> bool:
     return ref.tensor not in set(written) and len(names) == len(ref.indices) and len(set(names)) == len(names)
 
 
+def box_loop(mapping: Mapping, loop: str) -> bool:
+    """Is ``loop`` a loop of a register tile's box: a constant tile of at least 2 at the innermost level
+    (what :mod:`polymap.codegen.c.regtile` unrolls into accumulators, and vectorises by
+    ``vectorises(tile=True)``)? A whole loop there (an interchange's ``i`` of ``cov[i, j]``) is
+    printed as a loop, GCC's to vectorise (the plain rule)."""
+    t = mapping.levels[-1].tile[mapping.loops.index(loop)]
+    return isinstance(t, int) and t >= 2
+
+
 def unit_stride(ref: ir.Ref, loop: str) -> bool:
     """Is ``ref`` invariant along ``loop``, or does ``loop`` step it by one element (coefficient 1 in
     its last subscript, 0 in the others)? What a register tile's vector load needs (:func:`vectorises`)."""
@@ -756,7 +765,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
         k, x, _ = walk[-1]
-        scalar = scalar_share(stmts, x, extents, width, tile=tile) if width > 1 and x in parallel and stmts else None
+        box = tile and k == last and box_loop(mapping, x)
+        scalar = scalar_share(stmts, x, extents, width, tile=box) if width > 1 and x in parallel and stmts else None
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
             slots = sum(n * run_slots(s, width, tile) for s, n in sizes.items())
@@ -899,11 +909,12 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         if plain is None and boxes is None:
             continue
         # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)), as execution
-        runs = np.where(boxed, boxes is not None, plain is not None)
+        boxed_here = boxed & (k == last and box_loop(template, x))
+        runs = np.where(boxed_here, boxes is not None, plain is not None)
         here = ~explicit & (innermost == q) & runs
         if not here.any():
             continue
-        scalar = np.where(boxed, boxes if boxes is not None else 1.0, plain if plain is not None else 1.0)
+        scalar = np.where(boxed_here, boxes if boxes is not None else 1.0, plain if plain is not None else 1.0)
         sizes = np.full((B, 1), extents[x], dtype=np.int64)
         counts = np.ones((B, 1), dtype=np.int64)
         for level in range(1, k + 1):
