@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from polymap import ir
 from polymap.codegen.build import load_kernel
+from polymap.codegen.c.packing import plan_packs
 from polymap.codegen.c.emitter import emit_c
 from polymap.codegen.c.expr import C_TYPES
 from polymap.codegen.verify import verify
@@ -33,6 +35,7 @@ from polymap.machine.arch import VectorUnit
 from polymap.machine.hostinfo import CPUINFO, cpu_flags
 from polymap.machine.presets import load_architecture
 from polymap.passes.counting.counting import count_mapping, isl_count_mapping
+from polymap.passes.counting.execution import packable, vectorises
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.search.choice import choose
 from polymap.passes.search.register_mapping import find_roles
@@ -276,3 +279,36 @@ def test_the_pick_under_sanitizers(tmp_path, shape, build, stride, dtype, layout
         tol = 1e-4 if dtype == "f32" else 1e-12
         np.testing.assert_allclose(got, _numpy_conv(i, w, o, stride, params), rtol=tol, atol=tol * 10,
                                    err_msg=str(params))
+
+
+def test_the_tile_rule_of_vectorises():
+    """``vectorises(tile=True)``: a register tile's explicit vectors load unit stride or a panel only;
+    its target may move along the vector loop anywhere (loaded lane by lane). The plain rule (GCC's
+    loops) takes a constant read stride and no strided target."""
+    stmt = _kernel(2, "f32", 16, 14, 14).nests()[0]
+    while not isinstance(stmt, ir.Assign):
+        stmt = stmt.body[0]
+    # along q: I[.., 2q + s] is stride 2: GCC's loop vectorises it, the tile does not
+    assert vectorises(stmt, "q") and not vectorises(stmt, "q", tile=True)
+    # along k: W[k, c, r, s] moves in its leading subscript: a panel makes it unit stride
+    assert not vectorises(stmt, "k") and not vectorises(stmt, "k", tile=True)
+    assert vectorises(stmt, "k", tile=True, packed=lambda r: packable(r, {"O"}))
+    assert not packable(stmt.value.lhs, {"O"})  # I[n, c, 2p + r, 2q + s]: not bare subscripts
+    crsk = _kernel(2, "f32", 16, 14, 14, "crsk").nests()[0]
+    while not isinstance(crsk, ir.Assign):
+        crsk = crsk.body[0]
+    assert vectorises(crsk, "k", tile=True) and not vectorises(crsk, "k")  # O[n, k, p, q]: lane by lane
+
+
+def test_the_weights_panel_has_run_time_extents():
+    """W[k, c, r, s] under the output-channel tile: ``[k / 16][c][r][s][k % 16]``, ``c, r, s`` whole
+    (their extents as C text), ``k`` last and unit stride."""
+    kernel = load_program(ROOT / "examples" / "conv2d.loop").kernels[0]
+    kernel, model, mp, _ = _pick(kernel)
+    packs = plan_packs(model, mp)
+    pack = packs[("W", ("k", "c", "r", "s"))]
+    nr = dict(zip(mp.loops, mp.levels[-1].tile))["k"]
+    assert [(d.loop, d.divisor) for d in pack.dims] == [("k", nr), ("c", 1), ("r", 1), ("s", 1), ("k", 1)]
+    assert pack.unit_last("k") and pack.dims[-1].count == nr
+    assert [d.count for d in pack.dims[1:4]] == ["(C - (0))", "(R - (0))", "(S - (0))"]
+    assert isinstance(pack.size, str)  # the buffer on the heap, sized at run time
