@@ -426,6 +426,8 @@ def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pac
     out = []
     body = node.for_get_body()
     for pack in packs.values():
+        if pack.key in printer.active_packs:
+            continue  # copied once before the nest (hoisted_packs)
         if info.level >= pack.level or _outer_loop_inside(printer, body, pack.level, pack.loops):
             continue
         if info.loop in pack.loops or (
@@ -433,6 +435,21 @@ def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pac
                 and not any(lv < pack.level and x in pack.loops for lv, x in printer.loop_stack)):
             out.append(pack)
     return out
+
+
+def hoisted_packs(printer: Printer, node: isl.AstNode, info: LoopInfo, mode: str) -> list[Pack]:
+    """The packs copied once, right before ``node``, the outermost loop of its nest (printed outside
+    any parallel region): those whose tensor no loop of the levels above the pack's indexes anywhere
+    in the nest. Every tile of those levels then holds the same box, which the counts fill once; a
+    copy per iteration of the innermost of those loops (:func:`pack_points`) repeated it: conv2d's
+    ``W`` panel, 36 K elements, once per row ``p`` of a 28 x 28 layer. The panel is only read, and
+    shared by the threads."""
+    packs = printer.packs_by_rank.get(info.rank)
+    if not packs or info.level < 0 or mode != "serial" or printer.loop_stack:
+        return []
+    return [pack for pack in packs.values() if pack.key not in printer.active_packs
+            and not _outer_loop_inside(printer, node, pack.level, pack.loops)
+            and _outer_loop_inside(printer, node, pack.level, None)]
 
 
 def _outer_loop_inside(printer: Printer, node: isl.AstNode, level: int, loops: tuple[str, ...] | None) -> bool:
