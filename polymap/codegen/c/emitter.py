@@ -290,6 +290,12 @@ class _Printer:
 
     def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *,
                  register_tiles: bool = True) -> None:
+        hoisted = packing.hoisted_packs(self, n, self.analysis.info(n), mode)
+        if hoisted:  # panels no loop above their level moves: copied once, before the nest
+            opened = packing.open_packs(self, n, hoisted)
+            self.for_loop(n, path, mode, register_tiles=register_tiles)
+            packing.close_packs(self, opened)
+            return
         if path in dict(self.plan.chunks) and (mode == "serial" and path in self.plan.parallel_for
                                                or mode == "region" and path in self.plan.worksharing):
             self._chunked([(n, path)], mode)

@@ -35,17 +35,21 @@ along the register tile's row loop (syrk's ``A[j, k]`` under a tile over
 ``i, j``) is packed at the level just above the registers even when the
 mapping does not keep its tensor there, so that the tile's rows load as
 vectors; its reads are then counted at the level the mapping says.
+That panel may span loops whole at that level (conv2d's ``W[k, c, r, s]`` under a tile along the
+output channels ``k``, with ``c, r, s`` whole: ``[k / 16][c][r][s][k % 16]``): a whole loop whose
+bounds are the sizes only is a dimension of its run-time extent (counts, strides and size as C
+text, the buffer on the heap).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import prod
-from typing import TYPE_CHECKING
+from math import inf
+from typing import TYPE_CHECKING, Mapping as MappingT
 
 from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, user_statement
-from polymap.codegen.c.expr import C_TYPES, ast_expr, c_name
+from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.mapping.model import Mapping
 from polymap.poly import KernelModel, StatementModel
 
@@ -60,16 +64,31 @@ STACK_BYTES = 64 * 1024
 BUFFER_ALIGN = 64
 
 
+Count = int | str  # a number of elements; C text where it is the run-time extent of a whole loop
+
+
 @dataclass(frozen=True)
 class PackDim:
-    """One dimension of a packed buffer: digit ``((x - origin) % modulus) / divisor`` of loop ``loop``."""
+    """One dimension of a packed buffer: digit ``((x - origin) % modulus) / divisor`` of loop ``loop``.
+
+    ``count`` and ``stride`` are C text (parenthesised) where a loop is whole at the keeping level (the
+    row rule's panels: conv2d's ``W[k, c, r, s]`` with ``c, r, s`` whole, :func:`plan_packs`)."""
 
     level: int
     loop: str
-    count: int
+    count: Count
     divisor: int
     modulus: int | None
-    stride: int
+    stride: Count
+
+
+def _times(a: Count, b: Count) -> Count:
+    """``a * b``: a number, or parenthesised C text when either is text."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if a == 1 or b == 1:
+        return b if a == 1 else a
+    return f"({a} * {b})"
 
 
 @dataclass(frozen=True)
@@ -79,12 +98,15 @@ class Pack:
     tensor: str
     loops: tuple[str, ...]  # the subscripts, in the tensor's dimension order
     level: int
-    tiles: tuple[int, ...]  # the level's tile extent along each of ``loops``
+    tiles: tuple[int | None, ...]  # the level's tile extent along each of ``loops`` (None: whole)
     dims: tuple[PackDim, ...]
 
     @property
-    def size(self) -> int:
-        return prod(d.count for d in self.dims) if self.dims else 1
+    def size(self) -> Count:
+        out: Count = 1
+        for d in self.dims:
+            out = _times(out, d.count)
+        return out
 
     @property
     def key(self) -> tuple[str, tuple[str, ...]]:
@@ -151,9 +173,25 @@ def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[st
             for loops in views:
                 if row not in loops or loops[-1] == row or (tensor, loops) in out:
                     continue
-                pack = _pack(mapping, tensor, loops, n - 2)
+                pack = _pack(mapping, tensor, loops, n - 2, _whole_extents(model, mapping.nest))
                 if pack is not None and pack.unit_last(row):
                     out[pack.key] = pack
+    return out
+
+
+def _whole_extents(model: KernelModel, nest: int) -> dict[str, str]:
+    """C text of the extent of each loop of ``nest`` whose bounds are one expression each of the sizes
+    only (``for c in 0..C``: ``C``): the run-time extent of a dimension whole at the keeping level."""
+    out: dict[str, str] = {}
+    loops = {lp.var for s in model.nest_statements(nest) for lp in s.context.loops}
+    printer = ValuePrinter(model.kernel, {}, None)
+    for s in model.nest_statements(nest):
+        for lp in s.context.loops:
+            if len(lp.lower) != 1 or len(lp.upper) != 1 or lp.step != 1:
+                continue
+            if (ir.variables(lp.lower[0]) | ir.variables(lp.upper[0])) & loops:
+                continue  # (a triangle's bound: no one extent)
+            out[lp.var] = f"({printer.index(lp.upper[0])} - ({printer.index(lp.lower[0])}))"
     return out
 
 
@@ -171,34 +209,48 @@ def _broadcast_rows(mapping: Mapping, loops: tuple[str, ...]) -> bool:
             and (rf.get(loops[-1]) or 1) == 1)
 
 
-def _pack(mapping: Mapping, tensor: str, loops: tuple[str, ...], level: int) -> Pack | None:
+def _pack(mapping: Mapping, tensor: str, loops: tuple[str, ...], level: int,
+          whole: MappingT[str, str] | None = None) -> Pack | None:
+    """The pack of ``tensor[loops]`` at ``level``, or None. A loop whole at ``level`` (a ``None`` tile
+    there or at every level above it) makes the box depend on the sizes: refused, unless ``whole``
+    gives its run-time extent as C text, which then counts its digits at run time."""
     n = len(mapping.levels)
     tiles = [mapping.tile(lv) for lv in range(level, n)]
-    if any(t.get(x) is None for t in tiles for x in loops):
+    if any(tiles[0].get(x) is None and (whole is None or x not in whole) for x in loops):
         return None  # a whole loop: the box would depend on the sizes
-    bound = {x: tiles[0][x] for x in loops}
+    if whole is None and any(t.get(x) is None for t in tiles for x in loops):
+        return None
+    # each level's tile, a whole one the enclosing level's (inf: the loop's run-time extent)
+    eff: list[dict[str, float]] = []
+    for t in tiles:
+        eff.append({x: (eff[-1][x] if eff else inf) if t.get(x) is None else t[x] for x in loops})
+    bound: dict[str, float] = dict(eff[0])
     raw = []
     pending: dict[str, int] = {}  # a tile narrower than the one above: the next digit of its loop wraps
     for lv in range(level, n):
-        here = mapping.tile(lv)
-        inner = mapping.tile(lv + 1) if lv + 1 < n else {x: 1 for x in mapping.loops}
+        here = eff[lv - level]
+        inner = eff[lv - level + 1] if lv + 1 < n else {x: 1 for x in loops}
         for x in mapping.levels[lv].order:
             if x not in loops:
                 continue
             if lv > level and here[x] < bound[x]:
                 pending[x] = bound[x] = here[x]
-            count = -(-min(bound[x], here[x]) // inner[x])
-            if count > 1:
+            span = min(bound[x], here[x])
+            if span == inf and inner[x] == inf:
+                continue  # one tile
+            count: Count = -(-int(span) // int(inner[x])) if span != inf else \
+                (whole[x] if inner[x] == 1 else f"(({whole[x]} + {int(inner[x]) - 1}) / {int(inner[x])})")
+            if not isinstance(count, int) or count > 1:
                 # the modulus of a level whose own digit is 1 (one tile) belongs to the next digit
-                raw.append((lv, x, count, inner[x], pending.pop(x, None)))
+                raw.append((lv, x, count, int(inner[x]), pending.pop(x, None)))
     if all(b == 1 for b in bound.values()):
         return None
     dims = []
-    stride = 1
+    stride: Count = 1
     for lv, x, count, div, mod in reversed(raw):
         dims.append(PackDim(lv, x, count, div, mod, stride))
-        stride *= count
-    return Pack(tensor, loops, level, tuple(tiles[0][x] for x in loops), tuple(reversed(dims)))
+        stride = _times(stride, count)
+    return Pack(tensor, loops, level, tuple(tiles[0].get(x) for x in loops), tuple(reversed(dims)))
 
 
 # --------------------------------------------------------------------------- printing
@@ -281,7 +333,7 @@ def open_packs(printer: Printer, body: isl.AstNode, packs: list[Pack]) -> list[t
             some = ast_expr(args[sm.loops.index(x)], zeroed, top=False)
             # x = sum of level coordinates times the next level's tile: the inner ones zeroed give the origin
             printer.emit(f"const long {origin_name(pack, x)} = {some};")
-        heap = pack.size * {"f32": 4, "f64": 8}.get(decl.dtype, 8) > STACK_BYTES
+        heap = not isinstance(pack.size, int) or pack.size * {"f32": 4, "f64": 8}.get(decl.dtype, 8) > STACK_BYTES
         if heap:
             # on a cache line, as the stack buffers: malloc's 16-byte alignment made every 64-byte vector
             # of a packed panel straddle two lines (gemm, one thread, aligned: f32 1024 +5%, 2048 +14%;
@@ -328,7 +380,7 @@ def _copy(printer: Printer, pack: Pack, name: str) -> None:
     for x, ext in zip(pack.loops[1:], extents[1:]):
         flat = f"({flat} * {ext} + {value[x]})"
     index = " + ".join(f"{digit[id(d)]} * {d.stride}" if d.stride != 1 else digit[id(d)] for d in pack.dims) or "0"
-    span = {x: 1 + sum((d.count - 1) * d.divisor for d in pack.dims if d.loop == x) for x in pack.loops}
+    span = {x: _span(pack, x) for x in pack.loops}
     whole = " && ".join(f"{origin_name(pack, x)} >= 0 && {origin_name(pack, x)} + {span[x]} <= {ext}"
                         for x, ext in zip(pack.loops, extents))
     inside = " && ".join(f"{value[x]} >= 0 && {value[x]} < {ext}" for x, ext in zip(pack.loops, extents))
@@ -343,6 +395,14 @@ def _copy(printer: Printer, pack: Pack, name: str) -> None:
         printer.emit(f"{name}[{index}] = {text};")
         printer.depth = depth
     printer.emit("}")
+
+
+def _span(pack: Pack, loop: str) -> Count:
+    """How many consecutive values of ``loop`` the buffer holds: ``1 + sum((count - 1) x divisor)``."""
+    dims = [d for d in pack.dims if d.loop == loop]
+    if all(isinstance(d.count, int) for d in dims):
+        return 1 + sum((d.count - 1) * d.divisor for d in dims)
+    return "(1" + "".join(f" + ({d.count} - 1) * {d.divisor}" for d in dims) + ")"
 
 
 def source_order(pack: Pack) -> list[PackDim]:
@@ -366,6 +426,8 @@ def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pac
     out = []
     body = node.for_get_body()
     for pack in packs.values():
+        if pack.key in printer.active_packs:
+            continue  # copied once before the nest (hoisted_packs)
         if info.level >= pack.level or _outer_loop_inside(printer, body, pack.level, pack.loops):
             continue
         if info.loop in pack.loops or (
@@ -373,6 +435,21 @@ def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pac
                 and not any(lv < pack.level and x in pack.loops for lv, x in printer.loop_stack)):
             out.append(pack)
     return out
+
+
+def hoisted_packs(printer: Printer, node: isl.AstNode, info: LoopInfo, mode: str) -> list[Pack]:
+    """The packs copied once, right before ``node``, the outermost loop of its nest (printed outside
+    any parallel region): those whose tensor no loop of the levels above the pack's indexes anywhere
+    in the nest. Every tile of those levels then holds the same box, which the counts fill once; a
+    copy per iteration of the innermost of those loops (:func:`pack_points`) repeated it: conv2d's
+    ``W`` panel, 36 K elements, once per row ``p`` of a 28 x 28 layer. The panel is only read, and
+    shared by the threads."""
+    packs = printer.packs_by_rank.get(info.rank)
+    if not packs or info.level < 0 or mode != "serial" or printer.loop_stack:
+        return []
+    return [pack for pack in packs.values() if pack.key not in printer.active_packs
+            and not _outer_loop_inside(printer, node, pack.level, pack.loops)
+            and _outer_loop_inside(printer, node, pack.level, None)]
 
 
 def _outer_loop_inside(printer: Printer, node: isl.AstNode, level: int, loops: tuple[str, ...] | None) -> bool:

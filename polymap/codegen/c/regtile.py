@@ -66,7 +66,7 @@ from polymap.codegen.ast_build import expr_ids as ids  # the emitter reads it as
 from polymap.codegen.c import packing
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.codegen.c.parallel import Path, child_paths
-from polymap.passes.counting.execution import loop_coefficient
+from polymap.passes.counting.execution import loop_coefficient, unit_stride, vectorises
 from polymap.passes.frontend.types import combine_type
 
 
@@ -181,6 +181,10 @@ class RegisterTile:
     #: ``r, s`` under ``c``): printed in their order inside ``reduction``, each element's updates in
     #: the original order, the accumulators loaded before ``reduction`` and stored after it
     inner: tuple[isl.AstNode, ...] = ()
+    #: the target is not unit stride along the innermost box loop (conv2d's ``O[n, k, p, q]`` in a
+    #: tile along the output channels ``k``): each vector of accumulators is loaded and stored lane
+    #: by lane, once before the reduction loops and once after them
+    lanewise: bool = False
 
 
 def _single(n: isl.AstNode) -> isl.AstNode | None:
@@ -196,20 +200,6 @@ def _single(n: isl.AstNode) -> isl.AstNode | None:
             n = lst.get_at(0)
         else:
             return n
-
-
-def _unit_last(ref: ir.Ref, loop: str) -> bool:
-    """``loop`` appears only in the last subscript, as ``loop`` or ``loop + e`` / ``e + loop``."""
-    if any(loop in ir.variables(s) for s in ref.indices[:-1]):
-        return False
-    last = ref.indices[-1]
-    if isinstance(last, ir.Var) and last.name == loop:
-        return True
-    if isinstance(last, ir.BinOp) and last.op == "+":
-        for a, b in ((last.lhs, last.rhs), (last.rhs, last.lhs)):
-            if isinstance(a, ir.Var) and a.name == loop and loop not in ir.variables(b):
-                return True
-    return False
 
 
 def _simple_value(e: ir.Expr, dtype: str, dtypes: dict) -> bool:
@@ -323,11 +313,14 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None
     inner = box[-1]
     lanes = 16 // _ITEMSIZE[decl.dtype]
-    refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)] + [stmt.target]
     packs = printer.packs_by_rank.get(info.rank, {})
-    vector = inner.count % lanes == 0 and all(
-        _unit_last(r, inner.loop) or _packed_unit(packs, r, inner.loop)
-        for r in refs if inner.loop in set().union(*map(ir.variables, r.indices)))
+    # the cost model's rule for a register tile's lanes (execution.vectorises): one definition
+    vector = inner.count % lanes == 0 and vectorises(stmt, inner.loop, tile=True,
+                                                     packed=lambda r: _packed_unit(packs, r, inner.loop))
+    lanewise = vector and not unit_stride(stmt.target, inner.loop)
+    if lanewise and any(b.moves or b.starts_per_row for b in box):
+        # emit_moving and a diagonal box's row masks load and store the target in vectors
+        vector = lanewise = False
     points = 1
     for b in box:
         points *= b.count
@@ -335,7 +328,7 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
         return None
     if not vector and points > MAX_SCALAR_ACCUMULATORS:
         return None
-    return RegisterTile(node, tuple(box), name, args, lanes if vector else 1, folded, tuple(reductions))
+    return RegisterTile(node, tuple(box), name, args, lanes if vector else 1, folded, tuple(reductions), lanewise)
 
 
 def _folded_init(inside: isl.AstNode, box_ids: set[str]) -> tuple[FoldedInit, isl.AstNode] | None:
@@ -394,11 +387,7 @@ def _vector_refs_ready(printer: Printer, tile: RegisterTile) -> bool:
     """Every vector read is unit stride in memory here (a panel it needs is live)."""
     stmt = printer.model.statement(tile.statement).stmt
     inner = tile.box[-1].loop
-    for r in ir.subexpressions(stmt.value):
-        if isinstance(r, ir.Ref) and inner in set().union(*map(ir.variables, r.indices)) and not _unit_last(r, inner):
-            if not _packed_unit(printer.active_packs, r, inner):
-                return False
-    return True
+    return vectorises(stmt, inner, tile=True, packed=lambda r: _packed_unit(printer.active_packs, r, inner))
 
 
 def variant_lanes(count: int, dtype: str, nbytes: int) -> int:
@@ -716,6 +705,16 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
 
     acc = {p: "polymap_acc_" + name(map(str, p)) for p in points}
     tmask = {p: "polymap_mt_" + name(map(str, p)) for p in points}
+
+    def lane_ref(p: tuple[int, ...], lane: int) -> str:
+        """The target's element at lane ``lane`` of the vector at ``p`` (a lane-wise target)."""
+        return printer.ref(stmt.target, printer_at(p[:-1] + (p[-1] + lane,)))
+
+    def lane_ok(p: tuple[int, ...], lane: int) -> str:
+        """Is lane ``lane`` of the vector at ``p`` inside the edge box (its row valid, its column in range)?"""
+        rows = [f"{off} < {count[b.iterator]}" for b, off in zip(box[:-1], p[:-1]) if off]
+        n_row = count[inner.iterator] + ("_" + "_".join(map(str, p[:-1])) if inner.per_row else "")
+        return "(" + " && ".join(rows + [f"{p[-1] + lane} < {n_row}"]) + ")"
     if count is not None:
         mtype = {16: "__mmask16", 8: "__mmask8" if dtype == "f64" else "__m256i", 4: "__m256i"}[lanes]
         for off in steps[-1]:
@@ -743,6 +742,10 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
                 printer.emit(line(p))
 
         def load(p: tuple[int, ...]) -> str:
+            if tile.lanewise and lanes > 1:
+                return "(" + vtype + "){" + ", ".join(
+                    f"{lane_ok(p, lane)} ? {lane_ref(p, lane)} : 0" if count is not None else lane_ref(p, lane)
+                    for lane in range(lanes)) + "}"
             return printer_at(p, tmask[p]).ref_text(stmt.target)
 
         if init is None:
@@ -795,7 +798,11 @@ def _accumulate(printer: Printer, tile: RegisterTile, lo: dict, lanes: int, coun
             printer.emit("}")
     for p in points:
         vp = printer_at(p, tmask[p])
-        if count is None or lanes == 1:
+        if tile.lanewise and lanes > 1:
+            for lane in range(lanes):
+                store = f"{lane_ref(p, lane)} = {acc[p]}[{lane}];"
+                printer.emit(store if count is None else f"if {lane_ok(p, lane)} {store}")
+        elif count is None or lanes == 1:
             printer.emit(f"{vp.ref_text(stmt.target)} = {acc[p]};")
         else:
             printer.emit(f"polymap_mstore_{dtype}x{lanes}({tmask[p]}, &{printer.ref(stmt.target, vp)}, {acc[p]});")

@@ -186,9 +186,10 @@ def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
     return None if used else 0
 
 
-def vectorises(stmt: ir.Assign, loop: str) -> bool:
-    """Does the C compiler run ``stmt`` in vectors along ``loop`` (the loop carrying no dependence)?
-    The one rule for the C backend's ``omp simd`` and the cost model's lanes.
+def vectorises(stmt: ir.Assign, loop: str, *, tile: bool = False,
+               packed: Callable[[ir.Ref], bool] | None = None) -> bool:
+    """Does the C code run ``stmt`` in vectors along ``loop`` (the loop carrying no dependence)?
+    The one rule for the C backend's ``omp simd``, a register tile's vectors and the cost model's lanes.
 
     Row-major: the target is invariant or unit-stride along ``loop`` (its last subscript), every read
     invariant or a constant positive stride in its last subscript only. GCC loads a constant stride in
@@ -198,9 +199,22 @@ def vectorises(stmt: ir.Assign, loop: str) -> bool:
         to one lane, as is a negative stride (GCC reverses a stride of -1 but not of -2: kept out).
     ``O[q] += I[2*q + s] * W[s]`` along ``q``: yes; along ``s``: no (the target is invariant, a
     reduction); ``B[j, i] = A[i, j]`` along ``j``: no.
+
+    ``tile``: the explicit vectors of a register tile (:mod:`polymap.codegen.c.regtile`), which load
+    each operand that moves along ``loop`` from consecutive elements: every such read has stride 1 in
+    its last subscript and none in the others (:func:`unit_stride`), or is read from a panel whose
+    last, unit-stride dimension is ``loop`` (``packed(ref)``: :mod:`polymap.codegen.c.packing`,
+    syrk's ``A[j, k]``). The target may move along ``loop`` in any subscript: a target that is not
+    unit stride is loaded and stored lane by lane, once before and once after the reduction loops
+    (conv2d's ``O[n, k, p, q]`` along ``k``). conv2d's ``I[.., 2*q + s]`` along ``q``: no (the
+    tile's accumulators are scalars, where GCC's own loop over ``q`` would vectorise).
     """
     refs = [stmt.target] + [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
     for r in refs:
+        if tile:
+            if r is stmt.target or unit_stride(r, loop) or (packed is not None and packed(r)):
+                continue
+            return False
         coeffs = [loop_coefficient(x, loop) for x in r.indices]
         if any(c is None or c != 0 for c in coeffs[:-1]) or (coeffs and (coeffs[-1] is None or coeffs[-1] < 0)):
             return False
@@ -209,8 +223,34 @@ def vectorises(stmt: ir.Assign, loop: str) -> bool:
     return True
 
 
+def packable(ref: ir.Ref, written: Iterable[str]) -> bool:
+    """May a read be copied into a panel (:mod:`polymap.codegen.c.packing`): a tensor no statement of
+    the nest writes (``written``), read by distinct bare loop variables? The register tile's row is then
+    read from a panel whose last dimension is the row loop (packing's row rule), which
+    :func:`vectorises` takes as unit stride: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along ``k``
+    (``find_roles`` asks it of the reads it would vectorise)."""
+    names = [x.name for x in ref.indices if isinstance(x, ir.Var)]
+    return ref.tensor not in set(written) and len(names) == len(ref.indices) and len(set(names)) == len(names)
+
+
+def box_loop(mapping: Mapping, loop: str) -> bool:
+    """Is ``loop`` a loop of a register tile's box: a constant tile of at least 2 at the innermost level
+    (what :mod:`polymap.codegen.c.regtile` unrolls into accumulators, and vectorises by
+    ``vectorises(tile=True)``)? A whole loop there (an interchange's ``i`` of ``cov[i, j]``) is
+    printed as a loop, GCC's to vectorise (the plain rule)."""
+    t = mapping.levels[-1].tile[mapping.loops.index(loop)]
+    return isinstance(t, int) and t >= 2
+
+
+def unit_stride(ref: ir.Ref, loop: str) -> bool:
+    """Is ``ref`` invariant along ``loop``, or does ``loop`` step it by one element (coefficient 1 in
+    its last subscript, 0 in the others)? What a register tile's vector load needs (:func:`vectorises`)."""
+    coeffs = [loop_coefficient(x, loop) for x in ref.indices]
+    return all(c == 0 for c in coeffs) or (coeffs[-1] == 1 and all(c == 0 for c in coeffs[:-1]))
+
+
 def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: MappingT[str, int],
-                 lanes: int) -> float | None:
+                 lanes: int, *, tile: bool = False) -> float | None:
     """How much longer than in ``lanes`` lanes the statements take when ``loop`` is the vector loop
     (>= 1), or None when no statement runs in vectors along it.
 
@@ -218,12 +258,14 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     with other loops between them separates them (one that lacks a loop runs before or after it, so
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
     vectors when the compiler vectorises every one of its statements along ``loop``
-    (:func:`vectorises`, the C backend's ``omp simd`` rule), else one lane. Weighted by instances (the loops' extents): covariance's
+    (:func:`vectorises`, the C backend's ``omp simd`` rule; with ``tile``, a register tile's box along
+    ``loop``, that of its explicit vectors), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
     vectorised (they are not in the loop).
     """
+    stmts = list(stmts)
     groups: list[tuple[frozenset[str], list[ir.StatementContext]]] = []
     rest = 0
     for c in stmts:
@@ -238,7 +280,12 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     fast, slow = rest, 0
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        if all(vectorises(c.stmt, loop) for c in members):
+        # the tile's rule for the statements it holds in registers; any other statement is GCC's loop.
+        # Without the mapping's panels (``packed``): a row read from one counts one lane here (syrk's
+        # A[j, k], conv2d's W[k, c, r, s]), where the code has vectors. Passing ``packable`` made the
+        # counts see them, and changed syrk's and syr2k's picks at PolyBench MINI (isl's schedule ->
+        # register tiles, session 27): left for a measured decision (docs/design.md, conv2d step 3)
+        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt)) for c in members):
             fast += n
         else:
             slow += n
@@ -718,7 +765,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
         k, x, _ = walk[-1]
-        scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
+        box = tile and k == last and box_loop(mapping, x)
+        scalar = scalar_share(stmts, x, extents, width, tile=box) if width > 1 and x in parallel and stmts else None
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
             slots = sum(n * run_slots(s, width, tile) for s, n in sizes.items())
@@ -856,12 +904,17 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         innermost = np.where(trips[:, k, j] > 1, q, innermost)
     for q, (k, j) in enumerate(positions):
         x = loops[j]
-        scalar = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
-        if scalar is None:
+        plain = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
+        boxes = scalar_share(stmts, x, extents, width, tile=True) if width > 1 and x in parallel and stmts else None
+        if plain is None and boxes is None:
             continue
-        here = ~explicit & (innermost == q)
+        # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)), as execution
+        boxed_here = boxed & (k == last and box_loop(template, x))
+        runs = np.where(boxed_here, boxes is not None, plain is not None)
+        here = ~explicit & (innermost == q) & runs
         if not here.any():
             continue
+        scalar = np.where(boxed_here, boxes if boxes is not None else 1.0, plain if plain is not None else 1.0)
         sizes = np.full((B, 1), extents[x], dtype=np.int64)
         counts = np.ones((B, 1), dtype=np.int64)
         for level in range(1, k + 1):

@@ -46,6 +46,14 @@ target's last subscript (unit stride), ``i`` another bare subscript of it;
 ``k`` the longest loop that does not index the target; every other loop of
 the nest is walked at the DRAM level.
 
+Several reduction loops right inside the target's loops (conv2d's ``c, r, s`` under ``n, k, p, q``)
+make one register tile (:attr:`Roles.reductions`): ``k`` is the outermost of them, blocked by KC, the
+others whole above the registers and walked inside ``k`` by L1 and the registers, in their order.
+Where the target's last loop cannot be a vector (conv2d's ``I[.., 2q + s]``), another loop of the
+target whose reads are unit stride is (the output channels with ``W[c, r, s, k]``), the target's last
+loop the rows and the target loaded lane by lane (:attr:`Roles.lanewise`; docs/design.md, "conv2d as
+an implicit GEMM").
+
 The register tile is shaped by the architecture's vector unit
 (:class:`polymap.machine.arch.VectorUnit`, read from the CPU on ``host``):
 NR is the most vectors of the element type that still leave 6 rows, MR as
@@ -79,7 +87,8 @@ from polymap.passes.legality.legality import is_legal
 from polymap.passes.schedule.tiling import PHASE_BEFORE, loop_phase
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.poly import KernelModel
-from polymap.codegen.c.regtile import FOLDED_OPS, _unit_last
+from polymap.codegen.c.regtile import FOLDED_OPS
+from polymap.passes.counting.execution import packable, vectorises
 
 
 @dataclass(frozen=True)
@@ -122,7 +131,7 @@ class TileShape:
 MIN_ROWS = 6
 
 
-def register_shape(vector: VectorUnit | None, dtype: str) -> TileShape:
+def register_shape(vector: VectorUnit | None, dtype: str, *, columns: int | None = None) -> TileShape:
     """MR x NR from the vector unit (see the module docstring); AVX2's 6 x 16 f32 when unknown.
 
     NR: the most vectors per row that still leave MIN_ROWS rows (MR rows x V vectors of
@@ -134,16 +143,24 @@ def register_shape(vector: VectorUnit | None, dtype: str) -> TileShape:
     f64 1024, single thread, interleaved; RESULTS.md "session 20 (blas5)"): a tile of fewer, longer
     rows of C, whose rows at a power-of-two stride all fall in the same L1 sets, loads and stores
     C in fewer sets and pages.
+
+    ``columns``: the row loop's extent when the row is at most the vectors that cover it (a tile
+    along conv2d's output channels, ``K`` of 16: one vector of 16 f32, 14 rows, where 4 vectors
+    would be 3 masked-off ones); then MR as many rows as the registers hold, at most 14.
     """
     vector = vector if vector is not None else VectorUnit("avx2", 32, 16, True)
     lanes = max(2, vector.lanes(dtype))
     width = 2
     while (vector.registers - (width + 1) - 1) // (width + 1) >= MIN_ROWS:
         width += 1
+    if columns is not None:
+        width = max(1, min(width, -(-columns // lanes)))
     nr = width * lanes
     mr = max(1, min(14, (vector.registers - width - 1) // width))
     why = (f"{vector.isa}: {vector.registers} registers of {vector.vector_bytes} bytes, {lanes} x {dtype} "
-           f"each; NR = {width} vectors (the most that leave {MIN_ROWS} rows), MR = {mr} rows: "
+           f"each; NR = {width} vectors ("
+           + (f"covering {columns} columns" if columns is not None else f"the most that leave {MIN_ROWS} rows")
+           + f"), MR = {mr} rows: "
            f"{mr * width} accumulators + {width} vectors of B + 1 broadcast of A <= {vector.registers}")
     return TileShape(mr, nr, lanes, width * mr, why)
 
@@ -182,7 +199,13 @@ def group_columns(l2: int, kc: int, mc: int, nr: int, size: int) -> int:
 
 @dataclass(frozen=True)
 class Roles:
-    """The loops of the pattern: rows ``i`` (may be empty), unit-stride ``j``, reduction ``k``."""
+    """The loops of the pattern: rows ``i`` (may be empty), unit-stride ``j``, reduction ``k``.
+
+    ``reductions``: every reduction loop the register tile spans, in the original order (conv2d's
+    ``c, r, s``; gemm's ``k`` alone): the accumulators stay in registers across all of them
+    (:func:`polymap.codegen.c.regtile.match`). ``k`` is the first, the one blocked by KC; the others
+    are whole at every level above the registers, so each element's updates keep their order.
+    """
 
     i: str | None
     j: str
@@ -190,11 +213,15 @@ class Roles:
     dtype: str
     vector: bool
     statement: str = ""  # the reduction statement (``acc``)
+    reductions: tuple[str, ...] = ()
+    #: ``j`` is not the target's last subscript (conv2d's output channels): the register tile loads and
+    #: stores the target lane by lane, and its row is at most the vectors that cover ``j``
+    lanewise: bool = False
 
-
-def _bare_distinct(r: ir.Ref) -> bool:
-    names = [x.name for x in r.indices if isinstance(x, ir.Var)]
-    return len(names) == len(r.indices) and len(set(names)) == len(names)
+    @property
+    def reduction_loops(self) -> tuple[str, ...]:
+        """``reductions``, or ``(k,)`` where a single loop is the reduction."""
+        return self.reductions or (self.k,)
 
 
 def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Roles | None:
@@ -216,14 +243,37 @@ def find_roles(model: KernelModel, nest: int, extents: MappingT[str, int]) -> Ro
         if not free or sum(j in ir.variables(y) for y in idx) != 1:
             continue
         k = max(free, key=lambda x: extents.get(x, 0))
-        refs = [r for r in ir.subexpressions(stmt.value) if isinstance(r, ir.Ref)]
+        # several reduction loops nested right inside the target's loops (conv2d's ``c, r, s`` under
+        # ``n, k, p, q``): one register tile spans them all, in their order, and only the outermost
+        # may be blocked (a block of ``r`` around a whole ``c`` would reorder each element's
+        # updates). Loops that do not index the target but sit outside one that does (doitgen's
+        # ``r, q`` around ``p``) are not reductions of the tile: the single-loop pattern as before
+        last = max(n for n, x in enumerate(s.loops) if x in used)
+        trailing = tuple(x for x in s.loops[last + 1:] if x not in used)
+        reductions = trailing if len(trailing) > 1 and k in trailing else ()
+        if reductions:
+            k = reductions[0]
         written = {t.stmt.target.tensor for t in model.nest_statements(nest)}
-        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be
-        vector = all(_unit_last(r, j) or (r.tensor not in written and _bare_distinct(r))
-                     for r in refs if j in set().union(*map(ir.variables, r.indices)))
+        # a strided read is packed with its row contiguous (codegen/c/packing.py) when it may be: the
+        # register tile's rule for its vectors (execution.vectorises), with the reads it could pack
+        def panel(r: ir.Ref) -> bool:
+            return packable(r, written)
+        vector = vectorises(stmt, j, tile=True, packed=panel)
+        lanewise = False
+        if not vector:
+            # the target's last loop cannot be a vector (conv2d's ``I[.., 2*q + s]``): another loop that
+            # indexes the target, along which every read is invariant or unit stride in place (the
+            # output channels ``k`` with the weights ``W[c, r, s, k]``), is the vector loop, the
+            # target's last loop the rows; the target is loaded and stored lane by lane
+            # (docs/design.md, "conv2d as an implicit GEMM", step 3)
+            axis = [x for x in bare[:-1] if x in loops and sum(x in ir.variables(y) for y in idx) == 1
+                    and vectorises(stmt, x, tile=True, packed=panel)]
+            if axis:
+                i, j = j, max(axis, key=lambda x: extents.get(x, 0))
+                vector = lanewise = True
         if not all(x in loops for x in (i, j, k) if x is not None):
             continue
-        return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name)
+        return Roles(i, j, k, dtypes[stmt.target.tensor], vector, s.name, reductions, lanewise)
     return None
 
 
@@ -253,6 +303,8 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         return None
     if blocking is None:
         shape = register_shape(arch.vector, roles.dtype) if roles.vector and arch.vector is not None else None
+        if shape is not None and roles.lanewise:
+            shape = register_shape(arch.vector, roles.dtype, columns=extents.get(roles.j))
         # the box is the vector unit's even where another statement of the nest doubles it in the
         # counts (covariance's mirror ``cov[j, i] = cov[i, j]``: 6 x 32 f64 and its mirror, 423
         # elements in 256): the code runs that statement in a loop of its own, and halving the box
@@ -262,13 +314,14 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
             (BLOCKINGS[roles.dtype] if roles.vector else SCALAR_BLOCKING)
     b = blocking
     i, j, k = roles.i, roles.j, roles.k
+    red = roles.reduction_loops  # (k,), or conv2d's c, r, s: those after k whole above the registers
     mr = b.mr if i is not None else 1
-    others = tuple(x for x in loops if x not in (i, j, k))
+    others = tuple(x for x in loops if x not in (i, j) + red)
     n = len(arch.levels)
     cores = max(1, arch.inner_instances(n - 4) // arch.levels[n - 4].instances)
 
-    def tile(rows: int | None, cols: int | None, red: int | None) -> tuple:
-        sizes = {i: rows, j: cols, k: red}
+    def tile(rows: int | None, cols: int | None, red_block: int | None) -> tuple:
+        sizes = {i: rows, j: cols, k: red_block, **{x: None for x in red[1:]}}
         out = []
         for x in loops:
             t = sizes.get(x, 1) if x in sizes else 1
@@ -332,7 +385,7 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     else:
         l2 = tile(chunk if i else rows, b.nc if i else chunk, b.kc)
     first = par or (i if i is not None else j)
-    inner = tuple(x for x in (i, j, k) if x not in (None, first))
+    inner = tuple(x for x in (i, j) + red if x not in (None, first))
     keeps = {}
     # grouped B panels: L2 keeps A's block and B's KC x NB block (packed there, NB / NR panels at once,
     # in B's memory order), L1 keeps no B; the last level walks k outside j, so that A's block stays
@@ -340,9 +393,9 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
     nb = _grouped(arch, n, b, roles, rows, extents) if par is not None and par == i else 0
     if nb:
         l2 = tile(chunk, nb, b.kc)
-        inner = (k, j)
+        inner = red + (j,)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest))
-    l1 = (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + (k,), ())
+    l1 = (tile(rows, b.nr, b.kc), others + (j,) + ((i,) if i else ()) + red, ())
     # B's block at L2 for all of a core's rows, A's rows read in place (session 26): see stream_blocks
     streamed = stream_blocks(model, nest, roles, arch.levels[n - 3].capacity_bytes, b, extents) \
         if nb and b.stream and not triangle else None
@@ -350,16 +403,16 @@ def register_mapping(model: KernelModel, nest: int, arch: Architecture, params: 
         cols, broadcast = streamed
         top, group = (whole, outer_first, ()), whole
         l2 = tile(share, cols, b.kc)
-        inner = (k, j)
+        inner = red + (j,)
         keeps[n - 3] = tuple(x for x in keep if x not in _written(model, nest) and x not in broadcast)
         keeps[n - 2] = tuple(x for x in keep if x in broadcast)
-        l1 = (tile(mr, cols, b.kc), others + (j, i, k), ())
+        l1 = (tile(mr, cols, b.kc), others + (j, i) + red, ())
     specs = {
         0: top,
         n - 4: (group, (first,) + inner + others, (par,) if cores > 1 and par is not None and not triangle else ()),
-        n - 3: (l2, ij + (k,) + others, ()),
+        n - 3: (l2, ij + red + others, ()),
         n - 2: l1,
-        n - 1: (rf, others + (k,) + ij, ()),
+        n - 1: (rf, others + red + ij, ()),
     }
     levels = []
     for lv in range(n):
@@ -526,10 +579,12 @@ def register_tile_doc(model: KernelModel, mappings: Sequence[Mapping], arch: Arc
         if not isinstance(rows, int) or not isinstance(cols, int) or rows * cols <= 1:
             continue  # no box of accumulators at the innermost level (the original order, symm's interchange)
         tile = f"{rows}x{cols}"
-        shape = register_shape(arch.vector, roles.dtype)
+        shape = register_shape(arch.vector, roles.dtype, columns=cols if roles.lanewise else None)
         out.append({"nest": m.nest, "tile": tile, "dtype": roles.dtype, "vectorised": roles.vector,
                     "vector_unit": arch.vector.to_dict() if arch.vector is not None else None,
-                    "why": shape.why if roles.vector else "not unit stride along the row loop: scalar accumulators",
+                    "why": (shape.why + (f"; the row along {roles.j}, the target loaded and stored lane by lane"
+                                         if roles.lanewise else "")) if roles.vector
+                    else "not unit stride along the row loop: scalar accumulators",
                     "built": "the C chooses when built: 64-byte vectors and masked edges if __AVX512F__, "
                              "32-byte and maskload/maskstore if __AVX2__, else 16-byte vectors"})
     return out
