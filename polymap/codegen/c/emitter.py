@@ -291,8 +291,11 @@ class _Printer:
     def for_loop(self, n: isl.AstNode, path: tuple[int, ...] = (), mode: str = "serial", *,
                  register_tiles: bool = True) -> None:
         hoisted = packing.hoisted_packs(self, n, self.analysis.info(n), mode)
-        if hoisted:  # panels no loop above their level moves: copied once, before the nest
-            opened = packing.open_packs(self, n, hoisted)
+        # panels no loop above their level moves: copied once, before the nest. A pack whose statement
+        # is not under this node opens nothing; then the loop prints as it is (re-entering would find the
+        # same pack hoistable again, without end: syrk at PolyBench LARGE)
+        opened = packing.open_packs(self, n, hoisted) if hoisted else []
+        if opened:
             self.for_loop(n, path, mode, register_tiles=register_tiles)
             packing.close_packs(self, opened)
             return
