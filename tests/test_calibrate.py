@@ -302,7 +302,7 @@ def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measure
     truth, predicted, near = {}, {}, {}  # the C of every candidate: twice the preset's time; the preset's time
     for size in sizes:
         values = param_values(kernel, size)
-        choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0))
+        choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0, count_losers=True))
         for nc in choice.nests:
             for cand in usable_candidates(nc):
                 if cand.report is None:
@@ -401,7 +401,7 @@ def test_calibration_charges_the_team_it_measured_and_fits_the_work_alone():
     truth, reports = {}, {}
     for size in sizes:
         values = param_values(kernel, size)
-        choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0))
+        choice = choose(kernel, host, values, options=ChoiceOptions(search_evaluations=0, count_losers=True))
         for nc in choice.nests:
             for cand in usable_candidates(nc):
                 if cand.report is None:

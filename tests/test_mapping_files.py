@@ -139,13 +139,14 @@ def test_loop_extents_gemm(gemm):
 
 def test_loop_extents_cached_and_model_reused(gemm, lu, monkeypatch):
     """Once per (kernel, nest, params); a passed model is not rebuilt; a copy is returned."""
-    import polymap.mapping.model as mapping_model
     import polymap.poly as poly
 
     model = poly.build_model(lu)
     built = []
     real = poly.build_model
-    monkeypatch.setattr(mapping_model, "build_model", lambda k: built.append(k) or real(k))
+    # loop_extents asks poly.kernel_model, which builds through poly.build_model once per kernel object
+    monkeypatch.setattr(poly, "build_model", lambda k: built.append(k) or real(k))
+    gemm = parse(GEMM, "gemm.loop").kernels[0]  # a fresh kernel object: the fixture's may hold its model
     first = loop_extents(lu, 0, {"N": 6}, model=model)
     assert first == brute_extents(lu, {"N": 6}) and not built
     first["k"] = -1  # callers may mutate their copy
