@@ -231,6 +231,9 @@ def test_the_planners_walked_time_points_are_barvinoks_counts(name, monkeypatch)
         return [planner._points(sub, d) for sub, d in questions], planner
 
     walked, planner = answers()
+    assert bool(planner._walked) == (name == "heat-3d")  # 7 varying dimensions; the others' 6 are counted
+    monkeypatch.setattr(parallel, "WALK_DIMS", 0)
+    walked, planner = answers()
     assert planner._walked, "not walked: the test would compare barvinok with itself"
     monkeypatch.setattr(parallel, "ENUMERATE_POINTS", -1)
     counted, planner = answers()

@@ -61,10 +61,14 @@ from polymap.poly import count, fix_params, points, to_int
 from polymap.codegen.ast_build import LoopAnalysis, LoopInfo, children, expr_ids, statements_under
 from polymap.passes.counting.execution import MIN_WORK  # the cost model's rule for threads: one definition
 
-#: Statement instances of a rescheduled nest up to which the planner counts time points by walking
-#: them once (about 16 us a point: heat-3d's 20,480 in 0.34 s) instead of barvinok's count of each
-#: projection (0.13 s each for heat-3d's skewed tiles; see ``_walkable``).
+#: Statement instances of a rescheduled nest up to which the planner may count time points by walking
+#: them once (about 8 us a point with the fixed dimensions skipped) instead of barvinok's count of each
+#: projection; see ``_walkable``.
 ENUMERATE_POINTS = 50_000
+#: ... and varying time dimensions from which they are walked: barvinok's count of a projection grows
+#: with its dimension (heat-3d's 7: 0.13 s each, walking 20,480 points 0.16 s; jacobi-2d's and
+#: fdtd-2d's 6: 4-12 ms each, walking them 0.23-0.35 s).
+WALK_DIMS = 7
 
 
 Path = tuple
@@ -330,12 +334,23 @@ class Planner:
     def _walkable(self, statements: tuple[str, ...]) -> bool:
         """Count ``statements``' time points by walking them: few instances, of nests whose mapping
         gives statements new coordinates (``KernelSchedule.separate``: skewed, fused, wavefronts),
-        where barvinok's count of a projection takes a tenth of a second. A plain mapping's
-        projections it counts in a millisecond (3mm's 49 in 0.02 s; walking them took 0.7 s)."""
+        with many varying dimensions (``WALK_DIMS``), where barvinok's count of a projection takes a
+        tenth of a second. A plain mapping's projections it counts in a millisecond (3mm's 49 in
+        0.02 s; walking them took 0.7 s)."""
         ks = self.analysis.ks
         moved = {rank for rank, _ in ks.separate}
         return all(ks.rank_of(s) in moved for s in statements) \
+            and max(self._varying(s) for s in statements) >= WALK_DIMS \
             and sum(self._points((s,), None) for s in statements) <= ENUMERATE_POINTS
+
+    def _varying(self, statement: str) -> int:
+        """How many of ``statement``'s time dimensions take more than one value (at most: those ISL
+        does not see fixed)."""
+        kind = isl.dim_type.set
+        sets: list[isl.Set] = []
+        self._range(statement).foreach_set(sets.append)
+        return max((sum(one.plain_get_val_if_fixed(kind, k).is_nan() for k in range(one.dim(kind)))
+                    for one in sets), default=0)
 
     def _time_points(self, statement: str) -> list[tuple[int, ...]]:
         """The time points of ``statement`` at the planner's sizes, walked once."""
