@@ -362,15 +362,39 @@ def points(obj: IslObject) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     kind = isl.dim_type.set
     for one in sets:
-        dims = range(one.dim(kind))  # per set: a union's spaces differ
+        # dimensions with one value in the whole set are not read per point: a time vector is
+        # mostly padding and constant phases (heat-3d's 27 dimensions, 7 of them varying), and
+        # reading a coordinate is most of a point's cost (issue 9). Projecting out a dimension fixed
+        # to a constant leaves the other dimensions' points, in the same order.
+        n = one.dim(kind)
+        fixed: dict[int, int] = {}
+        for k in range(n):
+            v = one.plain_get_val_if_fixed(kind, k)
+            if not v.is_nan():
+                fixed[k] = int(v.to_python())
+        free = [k for k in range(n) if k not in fixed]
+        walked = one
+        for k in sorted(fixed, reverse=True):
+            walked = walked.project_out(kind, k, 1)
+        dims = range(len(free))
+        got: list[tuple[int, ...]] = []
 
         def add(p: isl.Point) -> None:
             # get_coordinate_val and get_num_si, the dimensions counted once per set: a fifth less
             # than a MultiVal per point (issue 9; islpy's callback itself is most of what is left);
             # exact, the coordinates being integers far below 2^63 at the sizes enumerated
             at = p.get_coordinate_val
-            out.append(tuple([at(kind, k).get_num_si() for k in dims]))
-        one.foreach_point(add)
+            got.append(tuple([at(kind, k).get_num_si() for k in dims]))
+        walked.foreach_point(add)
+        if not fixed:
+            out.extend(got)
+            continue
+        template = [fixed.get(k, 0) for k in range(n)]
+        for g in got:
+            full = template[:]
+            for k, v in zip(free, g):
+                full[k] = v
+            out.append(tuple(full))
     return out
 
 

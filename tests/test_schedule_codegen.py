@@ -207,3 +207,38 @@ def test_cut_vectors_compute_what_the_whole_ones_do(name, monkeypatch):
                                 if n.get_type() == isl.ast_node_type.user)
     assert users(cut) == users(whole)
     assert verify(k, ISL_CASES[name], targets=("c", "numpy"), mapping=m, model=model).passed, source
+
+
+@pytest.mark.parametrize("name", ["heat-3d", "fdtd-2d", "seidel-2d"])
+def test_the_planners_walked_time_points_are_barvinoks_counts(name, monkeypatch):
+    """The C planner counts a rescheduled nest's distinct time points (per statement set, on the first
+    ``d`` dimensions) by walking them once at few instances: the same numbers as barvinok's count of
+    each projection, and so the same plan and the same C."""
+    from polymap.codegen.c import parallel
+
+    k, model, found = _isl_candidates(name)
+    params = ISL_CASES[name]
+    source, m = found[0]
+    ks = kernel_schedule(model, [m])
+    assert ks.separate, "not rescheduled: nothing walked"
+    root = build_ast(model, ks.union, separate=ks.separate)
+    statements = tuple(s.name for s in model.statements)
+    subsets = [statements] + [(s,) for s in statements]
+    questions = [(sub, d) for sub in subsets for d in list(range(ks.length + 1)) + [None]]
+
+    def answers():
+        planner = parallel.Planner(LoopAnalysis(ks), params=params, opaque=lambda n, i: False)
+        return [planner._points(sub, d) for sub, d in questions], planner
+
+    walked, planner = answers()
+    assert bool(planner._walked) == (name == "heat-3d")  # 7 varying dimensions; the others' 6 are counted
+    monkeypatch.setattr(parallel, "WALK_DIMS", 0)
+    walked, planner = answers()
+    assert planner._walked, "not walked: the test would compare barvinok with itself"
+    monkeypatch.setattr(parallel, "ENUMERATE_POINTS", -1)
+    counted, planner = answers()
+    assert not planner._walked
+    assert walked == counted
+    # a schedule is one-to-one: on every dimension, as many time points as instances
+    full = questions.index((statements, ks.length))
+    assert walked[full] == walked[full + 1] > 0
