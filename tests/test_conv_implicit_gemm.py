@@ -42,6 +42,7 @@ from polymap.passes.search.register_mapping import find_roles
 from polymap.mapping.model import loop_extents
 from polymap.poly import build_model
 from simulator import counts_as_dict, simulate
+from test_conv_regtile import _loops_around_the_updates  # one reading of the printed tile
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = load_architecture("host")
@@ -88,16 +89,6 @@ def _pick(kernel, shape: str | None = None):
     choice = choose(kernel, _arch(shape), _defaults(kernel))
     (nest,) = choice.nests
     return choice.kernel, choice.model, nest.chosen.mapping, nest.chosen.source
-
-
-def _loops_around_the_updates(src: str) -> int:
-    """``for`` lines between the first accumulator's declaration and its first update."""
-    lines = src.splitlines()
-    first = next(n for n, line in enumerate(lines) if "polymap_acc_0_0 = " in line and line.lstrip().startswith(
-        ("float", "double", "polymap_f")))
-    update = next(n for n in range(first + 1, len(lines))
-                  if lines[n].lstrip().startswith(("polymap_acc_0_0 +=", "polymap_acc_0_0 = polymap_fma")))
-    return sum(line.lstrip().startswith("for (") for line in lines[first:update])
 
 
 def _numpy_conv(i, w, o, stride: int, p: dict) -> np.ndarray:
