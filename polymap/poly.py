@@ -433,3 +433,11 @@ def cached(owner: KernelModel | ir.Kernel, key: tuple, compute: Callable[[], T])
     if key not in owner.cache:
         owner.cache[key] = compute()
     return owner.cache[key]
+
+
+def nest_instances(model: KernelModel, nest: int, params: Mapping[str, int]) -> int:
+    """The statement instances of top-level loop ``nest`` at ``params`` (barvinok's count, once per model,
+    nest and sizes): what choice's compute bound and isl_schedule's work budget both ask."""
+    values = tuple(sorted((p, int(params[p])) for p in model.params))
+    return cached(model, ("nest_instances", nest, values),
+                  lambda: sum(to_int(count(s.domain), dict(values)) for s in model.nest_statements(nest)))

@@ -64,7 +64,7 @@ from polymap.passes.search.register_mapping import register_mappings
 from polymap.passes.search.search import in_fast_class, search_mappings
 from polymap.passes.search.isl_schedule import checked_sizes, isl_proposals, reduced_sizes
 from polymap.passes.search.variants import neighbours
-from polymap.poly import KernelModel, build_model, cached, count, fix_params, to_int
+from polymap.poly import KernelModel, build_model, nest_instances
 
 Progress = Callable[[str], None]
 
@@ -296,10 +296,7 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
 def mapped_instances(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> int:
     """The statement instances of the nests ``mapping`` maps (``Counts.instances`` of its counts, which
     depend on the nests alone, not on the mapping)."""
-    nests = mapping.mapped_nests
-    return cached(model, ("choice", "instances", nests, tuple(sorted(params.items()))),
-                  lambda: sum(to_int(count(fix_params(s.domain, model, params)), params)
-                              for s in model.statements if s.context.nest in nests))
+    return sum(nest_instances(model, nest, params) for nest in mapping.mapped_nests)
 
 
 def compute_bound(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> ComputeBound:
@@ -465,6 +462,11 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         first = ran.pop()
     else:
         ran, first = [], None
+    def count_original() -> Candidate:
+        """The original order counted now (not run beside the candidates, or left uncounted and kept)."""
+        return budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
+                          limit=limit, timed_out=late, what=f"the original order of nest {nest}")
+
     found: list[tuple[Mapping, CostReport]] = []
     stopped: tuple[str, ...] = ()
     if search is not None:
@@ -493,8 +495,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
         if loses(original_bound, best):
             first = _uncounted("original order", None, original, original_bound, best)
         elif first is None:  # not run beside the candidates: counted now
-            first = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
-                               limit=limit, timed_out=late, what=f"the original order of nest {nest}")
+            first = count_original()
         if first is late:
             stopped += (f"original order: not counted within the safety limit of {limit:g} s",)
         candidates = [first] + others
@@ -513,8 +514,7 @@ def choose_nest(model: KernelModel, nest: int, arch: Architecture, params: Mappi
                                                limit=limit, timed_out=True,
                                                what=f"the original order's own reuse in nest {nest}"):
             if kept.bound is not None:  # kept after all though its compute term lost: counted, as before
-                kept = budget.run(_evaluate, (model, "original order", None, original, arch, params), {},
-                                  limit=limit, timed_out=late, what=f"the original order of nest {nest}")
+                kept = count_original()
             why = ("kept: the chosen candidate's only gain was threads (no less traffic than the original order "
                    "holding what fits, no faster per thread)")
             kept = dataclasses.replace(kept, problems=kept.problems + (why,))

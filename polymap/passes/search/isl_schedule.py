@@ -33,7 +33,7 @@ from polymap.passes.schedule.schedule_order import conflict_pairs
 from polymap.passes.counting.execution import Steps, reduces, walk_steps
 from polymap.passes.counting.footprint import ENUMERATION_LIMIT
 from polymap.machine.arch import Architecture
-from polymap.poly import KernelModel, count, to_int
+from polymap.poly import KernelModel, nest_instances
 
 #: Nests with more statements are not given to the scheduler (adi's 14 took seconds, and
 #: compile must stay within a few).
@@ -165,10 +165,9 @@ def isl_schedule(model: KernelModel, nest: int) -> IslSchedule | None:
 
 
 def _instances(model: KernelModel, nest: int, params: MappingT[str, int]) -> int:
-    values = {p: params[p] for p in model.params if p in params}
-    if len(values) < len(model.params):
+    if any(p not in params for p in model.params):
         return 0
-    return sum(to_int(count(s.domain), values) for s in model.nest_statements(nest))
+    return nest_instances(model, nest, params)
 
 
 def countable(model: KernelModel, nest: int, params: MappingT[str, int] | None) -> bool:
