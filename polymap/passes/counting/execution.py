@@ -51,6 +51,13 @@ the mapping, by the same rules it applies:
   factor ``1 + those cycles / the compute cycles`` (:func:`sync_factor`). A small
   nest (conv2d 16 x 16 x 14 x 14: 0.45M instances, 0.23 ms on one core) runs
   slower on two threads than on one, as measured.
+* **packs**: the panels the code copies (:mod:`polymap.passes.counting.packs`, the rule the C
+  backend's packing applies): each copy writes the panel's elements, the busiest thread makes the
+  copies of the loops around the copy's place (split over the threads when the place is inside the
+  shared-out loop; all of them when it is outside, or once when hoisted before the nest), each
+  element :data:`PACK_CYCLES`; added to the compute term as cycles (:func:`pack_copies`). conv2d
+  C = K = 32 at 28 x 28 with W's panel copied per ``(q, p, c)`` tile: 56 copies of 4608 elements a
+  thread, +194K cycles (measured 0.07-0.18 ms slower than the same tiles with the panel hoisted).
 * **waste**: the busiest unit's work over an even share, exact from tiles and
   extents. Partial vectors: the vector loop's tiles (edges included) in whole
   vectors, the remainder of each tile one iteration per issue (the scalar
@@ -77,6 +84,7 @@ from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import Mapping, resolved_tile
 from polymap.mapping.schedule import coordinate_map, statement_loops
+from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, whole_loops
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.islcheck import isl
 from polymap.poly import Access, KernelModel, StatementModel, cached
@@ -118,6 +126,13 @@ FORK_CYCLES = 400_000.0
 #: Cycles each further execution of the shared-out loop costs (the barrier at its end and the wake-up
 #: of the sleeping thread at the next): gemm's codes on that VM, ~25 us each. Assumed as FORK_CYCLES.
 BARRIER_CYCLES = 65_000.0
+#: Cycles one element of a panel copy costs (:mod:`polymap.passes.counting.packs`). Measured once on
+#: this session's host (Xeon, 2.6 GHz, load 2) with benchmarks/pack_copy.c, conv2d's W panel as the code
+#: prints it (C = K = 32, ``[k / 32][c][r][s][k % 32]`` over a c tile of 16, R = S = 3 at run time,
+#: aligned_alloc'd and freed per copy): 0.28 ns an element, 0.73 cycles; a gemm B panel (KC 256 x 128,
+#: unit-stride writes) copied 0.12 ns (0.33 cycles), a small hot one 0.05 ns. The conv2d figure is
+#: kept: the copies that cost the ranking (issue 11) are those of panels with strided writes.
+PACK_CYCLES = 0.75
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,11 @@ class Execution:
     # unscaled on any architecture (another clock rate, calibration's compute factor)
     sync_cycles: float = 0.0
     passes: float = 1.0  # the stretch by loading and storing a box of accumulators every pass (pass_factor)
+    # the busiest thread's cycles copying panels (pack_copies): a time added to the compute term as it is
+    pack_cycles: float = 0.0
+    packs: float = 1.0  # those cycles as a stretch of the compute term: 1 + pack_cycles / its cycles
+    # (panel, elements the busiest thread copies into it) for each panel the code copies (pack_copies)
+    copied: tuple[tuple[str, int], ...] = ()
 
     @property
     def team(self) -> float:
@@ -147,8 +167,9 @@ class Execution:
 
     @property
     def slowdown(self) -> float:
-        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x sync."""
-        return self.waste * self.latency * self.passes * self.sync
+        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x
+        (sync + packs - 1), the team's and the copies' cycles both added to the compute cycles."""
+        return self.waste * self.latency * self.passes * (self.sync + self.packs - 1.0)
 
     @property
     def units(self) -> int:
@@ -158,7 +179,7 @@ class Execution:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
-                "passes": self.passes, "why": self.why}
+                "passes": self.passes, "pack_cycles": self.pack_cycles, "packs": self.packs, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -556,9 +577,66 @@ def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num,
     """``1 + team_cycles / compute cycles``: the compute term (``instances x busy / (units x ops)``,
     ``busy`` the waste times the latency factor) stretched by what starting the team and each
     barrier cost (:func:`team_cycles`); 1 with one thread. Numbers or NumPy arrays."""
-    work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
-    out = 1.0 + team_cycles(syncs, threads, arch) / np.maximum(work, 1e-300)
+    out = 1.0 + team_cycles(syncs, threads, arch) / np.maximum(_work(instances, units, busy, ops_per_cycle), 1e-300)
     return out if np.ndim(out) else float(out)
+
+
+def _work(instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
+    """The compute term's cycles before the team's and the copies': ``instances x busy / (units x ops)``."""
+    return instances * busy / (np.maximum(units, 1) * ops_per_cycle)
+
+
+def pack_copies(model: KernelModel, mapping: Mapping, extents: MappingT[str, int], eff: list[dict[str, int]],
+                code: list[tuple[int, str, int]], shared: tuple[int, str] | None, threads: int
+                ) -> list[tuple[Pack, int]]:
+    """The panels the code copies for ``mapping`` (:func:`~polymap.passes.counting.packs.plan_packs`, a
+    whole loop's extent from ``extents``) and how many copies of each the busiest thread makes.
+
+    The copy sits where :func:`~polymap.passes.counting.packs.copy_place` says among ``code`` (the loops
+    the code prints, :func:`_walk` with ``printed``) around the first statement that has the panel's
+    loops (the one the code copies for), and runs once per iteration of the loops around and at its
+    place: per loop of them, the tiles of the next level it walks in all (edge tiles included:
+    :func:`pieces` of ``eff``, :func:`effective_tiles`), the deepest such loop of each kernel loop
+    counting. When the place is inside ``shared`` (the shared-out loop, over ``threads``), the busiest
+    thread (a static schedule's first) walks the first ``ceil(trips / threads)`` tiles of each of its
+    runs; outside it, or hoisted before the nest (once), the copies are serial, all the thread's."""
+    whole = {x: extents[x] for x in whole_loops(model, mapping.nest) if x in extents}
+    stmts = model.nest_statements(mapping.nest)
+    out = []
+    for pack in plan_packs(model, mapping, whole).values():
+        own = next((s.loops for s in stmts if all(x in s.loops for x in pack.loops)), None)
+        if own is None:
+            continue
+        chain = [(k, x) for k, x, _ in code if x in own]
+        place = copy_place(pack, chain)
+        if place is None:
+            continue
+        around = chain[:place + 1] if place != BEFORE else []
+        deepest: dict[str, int] = {}
+        for k, x in around:
+            deepest[x] = max(k, deepest.get(x, k))
+        copies = 1
+        for x, k in deepest.items():
+            tiles = [eff[j][x] for j in range(1, k + 2)]
+            if shared is None or shared not in around or shared[1] != x or threads <= 1:
+                copies *= sum(pieces(extents[x], tiles).values())
+                continue
+            ks = shared[0]  # the busiest thread's part of each run of the shared loop, then the loops inside
+            t, inner = eff[ks + 1][x], [eff[j][x] for j in range(ks + 2, k + 2)]
+            copies *= sum(n * sum(pieces(static_share(size, t, threads), inner).values())
+                          for size, n in pieces(extents[x], [eff[j][x] for j in range(1, ks + 1)]).items())
+        out.append((pack, copies))
+    return out
+
+
+def panel_name(pack: Pack) -> str:
+    """``W[k, c, r, s]``: the read a panel holds, as reports name it."""
+    return f"{pack.tensor}[{', '.join(pack.loops)}]"
+
+
+def copy_cycles(copies: Iterable[tuple[Pack, int]]) -> float:
+    """The busiest thread's cycles copying panels: elements x copies x :data:`PACK_CYCLES`."""
+    return sum(int(pack.size) * n for pack, n in copies) * PACK_CYCLES
 
 
 def vector_issues(size: Num, lanes: int | np.ndarray) -> Num:
@@ -762,9 +840,11 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     instances = statement_instances(stmts, extents) if stmts else prod(extents.get(x, 1) for x in mapping.loops)
     executions = 1
     around = _around(stmts)
+    shared: tuple[int, str] | None = None  # (level, loop) of the shared-out loop
     if tloop is not None:  # the spatial loop is shared out once per iteration of the loops around it
         q = next((q for q, (k, x, _) in enumerate(walk) if k < last and x in mapping.levels[k].spatial), len(walk))
         executions = _executions(walk[:q], walk[q][1] if q < len(walk) else tloop, around)
+        shared = walk[q][:2] if q < len(walk) else None
     if tloop is None:
         for q, (k, x, trips) in enumerate(walk):
             executions = _executions(walk[:q], x, around)
@@ -774,7 +854,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
                 threads = min(cores, trips)
                 size = eff[k][x]
                 twaste = static_share(size, eff[k + 1][x], threads) * threads / size
-                tloop = x
+                tloop, shared = x, (k, x)
                 why.append(f"OpenMP on {x} at {mapping.levels[k].level} ({trips} tiles over {threads} threads)")
                 break
         else:
@@ -825,8 +905,16 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
                        arch.compute.ops_per_cycle, arch)
     if sync > 1:
         why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
+    copies = pack_copies(model, mapping, extents, eff, code, shared, threads)
+    copied = copy_cycles(copies)
+    for pack, n in copies:
+        why.append(f"panel {panel_name(pack)} copied {n} time(s) ({pack.size} elements): "
+                   f"+{int(pack.size) * n * PACK_CYCLES:.3g} cycles")
+    work = _work(instances, threads * lanes, twaste * vwaste * latency * passes, arch.compute.ops_per_cycle)
+    packs = 1.0 + copied / max(work, 1e-300)
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads, arch), passes)
+                     team_cycles(syncs, threads, arch), passes, copied, packs,
+                     tuple((panel_name(pack), int(pack.size) * n) for pack, n in copies))
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -875,6 +963,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     instances = statement_instances(stmts, extents) if stmts else prod(extents.get(x, 1) for x in loops)
     executions = np.ones(B, dtype=np.int64)
     chosen = has.copy()
+    shared_q = np.full(B, -1)  # the shared-out loop's index in ``positions`` (-1: none)
     around = _around(stmts)
 
     def starts(q: int) -> np.ndarray:  # how often the loop at ``positions[q]`` starts (_executions)
@@ -896,13 +985,17 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             threads = np.where(take, p, threads)
             twaste = np.where(take, share * p / size, twaste)
             executions = np.where(take, mine, executions)
+            shared_q = np.where(take, q, shared_q)
             chosen |= take
     spatial_executions, reached = np.ones(B, dtype=np.int64), np.zeros(B, dtype=bool)
+    spatial_q = np.full(B, -1)
     for q, (k, j) in enumerate(positions):  # a spatial loop is shared out once per iteration of the loops around it
         first = ~reached & (k < last) & (loops[j] in template.levels[k].spatial) & (trips[:, k, j] > 1)
         spatial_executions = np.where(first, starts(q), spatial_executions)
+        spatial_q = np.where(first, q, spatial_q)
         reached |= first
     executions = np.where(has, spatial_executions, executions)
+    shared_q = np.where(has, spatial_q, shared_q)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
     vidx = np.full(B, -1)  # the vector loop's position in ``loops`` (-1: none)
@@ -1027,7 +1120,39 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
                        arch.compute.ops_per_cycle, arch)
-    return threads * lanes, busy * sync
+    copied = _batch_copy_cycles(model, template, extents, declared, eff, code_live, positions, shared_q, threads)
+    packs = copied / np.maximum(_work(instances, threads * lanes, busy, arch.compute.ops_per_cycle), 1e-300)
+    return threads * lanes, busy * (sync + packs)
+
+
+def _batch_copy_cycles(model: KernelModel, template: Mapping, extents: MappingT[str, int], declared: np.ndarray,
+                       eff: np.ndarray, live: np.ndarray, positions: list[tuple[int, int]], shared_q: np.ndarray,
+                       threads: np.ndarray) -> np.ndarray:
+    """:func:`copy_cycles` of :func:`pack_copies` row by row: each row's mapping (the template with its
+    declared tiles), effective tiles, the loops its code prints (``live``), its shared-out loop
+    (``shared_q``, an index into ``positions``) and threads. Rows with the same tiles of the loops a panel may index and the
+    same walk share one answer."""
+    B = eff.shape[0]
+    out = np.zeros(B)
+    if len(template.levels) < 3:
+        return out  # (plan_packs: no level between the backing store and the registers)
+    loops = template.loops
+    levels = template.levels
+    memo: dict[bytes, float] = {}
+    for b in range(B):
+        row = declared[b]
+        key = row.tobytes() + eff[b].tobytes() + live[b].tobytes() + bytes([int(shared_q[b]) + 1, int(threads[b])])
+        if key not in memo:
+            mapping = dataclasses.replace(template, levels=tuple(
+                dataclasses.replace(lm, tile=tuple(int(t) if t > 0 else None for t in row[k]))
+                for k, lm in enumerate(levels)))
+            tiles = [{x: int(eff[b, k, j]) for j, x in enumerate(loops)} for k in range(eff.shape[1])]
+            code = [(k, loops[j], 0) for k, j in positions if live[b, k, j]]
+            q = int(shared_q[b])
+            shared = None if q < 0 else (positions[q][0], loops[positions[q][1]])
+            memo[key] = copy_cycles(pack_copies(model, mapping, extents, tiles, code, shared, int(threads[b])))
+        out[b] = memo[key]
+    return out
 
 
 def batch_printed(declared: np.ndarray, extents: np.ndarray) -> np.ndarray:
