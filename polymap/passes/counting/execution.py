@@ -622,7 +622,7 @@ def pack_copies(model: KernelModel, mapping: Mapping, extents: MappingT[str, int
                 copies *= sum(pieces(extents[x], tiles).values())
                 continue
             ks = shared[0]  # the busiest thread's part of each run of the shared loop, then the loops inside
-            t, inner = eff[ks + 1][x], [eff[j][x] for j in range(ks + 2, k + 2)]
+            t, inner = eff[ks + 1][x], [eff[j][x] for j in range(ks + 1, k + 2)]
             copies *= sum(n * sum(pieces(static_share(size, t, threads), inner).values())
                           for size, n in pieces(extents[x], [eff[j][x] for j in range(1, ks + 1)]).items())
         out.append((pack, copies))
@@ -911,7 +911,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"panel {panel_name(pack)} copied {n} time(s) ({pack.size} elements): "
                    f"+{int(pack.size) * n * PACK_CYCLES:.3g} cycles")
     work = _work(instances, threads * lanes, twaste * vwaste * latency * passes, arch.compute.ops_per_cycle)
-    packs = 1.0 + copied / max(work, 1e-300)
+    packs = 1.0 + copied / max(float(work), 1e-300)
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
                      team_cycles(syncs, threads, arch), passes, copied, packs,
                      tuple((panel_name(pack), int(pack.size) * n) for pack, n in copies))
