@@ -82,7 +82,7 @@ import numpy as np
 from polymap import ir
 from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import Mapping, resolved_tile
+from polymap.mapping.model import LevelMapping, Mapping, resolved_tile
 from polymap.mapping.schedule import coordinate_map, statement_loops
 from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, whole_loops
 from polymap.passes.dependences.loop_classes import loop_classes
@@ -600,7 +600,8 @@ def pack_copies(model: KernelModel, mapping: Mapping, extents: MappingT[str, int
     counting. When the place is inside ``shared`` (the shared-out loop, over ``threads``), the busiest
     thread (a static schedule's first) walks the first ``ceil(trips / threads)`` tiles of each of its
     runs; outside it, or hoisted before the nest (once), the copies are serial, all the thread's."""
-    whole = {x: extents[x] for x in whole_loops(model, mapping.nest) if x in extents}
+    whole = cached(model, ("execution", "whole", mapping.nest, tuple(sorted(extents.items()))),
+                   lambda: {x: extents[x] for x in whole_loops(model, mapping.nest) if x in extents})
     stmts = model.nest_statements(mapping.nest)
     out = []
     for pack in plan_packs(model, mapping, whole).values():
@@ -1139,13 +1140,19 @@ def _batch_copy_cycles(model: KernelModel, template: Mapping, extents: MappingT[
     loops = template.loops
     levels = template.levels
     memo: dict[bytes, float] = {}
+    level_memo: dict[tuple, LevelMapping] = {}  # rows share most of their levels' tiles
+
+    def level(k: int, tile: tuple[int | None, ...]) -> LevelMapping:
+        if (k, tile) not in level_memo:
+            level_memo[(k, tile)] = dataclasses.replace(levels[k], tile=tile)
+        return level_memo[(k, tile)]
+
     for b in range(B):
         row = declared[b]
         key = row.tobytes() + eff[b].tobytes() + live[b].tobytes() + bytes([int(shared_q[b]) + 1, int(threads[b])])
         if key not in memo:
             mapping = dataclasses.replace(template, levels=tuple(
-                dataclasses.replace(lm, tile=tuple(int(t) if t > 0 else None for t in row[k]))
-                for k, lm in enumerate(levels)))
+                level(k, tuple(int(t) if t > 0 else None for t in row[k])) for k in range(len(levels))))
             tiles = [{x: int(eff[b, k, j]) for j, x in enumerate(loops)} for k in range(eff.shape[1])]
             code = [(k, loops[j], 0) for k, j in positions if live[b, k, j]]
             q = int(shared_q[b])

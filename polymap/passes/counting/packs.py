@@ -20,7 +20,7 @@ from typing import Mapping as MappingT, Sequence
 
 from polymap import ir
 from polymap.mapping.model import Mapping
-from polymap.poly import KernelModel
+from polymap.poly import KernelModel, cached
 
 
 Count = int | str  # a number of elements; C text where it is the run-time extent of a whole loop
@@ -91,21 +91,8 @@ def plan_packs(model: KernelModel, mapping: Mapping, whole: MappingT[str, Count]
     n = len(mapping.levels)
     if n < 3:
         return {}
-    stmts = model.nest_statements(mapping.nest)
-    written = {s.stmt.target.tensor for s in stmts}
-    refs: dict[str, set] = {}
-    once: dict[tuple[str, tuple[str, ...] | None], bool] = {}
-    for s in stmts:
-        for r in ir.subexpressions(s.stmt.value):
-            if isinstance(r, ir.Ref) and r.indices:
-                view = _bare(r)
-                refs.setdefault(r.tensor, set()).add(view)
-                # distinct bare subscripts over every loop of the statement: each element read once
-                key = (r.tensor, view)
-                once[key] = once.get(key, True) and view is not None and set(view) == set(s.loops)
-    # a view read once per element in the whole nest has no reuse a copy could serve: the copy only adds
-    # a pass over the tensor (and a buffer to fault in). mvt's A at LARGE: 16 MB panels malloc'd per tile
-    refs = {t: {v for v in views if v is None or not once[(t, v)]} for t, views in refs.items()}
+    written, refs = cached(model, ("packs", "reads", mapping.nest), lambda: _reads(model, mapping.nest))
+
     out = {}
     for tensor, views in refs.items():
         if tensor in written or None in views:
@@ -139,6 +126,26 @@ def plan_packs(model: KernelModel, mapping: Mapping, whole: MappingT[str, Count]
                 if pack is not None and pack.unit_last(row):
                     out[pack.key] = pack
     return out
+
+
+def _reads(model: KernelModel, nest: int) -> tuple[set[str], dict[str, set]]:
+    """``(tensors written, {tensor: its views})`` of ``nest``: what :func:`plan_packs` may pack, whatever
+    the tiles (a view is its distinct bare subscripts, None when not; the views read once dropped)."""
+    stmts = model.nest_statements(nest)
+    written = {s.stmt.target.tensor for s in stmts}
+    refs: dict[str, set] = {}
+    once: dict[tuple[str, tuple[str, ...] | None], bool] = {}
+    for s in stmts:
+        for r in ir.subexpressions(s.stmt.value):
+            if isinstance(r, ir.Ref) and r.indices:
+                view = _bare(r)
+                refs.setdefault(r.tensor, set()).add(view)
+                # distinct bare subscripts over every loop of the statement: each element read once
+                key = (r.tensor, view)
+                once[key] = once.get(key, True) and view is not None and set(view) == set(s.loops)
+    # a view read once per element in the whole nest has no reuse a copy could serve: the copy only adds
+    # a pass over the tensor (and a buffer to fault in). mvt's A at LARGE: 16 MB panels malloc'd per tile
+    return written, {t: {v for v in views if v is None or not once[(t, v)]} for t, views in refs.items()}
 
 
 def whole_loops(model: KernelModel, nest: int) -> dict[str, ir.Loop]:
