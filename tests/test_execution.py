@@ -81,6 +81,7 @@ def no_pack_costs(monkeypatch):
     """Copying a panel costs nothing: tests of the other compute terms' formulas (test_pack_cost.py
     checks the copies against the generated code)."""
     monkeypatch.setattr(execution_module, "PACK_CYCLES", 0.0)
+    monkeypatch.setattr(execution_module, "PACK_UNIT_CYCLES", 0.0)
 
 
 def gemm_mapping(order_rf, tiles_l1, tiles_rf, *, l2_order=("i", "j", "k"), spatial=(), tiles_l2=None, kernel=GEMM):

@@ -27,8 +27,9 @@ from polymap.machine.presets import load_architecture
 from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import mapping_loop_extents
 from polymap.passes.counting.execution import (
-    PACK_CYCLES, _walk, batch_execution, effective_tiles, execution, pack_copies, panel_name,
+    _walk, batch_execution, effective_tiles, element_cycles, execution, pack_copies, panel_name,
 )
+from polymap.passes.counting.packs import plan_packs, whole_loops
 from polymap.passes.search.register_mapping import Blocking, register_mapping
 from polymap.poly import build_model
 from polymap.tensors import allocate, random_inputs
@@ -111,6 +112,10 @@ def _buffer(panel: str) -> str:
     return "_".join(["polymap_pk", tensor] + loops.split(", "))
 
 
+def _whole(model, mapping, extents) -> dict[str, int]:
+    return {x: extents[x] for x in whole_loops(model, mapping.nest)}
+
+
 def _check(kernel, model, mapping, params: dict) -> None:
     """The model's copies (the busiest thread's elements per panel) are those the C makes, and their
     cycles are what the compute term adds; the batch form's slowdown is the one-by-one one's."""
@@ -119,7 +124,9 @@ def _check(kernel, model, mapping, params: dict) -> None:
     want = {_buffer(panel): n for panel, n in ex.copied}
     assert want and all(n > 0 for n in want.values())
     assert _c_copies(kernel, model, mapping, params, ex.threads) == want
-    assert ex.pack_cycles == pytest.approx(sum(want.values()) * PACK_CYCLES)
+    packs = {_buffer(panel_name(p)): p for p in plan_packs(model, mapping, _whole(model, mapping, extents)).values()}
+    assert set(packs) == set(want)
+    assert ex.pack_cycles == pytest.approx(sum(n * element_cycles(packs[b]) for b, n in want.items()))
     assert f"copied" in ex.why and ex.packs > 1
     eff = np.array([[[e[x] for x in mapping.loops] for e in effective_tiles(mapping, extents)]], dtype=np.int64)
     declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in mapping.levels]], dtype=np.int64)

@@ -53,7 +53,7 @@ from polymap.codegen.ast_build import LoopInfo, user_statement
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.mapping.model import Mapping
 from polymap.passes.counting import packs
-from polymap.passes.counting.packs import Count, Pack, PackDim, whole_loops
+from polymap.passes.counting.packs import Count, Pack, PackDim, source_order, whole_loops
 from polymap.poly import KernelModel, StatementModel
 
 
@@ -231,11 +231,6 @@ def _span(pack: Pack, loop: str) -> Count:
     if all(isinstance(d.count, int) for d in dims):
         return 1 + sum((d.count - 1) * d.divisor for d in dims)
     return "(1" + "".join(f" + ({d.count} - 1) * {d.divisor}" for d in dims) + ")"
-
-
-def source_order(pack: Pack) -> list[PackDim]:
-    """The buffer's digits in the source's memory order: tensor dimension first, larger divisor outer."""
-    return sorted(pack.dims, key=lambda d: (pack.loops.index(d.loop), -d.divisor))
 
 
 def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pack]:

@@ -55,7 +55,7 @@ the mapping, by the same rules it applies:
   backend's packing applies): each copy writes the panel's elements, the busiest thread makes the
   copies of the loops around the copy's place (split over the threads when the place is inside the
   shared-out loop; all of them when it is outside, or once when hoisted before the nest), each
-  element :data:`PACK_CYCLES`; added to the compute term as cycles (:func:`pack_copies`). conv2d
+  element :data:`PACK_CYCLES` (strided writes) or :data:`PACK_UNIT_CYCLES` (consecutive); added to the compute term as cycles (:func:`pack_copies`). conv2d
   C = K = 32 at 28 x 28 with W's panel copied per ``(q, p, c)`` tile: 56 copies of 4608 elements a
   thread, +194K cycles (measured 0.07-0.18 ms slower than the same tiles with the panel hoisted).
 * **waste**: the busiest unit's work over an even share, exact from tiles and
@@ -84,7 +84,7 @@ from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, resolved_tile
 from polymap.mapping.schedule import coordinate_map, statement_loops
-from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, whole_loops
+from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, unit_writes, whole_loops
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.islcheck import isl
 from polymap.poly import Access, KernelModel, StatementModel, cached
@@ -126,13 +126,18 @@ FORK_CYCLES = 400_000.0
 #: Cycles each further execution of the shared-out loop costs (the barrier at its end and the wake-up
 #: of the sleeping thread at the next): gemm's codes on that VM, ~25 us each. Assumed as FORK_CYCLES.
 BARRIER_CYCLES = 65_000.0
-#: Cycles one element of a panel copy costs (:mod:`polymap.passes.counting.packs`). Measured once on
-#: this session's host (Xeon, 2.6 GHz, load 2) with benchmarks/pack_copy.c, conv2d's W panel as the code
+#: Cycles one element of a panel copy costs (:mod:`polymap.passes.counting.packs`) when the copy's
+#: innermost loop writes the buffer strided (``packs.unit_writes`` false). Measured once on this
+#: session's host (Xeon, 2.6 GHz, load 2) with benchmarks/pack_copy.c, conv2d's W panel as the code
 #: prints it (C = K = 32, ``[k / 32][c][r][s][k % 32]`` over a c tile of 16, R = S = 3 at run time,
-#: aligned_alloc'd and freed per copy): 0.28 ns an element, 0.73 cycles; a gemm B panel (KC 256 x 128,
-#: unit-stride writes) copied 0.12 ns (0.33 cycles), a small hot one 0.05 ns. The conv2d figure is
-#: kept: the copies that cost the ranking (issue 11) are those of panels with strided writes.
+#: aligned_alloc'd and freed per copy, every write 128 bytes from the last): 0.28 ns an element, 0.73
+#: cycles. gemm's A panels (``[i / MR][k][i % MR]``, writes MR apart) measured 0.22-0.24 ns (MR 6, 8).
 PACK_CYCLES = 0.75
+#: The same when the innermost loop writes consecutive elements (gemm's B panels, ``[j / NR][k][j % NR]``:
+#: runs of NR, copied in vectors): 0.02 ns an element hot in L1, 0.12 ns from L2 and memory (a KC 256 x
+#: 128 panel of a 1024 x 1024 B), i.e. 0.05-0.31 cycles (benchmarks/pack_copy.c, same run); the middle
+#: of that range is assumed.
+PACK_UNIT_CYCLES = 0.15
 
 
 @dataclass(frozen=True)
@@ -635,9 +640,15 @@ def panel_name(pack: Pack) -> str:
     return f"{pack.tensor}[{', '.join(pack.loops)}]"
 
 
+def element_cycles(pack: Pack) -> float:
+    """Cycles one element of ``pack``'s copy costs: :data:`PACK_UNIT_CYCLES` when the copy writes
+    consecutive elements (:func:`~polymap.passes.counting.packs.unit_writes`), else :data:`PACK_CYCLES`."""
+    return PACK_UNIT_CYCLES if unit_writes(pack) else PACK_CYCLES
+
+
 def copy_cycles(copies: Iterable[tuple[Pack, int]]) -> float:
-    """The busiest thread's cycles copying panels: elements x copies x :data:`PACK_CYCLES`."""
-    return sum(int(pack.size) * n for pack, n in copies) * PACK_CYCLES
+    """The busiest thread's cycles copying panels: elements x copies x :func:`element_cycles`."""
+    return sum(int(pack.size) * n * element_cycles(pack) for pack, n in copies)
 
 
 def vector_issues(size: Num, lanes: int | np.ndarray) -> Num:
@@ -910,7 +921,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     copied = copy_cycles(copies)
     for pack, n in copies:
         why.append(f"panel {panel_name(pack)} copied {n} time(s) ({pack.size} elements): "
-                   f"+{int(pack.size) * n * PACK_CYCLES:.3g} cycles")
+                   f"+{int(pack.size) * n * element_cycles(pack):.3g} cycles")
     work = _work(instances, threads * lanes, twaste * vwaste * latency * passes, arch.compute.ops_per_cycle)
     packs = 1.0 + copied / max(float(work), 1e-300)
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,

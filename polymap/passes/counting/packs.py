@@ -227,6 +227,20 @@ def _pack(mapping: Mapping, tensor: str, loops: tuple[str, ...], level: int,
     return Pack(tensor, loops, level, tuple(tiles[0].get(x) for x in loops), tuple(reversed(dims)))
 
 
+def source_order(pack: Pack) -> list[PackDim]:
+    """The copy's loops over the buffer's digits in the source's memory order: tensor dimension first,
+    larger divisor outer (``packing._copy``: the source read as it lies in memory, the writes strided)."""
+    return sorted(pack.dims, key=lambda d: (pack.loops.index(d.loop), -d.divisor))
+
+
+def unit_writes(pack: Pack) -> bool:
+    """Does the copy's innermost loop (:func:`source_order`) write consecutive elements of the buffer
+    (gemm's ``B[k, j] -> [j / 16][k][j % 16]``: runs of 16, which the compiler copies in vectors), or
+    strided ones (conv2d's ``W[k, c, r, s] -> [k / 32][c][r][s][k % 32]``: every write 32 apart)?"""
+    order = source_order(pack)
+    return not order or order[-1].stride == 1
+
+
 # --------------------------------------------------------------------------- where the copy sits
 
 
