@@ -211,3 +211,26 @@ def test_a_triangle_copies_at_most_what_its_bounding_box_does(name):
             for p, n in pack_copies(model, mapping, extents, eff, _walk(mapping, eff, printed=True), None, 1)}
     assert set(got) == set(want)
     assert all(got[b] <= want[b] for b in want) and any(got[b] < want[b] for b in want)
+
+
+def test_batch_rows_plan_their_own_panels():
+    """One batch, the rows' tiles differing where the panel's place does (L1's c tile: W copied per
+    (q, p, c) tile, or once before the nest) and in the register tile: each row's slowdown is its
+    own mapping's, one by one, copies included."""
+    params = param_values(CONV_KERNEL, {"C": 40, "K": 40, "P": 13, "Q": 17})
+    rows = []
+    for hoisted in (False, True):
+        for k_rf in (32, 16):
+            data = _conv(hoisted)
+            data["levels"][4]["tile"]["k"] = k_rf
+            rows.append(mapping_from_dict(data, kernel=CONV_KERNEL, arch=HOST))
+    template = rows[0]
+    extents = mapping_loop_extents(CONV_KERNEL, template, params)
+    eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, extents)] for mp in rows], dtype=np.int64)
+    declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in mp.levels] for mp in rows],
+                        dtype=np.int64)
+    _, slowdown = batch_execution(CONV_MODEL, template, HOST, extents, eff, declared)
+    ones = [execution(CONV_MODEL, mp, HOST, extents) for mp in rows]
+    assert len({one.pack_cycles for one in ones}) == len(rows)  # four different copies' costs
+    for b, one in enumerate(ones):
+        assert float(slowdown[b]) == pytest.approx(one.slowdown, rel=1e-12), b
