@@ -27,9 +27,10 @@ from polymap.machine.presets import load_architecture
 from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import mapping_loop_extents
 from polymap.passes.counting.execution import (
-    _walk, batch_execution, effective_tiles, element_cycles, execution, pack_copies, panel_name,
+    PACK_CYCLES, _walk, batch_execution, effective_tiles, element_cycles, execution, pack_copies, panel_name,
 )
 from polymap.passes.counting.packs import plan_packs, whole_loops
+from polymap.passes.search.choice import _evaluate
 from polymap.passes.search.register_mapping import Blocking, register_mapping
 from polymap.poly import build_model
 from polymap.tensors import allocate, random_inputs
@@ -234,3 +235,16 @@ def test_batch_rows_plan_their_own_panels():
     assert len({one.pack_cycles for one in ones}) == len(rows)  # four different copies' costs
     for b, one in enumerate(ones):
         assert float(slowdown[b]) == pytest.approx(one.slowdown, rel=1e-12), b
+
+
+def test_reduced_sizes_rank_without_the_copies():
+    """At reduced sizes (``per_call=False``) the ranking leaves out the copies as it does the team's
+    cycles: a copy writes its tile's whole box, which stays the given sizes' tile while the loops
+    shrink (PolyBench gemm at LARGE, ranked at NI=31, NJ=17, NK=18, left its register tiles)."""
+    params = param_values(CONV_KERNEL, {"C": 32, "K": 32, "P": 28, "Q": 28})
+    mapping = mapping_from_dict(_conv(False), kernel=CONV_KERNEL, arch=HOST)
+    given = _evaluate(CONV_MODEL, "b13", mapping, mapping, HOST, params)
+    reduced = _evaluate(CONV_MODEL, "b13", mapping, mapping, HOST, params, per_call=False)
+    assert given.report.execution.pack_cycles == pytest.approx(56 * 4608 * PACK_CYCLES)
+    assert reduced.report.execution.pack_cycles == 0 and reduced.report.execution.packs == 1
+    assert reduced.report.execution.copied == given.report.execution.copied  # still reported
