@@ -184,7 +184,8 @@ class Execution:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
-                "passes": self.passes, "pack_cycles": self.pack_cycles, "packs": self.packs, "why": self.why}
+                "passes": self.passes, "pack_cycles": self.pack_cycles, "packs": self.packs,
+                "copied": [list(c) for c in self.copied], "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
