@@ -30,7 +30,7 @@ from polymap.passes.counting.execution import (
     PACK_CYCLES, _walk, batch_execution, effective_tiles, element_cycles, execution, pack_copies, panel_name,
 )
 from polymap.passes.counting.packs import plan_packs, whole_loops
-from polymap.passes.search.choice import _evaluate
+from polymap.passes.search.choice import _evaluate, compute_bound
 from polymap.passes.search.register_mapping import Blocking, register_mapping
 from polymap.poly import build_model
 from polymap.tensors import allocate, random_inputs
@@ -248,3 +248,17 @@ def test_reduced_sizes_rank_without_the_copies():
     assert given.report.execution.pack_cycles == pytest.approx(56 * 4608 * PACK_CYCLES)
     assert reduced.report.execution.pack_cycles == 0 and reduced.report.execution.packs == 1
     assert reduced.report.execution.copied == given.report.execution.copied  # still reported
+
+
+def test_the_compute_bound_leaves_the_copies_out():
+    """choice's compute bound prunes candidates before their counts; which tensors are packed follows
+    the keeps the fit may change, so the bound is the compute term without the copies (trmm at LARGE
+    pruned its register tiles with their own bound against their own count)."""
+    params = param_values(CONV_KERNEL, {"C": 32, "K": 32, "P": 28, "Q": 28})
+    mapping = mapping_from_dict(_conv(False), kernel=CONV_KERNEL, arch=HOST)
+    counted = _evaluate(CONV_MODEL, "b13", mapping, mapping, HOST, params).report
+    bound = compute_bound(CONV_MODEL, mapping, HOST, params)
+    compute = dict(counted.cycle_terms)["compute"]
+    assert counted.execution.pack_cycles > 0
+    assert bound.cycles == pytest.approx(compute - counted.execution.pack_cycles, rel=1e-9)
+    assert bound.cycles <= counted.cycles
