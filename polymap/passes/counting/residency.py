@@ -173,6 +173,16 @@ def level_residency(res_events: tuple[Events, ...], time_maps: tuple[isl.Map, ..
     time dimensions: its residency points and the relations of the tensors it keeps too are this
     level's (built from the same events and prefix), shared rather than built again, and so are the
     points walked on them (:attr:`TensorResidency.held_points`).
+
+    Sharing answers "are this level's *relations* the outer level's?": yes exactly at equal depth,
+    decided here without ISL. ``counting._same_residencies_as`` answers a wider question, "are this
+    level's *stays* the outer level's?", also yes for a deeper level whose extra dimensions are not
+    spatial and are determined by the outer ones (an injective projection). Such a level's relations
+    are not the outer's: they have more dimensions, and what reads them by position (``next`` and
+    ``not_before``, the parent's reads that project away spatial dimensions, the footprints of what
+    this level keeps) needs them as they are; only the numbers made of the stays alone (entering,
+    fills, writebacks) carry over, and the counter takes those from the outer level. Equal depth is
+    the case of both where the projection drops nothing: the counter finds it by the shared points.
     """
     total = len(dims)
     depth = sum(1 for d in dims if 0 <= d.level < level)
