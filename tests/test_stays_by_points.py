@@ -111,3 +111,38 @@ def test_original_order_levels_are_one_and_counted_once():
     assert counter._group[1:] == [1] * (len(res.levels) - 1)
     counts = counting.isl_count_mapping(model, mapping, arch, params=params)
     assert counts_as_dict(counts) == simulate(kernel, mapping, params)
+
+
+def test_levels_of_equal_depth_are_the_same_residencies_shared_or_not():
+    """Equal depth is ``_same_residencies_as``'s case with nothing to project: the points
+    ``level_residency`` shared answer it at once, and the injective projection alone (the same levels
+    with their points copied, not shared) answers the same. heat-3d's isl candidate: L1 and L2 both
+    2 x 16 x 16, and LLC and L2 of different depths; its original order: every level deeper than the
+    one outside it, the same residencies below DRAM."""
+    import dataclasses
+    from pathlib import Path
+
+    import polymap
+    from polymap.islcheck import isl
+    from polymap.machine.presets import load_architecture
+    from polymap.passes.search import choice
+    from polymap.passes.search.isl_schedule import isl_proposals
+
+    kernel = polymap.load(Path(__file__).resolve().parent.parent / "examples/polybench/heat-3d.loop").kernels[0]
+    kernel, _ = choice.kernel_to_map(kernel)
+    model = choice.build_model(kernel)
+    arch = load_architecture("host")
+    params = {"TSTEPS": 3, "N": 6}
+    (_, tiled), *_ = isl_proposals(model, 0, arch, params, to_count=False)[0]
+    for mapping in (tiled, choice.original_mapping(kernel, 0, arch)):
+        res = residencies(model, mapping, params=params)
+        copied = dataclasses.replace(res, levels=tuple(dataclasses.replace(lr, points=isl.Set(str(lr.points)))
+                                                       for lr in res.levels))
+        pairs = range(1, len(res.levels))
+        answers = [counting._same_residencies_as(res, l - 1, l) for l in pairs]
+        assert answers == [counting._same_residencies_as(copied, l - 1, l) for l in pairs]
+        for l in pairs:
+            if res.levels[l].depth == res.levels[l - 1].depth:
+                assert res.levels[l].points is res.levels[l - 1].points and answers[l - 1]
+    depths = [lr.depth for lr in residencies(model, tiled, params=params).levels]
+    assert any(depths[l] == depths[l - 1] for l in range(2, len(depths)))  # a shared pair is there to check
