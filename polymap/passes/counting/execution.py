@@ -422,11 +422,25 @@ def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tup
     own = {lp.var for lp in ctx.loops}
     deps = target_loops(ctx.stmt, own)
     box: dict[str, int] = {}
-    for _, x, trips in reversed(walk):
+    rev = list(reversed(walk))
+    for q, (_, x, trips) in enumerate(rev):
         if x not in own:
             continue
         if x not in deps:
-            return box, x, trips
+            if prod(box.values()) <= 1:  # one accumulator: the compiler's register, along its own loop
+                return box, x, trips
+            # a register tile's pass runs over every reduction loop right around its box, each another
+            # kernel loop (regtile.match: conv2d's c { r { s { box } } }); it ends at a loop the
+            # target depends on, or at a second loop of a kernel loop already taken (a tile loop)
+            seen, steps = {x}, trips
+            for _, y, t in rev[q + 1:]:
+                if y not in own:
+                    continue
+                if y in deps or y in seen:
+                    break
+                seen.add(y)
+                steps *= t
+            return box, x, steps
         box[x] = box.get(x, 1) * trips
     return None
 
@@ -630,15 +644,29 @@ def pieces(extent: int, tiles: Iterable[int]) -> dict[int, int]:
     return out
 
 
-def _walk(mapping: Mapping, eff: list[dict[str, int]]) -> list[tuple[int, str, int]]:
-    """``(level, loop, trips)`` of every loop that walks more than one tile, outermost first."""
+def _walk(mapping: Mapping, eff: list[dict[str, int]], printed: bool = False) -> list[tuple[int, str, int]]:
+    """``(level, loop, trips)`` of every loop that walks more than one tile, outermost first; with
+    ``printed`` also those of one trip that the code prints (:func:`printed_loop`)."""
     out = []
     for k, lm in enumerate(mapping.levels):
         for x in lm.order:
             trips = ceil(eff[k][x] / eff[k + 1][x]) if eff[k + 1][x] else 0
-            if trips > 1:
+            if trips > 1 or (printed and trips == 1 and printed_loop(mapping, k, x)):
                 out.append((k, x, trips))
     return out
+
+
+def printed_loop(mapping: Mapping, k: int, x: str) -> bool:
+    """Does the code print level ``k``'s loop over the tiles of ``x`` whatever the sizes: the next level
+    tiles ``x`` (an int tile, or the points of the innermost level) smaller than every enclosing tile
+    the mapping gives it (the sizes are parameters of the code: a tile of 14 in a loop of 14 is a loop
+    of one trip there)."""
+    j = mapping.loops.index(x)
+    inner = 1 if k == len(mapping.levels) - 1 else mapping.levels[k + 1].tile[j]
+    if inner is None:
+        return False
+    outer = next((lm.tile[j] for lm in reversed(mapping.levels[:k + 1]) if lm.tile[j] is not None), None)
+    return outer is None or outer > inner
 
 
 def _around(stmts: list[ir.StatementContext]) -> Callable[[str, str], bool]:
@@ -754,7 +782,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     else:
         why.append(f"spatial {tloop}: {threads} threads")
     threads = max(1, min(threads, cores))
-    found = chains(stmts, walk, last)
+    code = _walk(mapping, eff, printed=True)  # a register tile follows the loops the code prints
+    found = chains(stmts, code, last)
     if found is None and _rescheduled_chain(model, mapping, walk):
         found = (1, True)  # one accumulator along the innermost loop, in a register at best
     elements, registers = found if found is not None else (None, True)
@@ -788,7 +817,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     if loads > latency:
         why.append(f"loads per step: x{loads:g}")
         latency = loads
-    passes = pass_factor(stmts, walk, vloop, lanes, arch.compute.ops_per_cycle, registers, latency)
+    passes = pass_factor(stmts, code, vloop, lanes, arch.compute.ops_per_cycle, registers, latency)
     if passes > 1.005:
         why.append(f"accumulators loaded and stored every pass: x{passes:.3g}")
     syncs = executions if threads > 1 else 0
@@ -801,18 +830,27 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
-                    eff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                    eff: np.ndarray, declared: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`execution` over a batch: ``(units, slowdown)`` arrays for the rows of ``eff``
     (:attr:`Execution.slowdown`: the waste times the latency factor).
 
     ``eff[b, k, j]`` is row ``b``'s effective tile (:func:`effective_tiles`) of ``template.loops[j]``
     at level ``k``, with a last level of ones; orders, spatial loops and statements are the
-    template's. The same rules as :func:`execution`, row by row (a test holds them equal).
+    template's. ``declared[b, k, j]``: the tile row ``b``'s mapping gives (0 or less: None, the
+    enclosing tile), which says which loops of one trip the code prints (:func:`printed_loop`);
+    without it, the template's tiles. The same rules as :func:`execution`, row by row (a test holds
+    them equal).
     """
     B, n1, m = eff.shape
     last = n1 - 2
     loops = template.loops
     trips = -(-eff[:, :-1] // np.maximum(eff[:, 1:], 1))
+    if declared is None:
+        declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in template.levels]] * B,
+                            dtype=np.int64).reshape(B, n1 - 1, m)
+    printed = batch_printed(declared, np.array([extents[x] for x in loops], dtype=np.int64))
+    # a loop the code prints: it walks more than one tile, or one that printed_loop says the code has
+    code_live = (trips > 1) | (printed & (trips == 1))
     positions = [(k, loops.index(x)) for k, lm in enumerate(template.levels) for x in lm.order]
 
     def spatial(levels: range) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -884,7 +922,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             x = loops[j]
             if x not in own:
                 continue
-            live = ~stopped & (trips[:, k, j] > 1)
+            live = ~stopped & code_live[:, k, j]
             if x in deps:
                 n = np.where(live, n * trips[:, k, j], n)
                 box = np.where(live, box & (k == last), box)
@@ -942,7 +980,6 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         tb = {j: np.ones(B) for j in range(m)}
         inbox = {j: np.zeros(B, dtype=bool) for j in range(m)}
         red = np.full(B, -1)
-        steps = np.ones(B)  # the reduction loop's trips: the steps of one pass (pass_factor)
         stopped = np.zeros(B, dtype=bool)
         for k, j in reversed(positions):
             x = loops[j]
@@ -954,7 +991,6 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 inbox[j] |= live
             else:
                 red = np.where(live, j, red)
-                steps = np.where(live, trips[:, k, j], steps)
                 stopped |= live
         found = red >= 0
         vin = np.zeros(B, dtype=bool)
@@ -983,7 +1019,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             loads = loads + np.where(touched, issued(walked), 0.0)
         factor = loads * arch.compute.ops_per_cycle / (LOADS_PER_CYCLE * ops_vectors)
         latency = np.where(found, np.maximum(latency, factor), latency)
-        pass_steps.append((found & registers, ops_vectors * steps))
+        pass_steps.append((found & registers, _batch_pass_work(ctx, positions, loops, trips, code_live, vidx, lanes)))
     passes = np.ones(B)  # after every statement's loads: a pass adds to the cycles its steps take
     for found, work in pass_steps:
         passes = np.where(found, np.maximum(passes, 1.0 + PASS_CYCLES * arch.compute.ops_per_cycle
@@ -992,3 +1028,55 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
                        arch.compute.ops_per_cycle, arch)
     return threads * lanes, busy * sync
+
+
+def batch_printed(declared: np.ndarray, extents: np.ndarray) -> np.ndarray:
+    """:func:`printed_loop` over a batch: ``out[b, k, j]`` for the declared tiles ``declared[b, k, j]``
+    (0 or less: None). Level 0's tile as large as the loop is the loop (as the search's mappings
+    write it: None)."""
+    B, n, m = declared.shape
+    tiles = declared.copy()
+    tiles[:, 0] = np.where(tiles[:, 0] >= extents[None, :], 0, tiles[:, 0])
+    out = np.zeros((B, n, m), dtype=bool)
+    outer = np.zeros((B, m), dtype=np.int64)  # the nearest tile at this level or outside (0: none)
+    for k in range(n):
+        outer = np.where(tiles[:, k] > 0, tiles[:, k], outer)
+        inner = np.ones((B, m), dtype=np.int64) if k == n - 1 else tiles[:, k + 1]
+        out[:, k] = (inner > 0) & ((outer <= 0) | (outer > inner))
+    return out
+
+
+def _batch_pass_work(ctx: ir.StatementContext, positions: list[tuple[int, int]], loops: tuple[str, ...],
+                     trips: np.ndarray, live: np.ndarray, vidx: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    """:func:`_step_box` over a batch, on the loops the code prints (``live``): the vector operations
+    of a step of the box times the steps of one pass (a register tile's pass runs over every
+    reduction loop right around its box, each another kernel loop)."""
+    B = trips.shape[0]
+    own = {lp.var for lp in ctx.loops}
+    deps = target_loops(ctx.stmt, own)
+    tb = {j: np.ones(B) for j in range(len(loops))}
+    steps, box = np.ones(B), np.ones(B)
+    stopped, extending, done = (np.zeros(B, dtype=bool) for _ in range(3))
+    seen = np.zeros((B, len(loops)), dtype=bool)
+    for k, j in reversed(positions):
+        x = loops[j]
+        if x not in own:
+            continue
+        t, here = trips[:, k, j], live[:, k, j]
+        first = ~stopped & here
+        if x in deps:
+            tb[j] = np.where(first, tb[j] * t, tb[j])
+            box = np.where(first, box * t, box)
+            done |= extending & here
+            continue
+        more = extending & ~done & here
+        done |= more & seen[:, j]
+        take = more & ~seen[:, j]
+        steps = np.where(first, t, np.where(take, steps * t, steps))
+        seen[:, j] |= first | take
+        extending |= first & (box > 1)
+        stopped |= first
+    vectors = np.ones(B)
+    for j, n in tb.items():
+        vectors = vectors * np.where(vidx == j, np.ceil(n / np.where(n > 1, lanes, 1)), n)
+    return vectors * steps
