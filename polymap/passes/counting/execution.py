@@ -40,9 +40,12 @@ the mapping, by the same rules it applies:
   memory, one vector of 8): 18x, with ``q`` tiles of 28 (4 vectors) 4.5x; a register tile: 1.
 * **passes**: a box of accumulators in registers is loaded before each pass of its reduction loop
   and stored after it; the chains wait for those loads. Each pass costs :data:`PASS_CYCLES` beyond
-  its steps, a factor ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x the
-  steps' latency or loads factor)`` (:func:`pass_factor`): gemm's 4 x 16 box (8 operations of 8
-  lanes a step) with KC 32: 1.19; the 6 x 64 register tile with KC 352: 1.003.
+  its steps, and :data:`LANEWISE_CYCLES` an element more when the target is loaded lane by lane
+  (:func:`pass_cycles`), a factor ``1 + those cycles x ops / (vector operations a step x steps a
+  pass x the steps' latency or loads factor)`` (:func:`pass_factor`): gemm's 4 x 16 box (8
+  operations of 8 lanes a step) with KC 32: 1.19; the 6 x 64 register tile with KC 352: 1.003. A
+  register tile's pass spans every reduction loop right around its box (conv2d's ``c, r, s``),
+  walked on the loops the code prints, one trip or more (:func:`printed_loop`).
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
   for each further execution of the shared-out loop (the product of the trips
@@ -421,10 +424,11 @@ def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
 
 
 def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tuple[dict[str, int], str, int] | None:
-    """``(box, reduction loop, its trips)`` of an accumulating statement: the trips of the loops inside
-    its innermost reduction loop (``walk``'s order) while its target depends on them, the reduction
-    loop and its trips at that level (the steps of one pass); None when it does not accumulate along
-    a loop that walks."""
+    """``(box, reduction loop, steps a pass)`` of an accumulating statement: the trips of the loops
+    inside its innermost reduction loop (``walk``'s order) while its target depends on them, that
+    reduction loop, and the steps of one pass: its trips, times, around a box of more than one element
+    (a register tile, ``regtile.match``), those of the further reduction loops right around it, each
+    another kernel loop; None when it does not accumulate along a loop that walks."""
     if not accumulates(ctx.stmt):
         return None
     own = {lp.var for lp in ctx.loops}
@@ -474,7 +478,7 @@ def _issued(box: MappingT[str, int], vloop: str | None, lanes: int) -> Callable[
 def pass_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
                 lanes: int, ops_per_cycle: float, in_registers: bool, stretch: float = 1.0) -> float:
     """The compute term's stretch by the passes of a box of accumulators in registers over its
-    reduction loop: ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x stretch)``
+    reduction loop: ``1 + pass_cycles x ops / (vector operations a step x steps a pass x stretch)``
     (module docstring; ``stretch``: the steps' own, the latency or loads factor, so that a pass's
     cost is added to the cycles its steps take), the largest over the accumulating statements; 1
     when the accumulators live in memory (every link loads and stores: :data:`STORE_FORWARD`). The
@@ -869,8 +873,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     loops = template.loops
     trips = -(-eff[:, :-1] // np.maximum(eff[:, 1:], 1))
     if declared is None:
-        declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in template.levels]] * B,
-                            dtype=np.int64).reshape(B, n1 - 1, m)
+        one = np.array([[0 if t is None else t for t in lm.tile] for lm in template.levels], dtype=np.int64)
+        declared = np.broadcast_to(one, (B, n1 - 1, m))
     printed = batch_printed(declared, np.array([extents[x] for x in loops], dtype=np.int64))
     # a loop the code prints: it walks more than one tile, or one that printed_loop says the code has
     code_live = (trips > 1) | (printed & (trips == 1))
@@ -1105,7 +1109,8 @@ def _batch_pass_work(ctx: ir.StatementContext, positions: list[tuple[int, int]],
     for j, n in tb.items():
         vectors = vectors * np.where(vidx == j, np.ceil(n / np.where(n > 1, lanes, 1)), n)
         elements = elements * n
-        # the box's vectors along a loop the target does not walk at unit stride (pass_cycles)
-        if not unit_stride(ctx.stmt.target, loops[j]):
+        # the box's vectors along a loop that loads the target lane by lane (pass_cycles' rule; its
+        # lanes, the rows' own here, asked as "more than one")
+        if loads_lanewise(ctx.stmt, loops[j], 2):
             side |= (vidx == j) & (n > 1) & (lanes > 1)
     return vectors * steps, PASS_CYCLES + np.where(side, LANEWISE_CYCLES * elements, 0.0)
