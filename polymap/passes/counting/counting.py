@@ -176,12 +176,12 @@ def _same_residencies_as(res: Residencies, outer: int, inner: int) -> bool:
     the relations differ in their dimensions, and only the numbers made of the stays are the same, so
     only those are taken from ``outer`` (:meth:`_Counter._counted_at`; the parent's reads through
     ``inner``'s own ``fills`` and the footprints are not). Equal depth is this rule's case with nothing
-    to project: the points ``level_residency`` shared say so without ISL. Nor is it
+    to project, answered without ISL. Nor is it
     :func:`~polymap.passes.counting.residency.same_residencies`, which compares two mappings."""
     a, b = res.levels[outer], res.levels[inner]
     if a.depth > b.depth or any(d.spatial for d in res.dims[a.depth:b.depth]):
         return False
-    if b.points is a.points:  # equal depth: level_residency's shared relations (the projection drops nothing)
+    if b.depth == a.depth:  # the projection drops nothing (level_residency shares the relations too)
         return True
     n = b.points.dim(isl.dim_type.set)
     onto = isl.Map.identity(b.points.get_space().map_from_set()).intersect_domain(b.points)

@@ -182,7 +182,7 @@ def level_residency(res_events: tuple[Events, ...], time_maps: tuple[isl.Map, ..
     ``not_before``, the parent's reads that project away spatial dimensions, the footprints of what
     this level keeps) needs them as they are; only the numbers made of the stays alone (entering,
     fills, writebacks) carry over, and the counter takes those from the outer level. Equal depth is
-    the case of both where the projection drops nothing: the counter finds it by the shared points.
+    the case of both where the projection drops nothing: the counter answers it by the depths.
     """
     total = len(dims)
     depth = sum(1 for d in dims if 0 <= d.level < level)
