@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
     ap.add_argument("--quick", action="store_true", help="the first size of each kernel, 5 rounds (about a third of the time)")
-    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per candidate (default 9; --quick 5)")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per candidate (default 45; --quick 9)")
     ap.add_argument("--kernels", nargs="*", default=list(CASES))
     ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1], help="which of the two sizes (0, 1)")
     ap.add_argument("--json", type=Path, default=None)
@@ -359,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.sizes = [0]
-    args.rounds = args.rounds or (5 if args.quick else 9)
+    # 45: the pools are sub-millisecond codes within a few percent of each other, and rounds are cheap
+    # (16 candidates x 45 blocks of >= 2 ms: seconds); at 10 rounds gemm 384's pool repeated its own
+    # order at rho 0.24, at 80 at 0.60 (session 29, design.md "Stable medians")
+    args.rounds = args.rounds or (9 if args.quick else 45)
     args.widen = args.widen or (30.0 if args.quick else 60.0)
     os.environ.update(timing_environment(os.environ))  # idle OpenMP threads sleep: a shared machine
     host = load_architecture("host")
