@@ -24,7 +24,8 @@ when the other users leave it alone, and the CPU time of the busiest thread of t
 (:func:`polymap.codegen.timing.critical_cpu`), which waiting for the processor does not inflate: read
 the CPU rho on a loaded machine, and the wall-clock rho on a quiet one). ``--twice`` times the pool
 again in a second child and prints the rho between the two children: what the machine repeats, the
-ceiling of any model's rho at that load. ``--same-code N`` measures the harness instead (A/A: compile's
+ceiling of any model's rho at that load (a right ranking without noise correlates with one child at
+about the square root of that rho, printed beside it). ``--same-code N`` measures the harness instead (A/A: compile's
 pick timed N times side by side). Per nest it prints
 Spearman's rho between the model's ranking (cycles, then energy; candidates
 the model cannot tell apart share their mean rank) and the measured times, the bias (median measured / predicted;
@@ -186,7 +187,12 @@ def retest(timer, jobs, first, rounds: int) -> dict:
         return {"note": "fewer than two candidates timed twice"}
     cpu1 = [statistics.median(first[k].cpu_samples) for k in ok]
     cpu2 = [statistics.median(again[k].cpu_samples) for k in ok]
-    return {"wall": spearman([first[k].seconds for k in ok], [again[k].seconds for k in ok]),
+    wall = spearman([first[k].seconds for k in ok], [again[k].seconds for k in ok])
+    times = [first[k].seconds for k in ok]
+    # two measurements of one pool correlate at r (their reliability); a noiseless, exact ranking would
+    # correlate with one of them at about sqrt(r) (classical test theory): what any model can expect
+    return {"wall": wall, "ceiling": math.sqrt(max(wall, 0.0)) if wall is not None else None,
+            "spread": max(times) / min(times),
             "cpu": spearman(cpu1, cpu2), "load": os.getloadavg()[0],
             "cpu_spread": [max(c) / min(c) for c in (cpu1, cpu2)],
             "second_wall_s": [m.seconds for m in again], "second_cpu_s": [
@@ -238,7 +244,8 @@ def run_case(name: str, path: str, sizes: dict, host, calibrated, top: int, time
         second = retest(timer, [jobs[k] for k in alive], got, rounds) if twice else None
         if second is not None and "cpu" in second:
             print(f"    the pool timed again (load {second['load']:.1f}): rho between the two children "
-                  f"{_f(second['wall'])} (wall), {_f(second['cpu'])} (busiest thread's CPU; its spread "
+                  f"{_f(second['wall'])} (wall; a right, noiseless ranking's expected rho {_f(second['ceiling'])}, "
+                  f"the pool's spread {second['spread']:.3f}x), {_f(second['cpu'])} (busiest thread's CPU; its spread "
                   f"{second['cpu_spread'][0]:.3f}, {second['cpu_spread'][1]:.3f})", flush=True)
         print("    phases (s): " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()), file=sys.stderr, flush=True)
         measured: list[float | None] = [None] * len(pool)
@@ -328,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=16)
     ap.add_argument("--quick", action="store_true", help="the first size of each kernel, 5 rounds (about a third of the time)")
-    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per candidate (default 9; --quick 5)")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds per candidate (default 45; --quick 9)")
     ap.add_argument("--kernels", nargs="*", default=list(CASES))
     ap.add_argument("--sizes", type=int, nargs="*", default=[0, 1], help="which of the two sizes (0, 1)")
     ap.add_argument("--json", type=Path, default=None)
@@ -352,7 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.sizes = [0]
-    args.rounds = args.rounds or (5 if args.quick else 9)
+    # 45: the pools are sub-millisecond codes within a few percent of each other, and rounds are cheap
+    # (16 candidates x 45 blocks of >= 2 ms: seconds); at 10 rounds gemm 384's pool repeated its own
+    # order at rho 0.24, at 80 at 0.60 (session 29, design.md "Stable medians")
+    args.rounds = args.rounds or (9 if args.quick else 45)
     args.widen = args.widen or (30.0 if args.quick else 60.0)
     os.environ.update(timing_environment(os.environ))  # idle OpenMP threads sleep: a shared machine
     host = load_architecture("host")

@@ -153,9 +153,7 @@ class Budget:
             ctx = multiprocessing.get_context("fork")
         except ValueError:  # no fork on this platform: no limit but the deadline
             return fn(*args, **kwargs)
-        if limit <= 0:
-            # no time, no answer: forked, a child that answers at once would race the parent's first poll
-            # (under load the parent is descheduled after the fork and finds the answer there)
+        if _no_time(limit):
             return timed_out
         seconds = min(limit, self.remaining())
         conn, child = _fork(ctx, fn, args, kwargs)
@@ -185,7 +183,7 @@ class Budget:
             ctx = multiprocessing.get_context("fork")
         except ValueError:
             return Pending(self, what, fn, args, kwargs, None, None)
-        if limit is not None and limit <= 0:  # no time, no answer (as run: not forked)
+        if _no_time(limit):
             return Pending(self, what, lambda: timed_out, (), {}, None, None)
         stop = None if limit is None else time.monotonic() + limit
         return Pending(self, what, fn, args, kwargs, *_fork(ctx, fn, args, kwargs), stop=stop,
@@ -244,7 +242,7 @@ class Budget:
                     if needed is not None and not needed(k, results):
                         answered.add(k)  # its result stays None
                         continue
-                    if piece.limit <= 0:  # no time, no answer (as run: not forked, so no race with the poll)
+                    if _no_time(piece.limit):
                         results[k] = piece.timed_out
                         answered.add(k)
                         continue
@@ -466,6 +464,17 @@ class Piece:
     limit: float
     timed_out: Any
     what: str
+
+
+def _no_time(limit: float | None) -> bool:
+    """Whether a piece with this limit of its own is answered ``timed_out`` without being run: "no time,
+    no answer", the one rule of :meth:`Budget.run`, :meth:`Budget.start` and :meth:`Budget.run_all`.
+
+    A limit of 0 s or less. Forked, a child that answers at once would race the parent's first poll
+    (under load the parent is descheduled after the fork and finds the answer there), so the answer
+    would be the scheduler's choice; not forked, it is always ``timed_out``. ``None`` (:meth:`Budget.start`
+    without a limit) is all the time the deadline leaves."""
+    return limit is not None and limit <= 0
 
 
 def usable_cores() -> int:

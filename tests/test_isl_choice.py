@@ -182,3 +182,40 @@ def test_the_schedulers_time_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_pa
     words = f"isl's scheduler, with building its candidates: {seconds:.2f} s"
     assert any(line.strip() == words for line in nest_choice_lines(chosen.nests[0]))
     assert choice_json(chosen)["nests"][0]["scheduler_seconds"] == seconds
+
+
+def test_the_ranking_at_reduced_sizes_builds_each_candidates_time_maps_once(small_budgets: None,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """``_rank_beyond_budget`` asks ``same_residencies`` about every pair of isl candidates; each
+    candidate's time maps are built once there, not once per pair (quadratic in the candidates).
+    Four candidates at TSTEPS=6, N=10: jacobi-1d's two, and the first with its skewed tile of 64 made
+    whole (the row ``2t + i`` spans less than 64 there: the same residencies) and cut to 4 (not)."""
+    from collections import Counter
+
+    from polymap.budget import Budget
+    from polymap.passes.counting import residency
+    from polymap.passes.counting.residency import same_residencies
+    from test_same_residencies import _retiled
+
+    host = load_architecture("host")
+    nest = choose(_kernel(), host, SIZES, options=FAST).nests[0]
+    model = build_model(distinct_loop_names(_kernel()))
+    base = next(c for c in nest.candidates if c.source == "original order")
+    isl = [(c.source, c.mapping) for c in nest.candidates if c.source.startswith("isl schedule")]
+    (s0, m0), skewed = isl[0], 2  # the loop 2t + i, tiled by 64 in L2 and L1
+    assert [m0.levels[level].tile[skewed] for level in (2, 3)] == [64, 64]
+    whole, cut = _retiled(_retiled(m0, 2, skewed, None), 3, skewed, None), _retiled(_retiled(m0, 2, skewed, 4), 3, skewed, 4)
+    scheduled = isl + [(s0 + " whole", whole), (s0 + " cut", cut)]
+    small = {"TSTEPS": 6, "N": 10}
+    assert same_residencies(model, m0, whole, small) and not same_residencies(model, m0, cut, small)
+    built: Counter = Counter()  # time maps built in this process (the candidates are counted in children)
+    real = residency.time_maps
+
+    def counted(model, mapping, *, params=None):
+        built[mapping] += 1
+        return real(model, mapping, params=params)
+
+    monkeypatch.setattr(residency, "time_maps", counted)
+    ranked = choice_module._rank_beyond_budget(model, 0, host, SIZES, base, scheduled, FAST, Budget())
+    assert sorted(c.source for c in ranked) == sorted(s for s, _ in scheduled)
+    assert set(built) == {m for _, m in scheduled} and set(built.values()) == {1}

@@ -276,12 +276,15 @@ def test_budget_run_all_runs_its_last_piece_on_speculation_only_while_wanted(tmp
 
 
 def test_a_piece_with_no_time_is_never_run(tmp_path):
-    """A limit of 0 s answers ``timed_out`` without running the piece: forked, a piece that answers at
-    once raced the parent's first poll, and under load (the parent descheduled after the fork) it won
-    (the suite's choice with every limit at 0 s once chose a counted candidate over the original order)."""
+    """A limit of 0 s (or less) answers ``timed_out`` without running the piece, in run, start and
+    run_all alike (``budget._no_time``): forked, a piece that answers at once raced the parent's first
+    poll, and under load (the parent descheduled after the fork) it won (the suite's choice with every
+    limit at 0 s once chose a counted candidate over the original order)."""
     budget = Budget(seconds=60)
     mark = tmp_path / "ran"
     assert budget.run(_mark, (str(mark),), limit=0.0, timed_out="late", what="a mark") == "late"
+    assert budget.start(_mark, (str(mark),), limit=0.0, timed_out="late", what="a mark").result() == "late"
+    assert budget.start(_mark, (str(mark),), limit=-1.0, timed_out="late", what="a mark").result() == "late"
     for jobs in (1, 2):
         pieces = [Piece(_mark, (str(mark),), None, 0.0, "late", "a mark"), Piece(sum, ((1, 2),), None, 5, None, "a sum"),
                   Piece(_mark, (str(mark),), None, 0.0, "late too", "a mark")]

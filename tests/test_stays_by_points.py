@@ -111,3 +111,50 @@ def test_original_order_levels_are_one_and_counted_once():
     assert counter._group[1:] == [1] * (len(res.levels) - 1)
     counts = counting.isl_count_mapping(model, mapping, arch, params=params)
     assert counts_as_dict(counts) == simulate(kernel, mapping, params)
+
+
+def points(s) -> list[tuple[int, ...]]:
+    """The integer points of a bounded set, as tuples (walked by isl, one at a time)."""
+    from polymap.islcheck import isl
+
+    n = s.dim(isl.dim_type.set)
+    out: list[tuple[int, ...]] = []
+    s.foreach_point(lambda p: out.append(tuple(p.get_coordinate_val(isl.dim_type.set, j).to_python()
+                                               for j in range(n))))
+    return out
+
+
+def test_same_residencies_as_is_an_injective_projection_by_brute_force():
+    """``_same_residencies_as`` against its definition, walked point by point: level ``l``'s residency
+    points projected onto level ``l - 1``'s dimensions are all distinct (and no spatial dimension lies
+    between). Equal depth is the case with nothing to project, which the function answers from the
+    depths alone. heat-3d's isl candidate: L1 and L2 both 2 x 16 x 16, and LLC and L2 of different
+    depths; its original order: every level deeper than the one outside it, the same residencies
+    below DRAM."""
+    from pathlib import Path
+
+    import polymap
+    from polymap.machine.presets import load_architecture
+    from polymap.passes.search import choice
+    from polymap.passes.search.isl_schedule import isl_proposals
+
+    kernel = polymap.load(Path(__file__).resolve().parent.parent / "examples/polybench/heat-3d.loop").kernels[0]
+    kernel, _ = choice.kernel_to_map(kernel)
+    model = choice.build_model(kernel)
+    arch = load_architecture("host")
+    params = {"TSTEPS": 3, "N": 6}
+    (_, tiled), *_ = isl_proposals(model, 0, arch, params, to_count=False)[0]
+    seen_equal = seen_unequal = False
+    for mapping in (tiled, choice.original_mapping(kernel, 0, arch)):
+        res = residencies(model, mapping, params=params)
+        for l in range(1, len(res.levels)):
+            a, b = res.levels[l - 1], res.levels[l]
+            pts = points(b.points)
+            expected = (a.depth <= b.depth and not any(d.spatial for d in res.dims[a.depth:b.depth])
+                        and len({p[:a.depth] for p in pts}) == len(pts))
+            assert counting._same_residencies_as(res, l - 1, l) == expected, (l, a.depth, b.depth)
+            seen_equal |= a.depth == b.depth
+            seen_unequal |= a.depth < b.depth
+    assert seen_equal and seen_unequal  # both cases were walked
+    depths = [lr.depth for lr in residencies(model, tiled, params=params).levels]
+    assert any(depths[l] == depths[l - 1] for l in range(2, len(depths)))  # a shared pair is there to check

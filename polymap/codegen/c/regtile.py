@@ -66,7 +66,7 @@ from polymap.codegen.ast_build import expr_ids as ids  # the emitter reads it as
 from polymap.codegen.c import packing
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.codegen.c.parallel import Path, child_paths
-from polymap.passes.counting.execution import loop_coefficient, unit_stride, vectorises
+from polymap.passes.counting.execution import loads_lanewise, loop_coefficient, vectorises
 from polymap.passes.frontend.types import combine_type
 
 
@@ -317,7 +317,7 @@ def match(printer: Printer, node: isl.AstNode, info: LoopInfo) -> RegisterTile |
     # the cost model's rule for a register tile's lanes (execution.vectorises): one definition
     vector = inner.count % lanes == 0 and vectorises(stmt, inner.loop, tile=True,
                                                      packed=lambda r: _packed_unit(packs, r, inner.loop))
-    lanewise = vector and not unit_stride(stmt.target, inner.loop)
+    lanewise = vector and loads_lanewise(stmt, inner.loop, lanes)  # the cost model's rule (pass_cycles)
     if lanewise and any(b.moves or b.starts_per_row for b in box):
         # emit_moving and a diagonal box's row masks load and store the target in vectors
         vector = lanewise = False

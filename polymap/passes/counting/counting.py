@@ -169,12 +169,19 @@ def _same_residencies_as(res: Residencies, outer: int, inner: int) -> bool:
     lexicographic orders agree (two points differ within ``outer``'s dimensions already). The original
     order's levels below the backing store (tiles of 1: each adds only the phases of the loops some
     statement lacks, fixed by the statement) are one and the same: fdtd-2d's writebacks and successors
-    were built four times (issue 9). Equal depths are the case :func:`~polymap.passes.counting.residency.
-    level_residency` shares outright."""
+    were built four times (issue 9).
+
+    Not the question :func:`~polymap.passes.counting.residency.level_residency` (``alike=``) answers,
+    "are ``inner``'s relations ``outer``'s?" (equal depth only, then shared outright): past equal depth
+    the relations differ in their dimensions, and only the numbers made of the stays are the same, so
+    only those are taken from ``outer`` (:meth:`_Counter._counted_at`; the parent's reads through
+    ``inner``'s own ``fills`` and the footprints are not). Equal depth is this rule's case with nothing
+    to project, answered without ISL. Nor is it
+    :func:`~polymap.passes.counting.residency.same_residencies`, which compares two mappings."""
     a, b = res.levels[outer], res.levels[inner]
     if a.depth > b.depth or any(d.spatial for d in res.dims[a.depth:b.depth]):
         return False
-    if a.depth == b.depth:
+    if b.depth == a.depth:  # the projection drops nothing (level_residency shares the relations too)
         return True
     n = b.points.dim(isl.dim_type.set)
     onto = isl.Map.identity(b.points.get_space().map_from_set()).intersect_domain(b.points)

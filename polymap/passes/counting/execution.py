@@ -40,9 +40,12 @@ the mapping, by the same rules it applies:
   memory, one vector of 8): 18x, with ``q`` tiles of 28 (4 vectors) 4.5x; a register tile: 1.
 * **passes**: a box of accumulators in registers is loaded before each pass of its reduction loop
   and stored after it; the chains wait for those loads. Each pass costs :data:`PASS_CYCLES` beyond
-  its steps, a factor ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x the
-  steps' latency or loads factor)`` (:func:`pass_factor`): gemm's 4 x 16 box (8 operations of 8
-  lanes a step) with KC 32: 1.19; the 6 x 64 register tile with KC 352: 1.003.
+  its steps, and :data:`LANEWISE_CYCLES` an element more when the target is loaded lane by lane
+  (:func:`pass_cycles`), a factor ``1 + those cycles x ops / (vector operations a step x steps a
+  pass x the steps' latency or loads factor)`` (:func:`pass_factor`): gemm's 4 x 16 box (8
+  operations of 8 lanes a step) with KC 32: 1.19; the 6 x 64 register tile with KC 352: 1.003. A
+  register tile's pass spans every reduction loop right around its box (conv2d's ``c, r, s``),
+  walked on the loops the code prints, one trip or more (:func:`printed_loop`).
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
   for each further execution of the shared-out loop (the product of the trips
@@ -117,6 +120,14 @@ LOADS_PER_CYCLE = 2
 #: mapping at KC 256 (single thread, CPU time, load 2.2), i.e. 24 cycles a pass of 128 zmm FMAs
 #: (RESULTS.md "session 21 (blas6)").
 PASS_CYCLES = 24.0
+#: Cycles each element of a box costs a pass beyond :data:`PASS_CYCLES` when the box's vectors run
+#: along a loop its target does not walk at unit stride: the register tile loads each accumulator lane
+#: by lane before the pass and stores it lane by lane after (regtile's ``lanewise``: conv2d's
+#: ``O[n, k, p, q]`` along ``k``, 16 scalar loads and stores a vector). Measured on the session-28 Xeon
+#: (2.6 GHz): conv2d C = K = 32, P = Q = 14 under the 14 x 32 register tile, a pass of 9 steps against
+#: the same tile's pass of 288 (bench_fidelity's pool, the busiest thread's CPU time, two runs): 0.086
+#: and 0.071 ms more for 217 more passes a thread, 2.3 and 1.9 cycles an element.
+LANEWISE_CYCLES = 2.0
 #: Cycles a call's shared-out loop costs the team before its threads compute: waking the idle OpenMP
 #: threads (``OMP_WAIT_POLICY=passive``, timing's default: they sleep in the kernel) and the processors
 #: they sleep on (a virtual machine that halts an idle vCPU at once, ``guest_halt_poll_ns=0``, wakes it
@@ -440,10 +451,11 @@ def ref_loops(ref: ir.Ref, loops: Iterable[str]) -> frozenset[str]:
 
 
 def _step_box(ctx: ir.StatementContext, walk: list[tuple[int, str, int]]) -> tuple[dict[str, int], str, int] | None:
-    """``(box, reduction loop, its trips)`` of an accumulating statement: the trips of the loops inside
-    its innermost reduction loop (``walk``'s order) while its target depends on them, the reduction
-    loop and its trips at that level (the steps of one pass); None when it does not accumulate along
-    a loop that walks."""
+    """``(box, reduction loop, steps a pass)`` of an accumulating statement: the trips of the loops
+    inside its innermost reduction loop (``walk``'s order) while its target depends on them, that
+    reduction loop, and the steps of one pass: its trips, times, around a box of more than one element
+    (a register tile, ``regtile.match``), those of the further reduction loops right around it, each
+    another kernel loop; None when it does not accumulate along a loop that walks."""
     if not accumulates(ctx.stmt):
         return None
     own = {lp.var for lp in ctx.loops}
@@ -493,7 +505,7 @@ def _issued(box: MappingT[str, int], vloop: str | None, lanes: int) -> Callable[
 def pass_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
                 lanes: int, ops_per_cycle: float, in_registers: bool, stretch: float = 1.0) -> float:
     """The compute term's stretch by the passes of a box of accumulators in registers over its
-    reduction loop: ``1 + PASS_CYCLES x ops / (vector operations a step x steps a pass x stretch)``
+    reduction loop: ``1 + pass_cycles x ops / (vector operations a step x steps a pass x stretch)``
     (module docstring; ``stretch``: the steps' own, the latency or loads factor, so that a pass's
     cost is added to the cycles its steps take), the largest over the accumulating statements; 1
     when the accumulators live in memory (every link loads and stores: :data:`STORE_FORWARD`). The
@@ -502,9 +514,24 @@ def pass_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str,
     if not in_registers:
         return 1.0
     worst = 1.0
-    for _, box, _, steps in _boxes(stmts, walk):
-        worst = max(worst, 1.0 + PASS_CYCLES * ops_per_cycle / (_issued(box, vloop, lanes)(box) * steps * stretch))
+    for ctx, box, _, steps in _boxes(stmts, walk):
+        cost = pass_cycles(ctx.stmt, box, vloop, lanes)
+        worst = max(worst, 1.0 + cost * ops_per_cycle / (_issued(box, vloop, lanes)(box) * steps * stretch))
     return worst
+
+
+def loads_lanewise(stmt: ir.Assign, loop: str, lanes: int) -> bool:
+    """Does a register tile in vectors of ``lanes`` along ``loop`` load and store ``stmt``'s target
+    lane by lane: its vectors run along a loop the target does not walk at unit stride (regtile's
+    ``lanewise``, the one condition)."""
+    return lanes > 1 and not unit_stride(stmt.target, loop)
+
+
+def pass_cycles(stmt: ir.Assign, box: MappingT[str, int], vloop: str | None, lanes: int) -> float:
+    """Cycles one pass of ``box`` costs beyond its steps: :data:`PASS_CYCLES`, and
+    :data:`LANEWISE_CYCLES` an element when the box's vectors load its target lane by lane."""
+    vectors = vloop is not None and box.get(vloop, 1) > 1
+    return PASS_CYCLES + (LANEWISE_CYCLES * prod(box.values()) if vectors and loads_lanewise(stmt, vloop, lanes) else 0.0)
 
 
 def load_factor(stmts: Iterable[ir.StatementContext], walk: list[tuple[int, str, int]], vloop: str | None,
@@ -947,8 +974,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     loops = template.loops
     trips = -(-eff[:, :-1] // np.maximum(eff[:, 1:], 1))
     if declared is None:
-        declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in template.levels]] * B,
-                            dtype=np.int64).reshape(B, n1 - 1, m)
+        one = np.array([[0 if t is None else t for t in lm.tile] for lm in template.levels], dtype=np.int64)
+        declared = np.broadcast_to(one, (B, n1 - 1, m))
     printed = batch_printed(declared, np.array([extents[x] for x in loops], dtype=np.int64))
     # a loop the code prints: it walks more than one tile, or one that printed_loop says the code has
     code_live = (trips > 1) | (printed & (trips == 1))
@@ -1127,8 +1154,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         latency = np.where(found, np.maximum(latency, factor), latency)
         pass_steps.append((found & registers, _batch_pass_work(ctx, positions, loops, trips, code_live, vidx, lanes)))
     passes = np.ones(B)  # after every statement's loads: a pass adds to the cycles its steps take
-    for found, work in pass_steps:
-        passes = np.where(found, np.maximum(passes, 1.0 + PASS_CYCLES * arch.compute.ops_per_cycle
+    for found, (work, cost) in pass_steps:
+        passes = np.where(found, np.maximum(passes, 1.0 + cost * arch.compute.ops_per_cycle
                                             / (work * latency)), passes)
     busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
@@ -1191,10 +1218,12 @@ def batch_printed(declared: np.ndarray, extents: np.ndarray) -> np.ndarray:
 
 
 def _batch_pass_work(ctx: ir.StatementContext, positions: list[tuple[int, int]], loops: tuple[str, ...],
-                     trips: np.ndarray, live: np.ndarray, vidx: np.ndarray, lanes: np.ndarray) -> np.ndarray:
-    """:func:`_step_box` over a batch, on the loops the code prints (``live``): the vector operations
-    of a step of the box times the steps of one pass (a register tile's pass runs over every
-    reduction loop right around its box, each another kernel loop)."""
+                     trips: np.ndarray, live: np.ndarray, vidx: np.ndarray, lanes: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_step_box` over a batch, on the loops the code prints (``live``): ``(the vector
+    operations of a step of the box times the steps of one pass, the pass's own cycles)`` (a register
+    tile's pass runs over every reduction loop right around its box, each another kernel loop;
+    :func:`pass_cycles`)."""
     B = trips.shape[0]
     own = {lp.var for lp in ctx.loops}
     deps = target_loops(ctx.stmt, own)
@@ -1220,7 +1249,12 @@ def _batch_pass_work(ctx: ir.StatementContext, positions: list[tuple[int, int]],
         seen[:, j] |= first | take
         extending |= first & (box > 1)
         stopped |= first
-    vectors = np.ones(B)
+    vectors, elements, side = np.ones(B), np.ones(B), np.zeros(B, dtype=bool)
     for j, n in tb.items():
         vectors = vectors * np.where(vidx == j, np.ceil(n / np.where(n > 1, lanes, 1)), n)
-    return vectors * steps
+        elements = elements * n
+        # the box's vectors along a loop that loads the target lane by lane (pass_cycles' rule; its
+        # lanes, the rows' own here, asked as "more than one")
+        if loads_lanewise(ctx.stmt, loops[j], 2):
+            side |= (vidx == j) & (n > 1) & (lanes > 1)
+    return vectors * steps, PASS_CYCLES + np.where(side, LANEWISE_CYCLES * elements, 0.0)

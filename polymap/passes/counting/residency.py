@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping as MappingT
+from typing import Callable, Mapping as MappingT
 
 from polymap.islcheck import isl
 from polymap.poly import KernelModel, param_set, points
@@ -173,6 +173,16 @@ def level_residency(res_events: tuple[Events, ...], time_maps: tuple[isl.Map, ..
     time dimensions: its residency points and the relations of the tensors it keeps too are this
     level's (built from the same events and prefix), shared rather than built again, and so are the
     points walked on them (:attr:`TensorResidency.held_points`).
+
+    Sharing answers "are this level's *relations* the outer level's?": yes exactly at equal depth,
+    decided here without ISL. ``counting._same_residencies_as`` answers a wider question, "are this
+    level's *stays* the outer level's?", also yes for a deeper level whose extra dimensions are not
+    spatial and are determined by the outer ones (an injective projection). Such a level's relations
+    are not the outer's: they have more dimensions, and what reads them by position (``next`` and
+    ``not_before``, the parent's reads that project away spatial dimensions, the footprints of what
+    this level keeps) needs them as they are; only the numbers made of the stays alone (entering,
+    fills, writebacks) carry over, and the counter takes those from the outer level. Equal depth is
+    the case of both where the projection drops nothing: the counter answers it by the depths.
     """
     total = len(dims)
     depth = sum(1 for d in dims if 0 <= d.level < level)
@@ -236,7 +246,25 @@ def time_maps(model: KernelModel, mapping: Mapping, *, params: MappingT[str, int
     return ms, maps, dims
 
 
-def same_residencies(model: KernelModel, a: Mapping, b: Mapping, params: MappingT[str, int]) -> bool:
+@dataclass(frozen=True)
+class ResidencyMaps:
+    """What :func:`same_residencies` compares of one mapping at fixed sizes, built once per mapping
+    (:func:`residency_maps`) and compared with any number of others: the time maps (:func:`time_maps`:
+    constant dimensions dropped), their statements, and the level and kind of each dimension kept."""
+
+    statements: tuple[str, ...]
+    dims: tuple[tuple[int, bool], ...]  # (level, spatial) per dimension of the maps
+    maps: tuple[isl.Map, ...]
+
+
+def residency_maps(model: KernelModel, mapping: Mapping, params: MappingT[str, int]) -> ResidencyMaps:
+    """The :class:`ResidencyMaps` of ``mapping`` at ``params``."""
+    ms, maps, dims = time_maps(model, mapping, params=params)
+    return ResidencyMaps(tuple(s.name for s in ms.statements), tuple((d.level, d.spatial) for d in dims), maps)
+
+
+def same_residencies(model: KernelModel, a: Mapping, b: Mapping, params: MappingT[str, int], *,
+                     maps_of: Callable[[Mapping], ResidencyMaps] | None = None) -> bool:
     """Do mappings ``a`` and ``b`` have the same residencies at ``params``, so the same counts and
     footprints (every count is a function of them and of what each level keeps)?
 
@@ -244,17 +272,19 @@ def same_residencies(model: KernelModel, a: Mapping, b: Mapping, params: Mapping
     relations over dimensions of the same levels and kinds. heat-3d's isl candidates ``2x16x16xall``
     and ``2x16x16x128`` at its reduced sizes (``TSTEPS=10, N=10``): the skewed ``2t + k`` spans
     less than 128, so the tile loop of 128 is a constant dimension, dropped, and the two count the
-    same (each count took 5 s of CPU, issue 9). A few ISL comparisons, milliseconds."""
+    same (each count took 5 s of CPU, issue 9). A few ISL comparisons, milliseconds.
+
+    ``maps_of``: a mapping's :func:`residency_maps` at ``params`` (default: built for this call); a
+    caller comparing many pairs passes one that builds each mapping's once (compile's isl candidates:
+    ``choice._rank_beyond_budget``), so the pairs cost comparisons, not builds."""
     if len(a.levels) != len(b.levels) or any(x.level != y.level or set(x.keep) != set(y.keep)
                                              for x, y in zip(a.levels, b.levels)):
         return False
-    ms_a, maps_a, dims_a = time_maps(model, a, params=params)
-    ms_b, maps_b, dims_b = time_maps(model, b, params=params)
-    if [s.name for s in ms_a.statements] != [s.name for s in ms_b.statements]:
+    maps_of = maps_of or (lambda m: residency_maps(model, m, params))
+    x, y = maps_of(a), maps_of(b)
+    if x.statements != y.statements or x.dims != y.dims:
         return False
-    if [(d.level, d.spatial) for d in dims_a] != [(d.level, d.spatial) for d in dims_b]:
-        return False
-    return all(x.get_space().is_equal(y.get_space()) and x.is_equal(y) for x, y in zip(maps_a, maps_b))
+    return all(p.get_space().is_equal(q.get_space()) and p.is_equal(q) for p, q in zip(x.maps, y.maps))
 
 
 def without_params(m: IslObject) -> IslObject:

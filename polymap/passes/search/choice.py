@@ -54,7 +54,7 @@ from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES
 from polymap.passes.counting.counts import Counts
 from polymap.passes.counting.fit import FitProblem, capacity_problems, fit_check, fit_check_counted
-from polymap.passes.counting.residency import same_residencies
+from polymap.passes.counting.residency import ResidencyMaps, residency_maps, same_residencies
 from polymap.passes.frontend.expansion import expand_scalars, kernel_expansions
 from polymap.passes.frontend.rename import distinct_loop_names, repeated_loop_names
 from polymap.passes.legality.legality import is_legal
@@ -642,7 +642,15 @@ def _rank_beyond_budget(model: KernelModel, nest: int, arch: Architecture, param
                     limit, late, f"the chosen candidate of nest {nest} at reduced sizes")]
     # a candidate with the same residencies there as an earlier one counts the same: counted once
     # (heat-3d's 2x16x16xall and 2x16x16x128 at N=10), then checked and costed with those counts
-    alike = [next((j for j in range(k) if same_residencies(model, scheduled[j][1], m, small)), None)
+    # each candidate's time maps built once, when a pair first needs them: compared, not rebuilt, per pair
+    built: dict[Mapping, ResidencyMaps] = {}
+
+    def maps_of(m: Mapping) -> ResidencyMaps:
+        if m not in built:
+            built[m] = residency_maps(model, m, small)
+        return built[m]
+
+    alike = [next((j for j in range(k) if same_residencies(model, scheduled[j][1], m, small, maps_of=maps_of)), None)
              for k, (_, m) in enumerate(scheduled)]
     for k, (source, m) in enumerate(scheduled):
         if alike[k] is None:
