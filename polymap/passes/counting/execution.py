@@ -304,6 +304,10 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     vectorised (they are not in the loop).
     """
     stmts = list(stmts)
+    written = {c.stmt.target.tensor for c in stmts}
+
+    def panel(ref: ir.Ref) -> bool:
+        return packable(ref, written)
     groups: list[tuple[frozenset[str], list[ir.StatementContext]]] = []
     rest = 0
     for c in stmts:
@@ -318,12 +322,10 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     fast, slow = rest, 0
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        # the tile's rule for the statements it holds in registers; any other statement is GCC's loop.
-        # Without the mapping's panels (``packed``): a row read from one counts one lane here (syrk's
-        # A[j, k], conv2d's W[k, c, r, s]), where the code has vectors. Passing ``packable`` made the
-        # counts see them, and changed syrk's and syr2k's picks at PolyBench MINI (isl's schedule ->
-        # register tiles, session 27): left for a measured decision (docs/design.md, conv2d step 3)
-        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt)) for c in members):
+        # the tile's rule for the statements it holds in registers, with the reads the code packs
+        # into a panel whose row is ``loop`` (packable: conv2d's W[k, c, r, s], syrk's A[j, k]; the
+        # rule find_roles gives the register tile); any other statement is GCC's loop
+        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt), packed=panel) for c in members):
             fast += n
         else:
             slow += n
