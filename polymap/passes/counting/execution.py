@@ -87,7 +87,7 @@ from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import LevelMapping, Mapping, resolved_tile
 from polymap.mapping.schedule import coordinate_map, statement_loops
-from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, unit_writes, whole_loops
+from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, reads_panel, unit_writes, whole_loops
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.islcheck import isl
 from polymap.poly import Access, KernelModel, StatementModel, cached
@@ -288,7 +288,8 @@ def unit_stride(ref: ir.Ref, loop: str) -> bool:
 
 
 def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: MappingT[str, int],
-                 lanes: int, *, tile: bool = False) -> float | None:
+                 lanes: int, *, tile: bool = False, packs: MappingT[tuple[str, tuple[str, ...]], Pack] | None = None
+                 ) -> float | None:
     """How much longer than in ``lanes`` lanes the statements take when ``loop`` is the vector loop
     (>= 1), or None when no statement runs in vectors along it.
 
@@ -297,17 +298,17 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
     vectors when the compiler vectorises every one of its statements along ``loop``
     (:func:`vectorises`, the C backend's ``omp simd`` rule; with ``tile``, a register tile's box along
-    ``loop``, that of its explicit vectors), else one lane. Weighted by instances (the loops' extents): covariance's
+    ``loop``, that of its explicit vectors, with the reads it loads from ``packs``, the panels the code
+    copies: :func:`~polymap.passes.counting.packs.reads_panel`), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
     vectorised (they are not in the loop).
     """
     stmts = list(stmts)
-    written = {c.stmt.target.tensor for c in stmts}
 
     def panel(ref: ir.Ref) -> bool:
-        return packable(ref, written)
+        return packs is not None and reads_panel(packs, ref, loop)
     groups: list[tuple[frozenset[str], list[ir.StatementContext]]] = []
     rest = 0
     for c in stmts:
@@ -323,8 +324,10 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
         # the tile's rule for the statements it holds in registers, with the reads the code packs
-        # into a panel whose row is ``loop`` (packable: conv2d's W[k, c, r, s], syrk's A[j, k]; the
-        # rule find_roles gives the register tile); any other statement is GCC's loop
+        # into a panel whose row is ``loop`` (conv2d's W[k, c, r, s]; regtile asks the same panels):
+        # not packable, find_roles' wish, which syrk at PolyBench MINI (its j whole above the registers,
+        # a triangle's bound: no panel) does not get: its tile runs in scalars, measured 1.18x slower
+        # than isl's schedule where 8 lanes were counted (design.md, "The panels' lanes")
         if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt), packed=panel) for c in members):
             fast += n
         else:
@@ -621,11 +624,20 @@ def _work(instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
     return instances * busy / (np.maximum(units, 1) * ops_per_cycle)
 
 
+def code_packs(model: KernelModel, mapping: Mapping, extents: MappingT[str, int]
+               ) -> dict[tuple[str, tuple[str, ...]], Pack]:
+    """The panels the code copies for ``mapping`` at ``extents``: :func:`~polymap.passes.counting.packs.plan_packs`
+    with a whole loop's extent from ``extents`` (the numbers codegen prints as C text)."""
+    whole = cached(model, ("execution", "whole", mapping.nest, tuple(sorted(extents.items()))),
+                   lambda: {x: extents[x] for x in whole_loops(model, mapping.nest) if x in extents})
+    return plan_packs(model, mapping, whole)
+
+
 def pack_copies(model: KernelModel, mapping: Mapping, extents: MappingT[str, int], eff: list[dict[str, int]],
-                code: list[tuple[int, str, int]], shared: tuple[int, str] | None, threads: int
-                ) -> list[tuple[Pack, int]]:
-    """The panels the code copies for ``mapping`` (:func:`~polymap.passes.counting.packs.plan_packs`, a
-    whole loop's extent from ``extents``) and how many copies of each the busiest thread makes.
+                code: list[tuple[int, str, int]], shared: tuple[int, str] | None, threads: int, *,
+                packs: MappingT[tuple[str, tuple[str, ...]], Pack] | None = None) -> list[tuple[Pack, int]]:
+    """The panels the code copies for ``mapping`` (``packs``, else :func:`code_packs`) and how many
+    copies of each the busiest thread makes.
 
     The copy sits where :func:`~polymap.passes.counting.packs.copy_place` says among ``code`` (the loops
     the code prints, :func:`_walk` with ``printed``) around the first statement that has the panel's
@@ -635,11 +647,9 @@ def pack_copies(model: KernelModel, mapping: Mapping, extents: MappingT[str, int
     counting. When the place is inside ``shared`` (the shared-out loop, over ``threads``), the busiest
     thread (a static schedule's first) walks the first ``ceil(trips / threads)`` tiles of each of its
     runs; outside it, or hoisted before the nest (once), the copies are serial, all the thread's."""
-    whole = cached(model, ("execution", "whole", mapping.nest, tuple(sorted(extents.items()))),
-                   lambda: {x: extents[x] for x in whole_loops(model, mapping.nest) if x in extents})
     stmts = model.nest_statements(mapping.nest)
     out = []
-    for pack in plan_packs(model, mapping, whole).values():
+    for pack in (code_packs(model, mapping, extents) if packs is None else packs).values():
         own = next((s.loops for s in stmts if all(x in s.loops for x in pack.loops)), None)
         if own is None:
             continue
@@ -911,13 +921,15 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     elements, registers = found if found is not None else (None, True)
     tile = registers and elements is not None and elements > 1  # a register tile's box (chains)
     width, short = _widths(model, mapping, arch)
+    planned = code_packs(model, mapping, extents)  # the panels: a register tile's rows and the copies
     lanes, vwaste, vloop = _spatial(mapping, eff, range(last, last + 1))
     if vloop is not None:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
         k, x, _ = walk[-1]
         box = tile and k == last and box_loop(mapping, x)
-        scalar = scalar_share(stmts, x, extents, width, tile=box) if width > 1 and x in parallel and stmts else None
+        scalar = (scalar_share(stmts, x, extents, width, tile=box, packs=planned)
+                  if width > 1 and x in parallel and stmts else None)
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
             slots = sum(n * run_slots(s, width, tile) for s, n in sizes.items())
@@ -947,7 +959,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
                        arch.compute.ops_per_cycle, arch)
     if sync > 1:
         why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
-    copies = pack_copies(model, mapping, extents, eff, code, shared, threads)
+    copies = pack_copies(model, mapping, extents, eff, code, shared, threads, packs=planned)
     copied = copy_cycles(copies)
     for pack, n in copies:
         why.append(f"panel {panel_name(pack)} copied {n} time(s) ({pack.size} elements): "
@@ -1075,19 +1087,29 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     innermost = np.full(B, -1)
     for q, (k, j) in enumerate(positions):
         innermost = np.where(trips[:, k, j] > 1, q, innermost)
+    mappings, packs = _batch_packs(model, template, extents, declared)
     for q, (k, j) in enumerate(positions):
         x = loops[j]
-        plain = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
-        boxes = scalar_share(stmts, x, extents, width, tile=True) if width > 1 and x in parallel and stmts else None
-        if plain is None and boxes is None:
+        if not (width > 1 and x in parallel and stmts):
             continue
-        # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)), as execution
+        plain = scalar_share(stmts, x, extents, width)
+        # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)) with
+        # each row's panels, as execution
         boxed_here = boxed & (k == last and box_loop(template, x))
-        runs = np.where(boxed_here, boxes is not None, plain is not None)
+        boxes = np.full(B, np.nan)  # nan: no statement in vectors
+        if boxed_here.any():
+            memo: dict[frozenset, float] = {}
+            for b in np.flatnonzero(boxed_here):
+                key = frozenset(v for v, p in packs[b].items() if p.unit_last(x))
+                if key not in memo:
+                    got = scalar_share(stmts, x, extents, width, tile=True, packs=packs[b])
+                    memo[key] = np.nan if got is None else got
+                boxes[b] = memo[key]
+        runs = np.where(boxed_here, ~np.isnan(boxes), plain is not None)
         here = ~explicit & (innermost == q) & runs
         if not here.any():
             continue
-        scalar = np.where(boxed_here, boxes if boxes is not None else 1.0, plain if plain is not None else 1.0)
+        scalar = np.where(boxed_here, np.nan_to_num(boxes, nan=1.0), plain if plain is not None else 1.0)
         sizes = np.full((B, 1), extents[x], dtype=np.int64)
         counts = np.ones((B, 1), dtype=np.int64)
         for level in range(1, k + 1):
@@ -1162,25 +1184,22 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
                        arch.compute.ops_per_cycle, arch)
-    copied = _batch_copy_cycles(model, template, extents, declared, eff, code_live, positions, shared_q, threads)
+    copied = _batch_copy_cycles(model, mappings, packs, extents, eff, code_live, positions, shared_q, threads)
     packs = copied / np.maximum(_work(instances, threads * lanes, busy, arch.compute.ops_per_cycle), 1e-300)
     return threads * lanes, busy * (sync + packs)
 
 
-def _batch_copy_cycles(model: KernelModel, template: Mapping, extents: MappingT[str, int], declared: np.ndarray,
-                       eff: np.ndarray, live: np.ndarray, positions: list[tuple[int, int]], shared_q: np.ndarray,
-                       threads: np.ndarray) -> np.ndarray:
-    """:func:`copy_cycles` of :func:`pack_copies` row by row: each row's mapping (the template with its
-    declared tiles), effective tiles, the loops its code prints (``live``), its shared-out loop
-    (``shared_q``, an index into ``positions``) and threads. Rows with the same tiles of the loops a panel may index and the
-    same walk share one answer."""
-    B = eff.shape[0]
-    out = np.zeros(B)
-    if len(template.levels) < 3:
-        return out  # (plan_packs: no level between the backing store and the registers)
-    loops = template.loops
+def _batch_packs(model: KernelModel, template: Mapping, extents: MappingT[str, int], declared: np.ndarray
+                 ) -> tuple[list[Mapping | None], list[dict[tuple[str, tuple[str, ...]], Pack]]]:
+    """Each row's mapping (the template with its ``declared`` tiles) and :func:`code_packs`, rows with
+    the same tiles sharing one answer; no mappings (None) and no panels below three levels
+    (:func:`~polymap.passes.counting.packs.plan_packs`: no level between the backing store and the
+    registers)."""
+    B = declared.shape[0]
     levels = template.levels
-    memo: dict[bytes, float] = {}
+    if len(levels) < 3:
+        return [None] * B, [{}] * B
+    memo: dict[bytes, tuple[Mapping, dict]] = {}
     level_memo: dict[tuple, LevelMapping] = {}  # rows share most of their levels' tiles
 
     def level(k: int, tile: tuple[int | None, ...]) -> LevelMapping:
@@ -1188,17 +1207,43 @@ def _batch_copy_cycles(model: KernelModel, template: Mapping, extents: MappingT[
             level_memo[(k, tile)] = dataclasses.replace(levels[k], tile=tile)
         return level_memo[(k, tile)]
 
+    mappings, packs = [], []
     for b in range(B):
         row = declared[b]
-        key = row.tobytes() + eff[b].tobytes() + live[b].tobytes() + bytes([int(shared_q[b]) + 1, int(threads[b])])
+        key = row.tobytes()
         if key not in memo:
             mapping = dataclasses.replace(template, levels=tuple(
                 level(k, tuple(int(t) if t > 0 else None for t in row[k])) for k in range(len(levels))))
+            memo[key] = (mapping, code_packs(model, mapping, extents))
+        mappings.append(memo[key][0])
+        packs.append(memo[key][1])
+    return mappings, packs
+
+
+def _batch_copy_cycles(model: KernelModel, mappings: list[Mapping | None], packs: list[dict],
+                       extents: MappingT[str, int], eff: np.ndarray, live: np.ndarray,
+                       positions: list[tuple[int, int]], shared_q: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """:func:`copy_cycles` of :func:`pack_copies` row by row: each row's mapping and panels
+    (:func:`_batch_packs`), effective tiles, the loops its code prints (``live``), its shared-out loop
+    (``shared_q``, an index into ``positions``) and threads. Rows with the same tiles and the same walk
+    share one answer."""
+    B = eff.shape[0]
+    out = np.zeros(B)
+    memo: dict[bytes, float] = {}
+    for b in range(B):
+        mapping = mappings[b]
+        if mapping is None or not packs[b]:
+            continue
+        loops = mapping.loops
+        key = (id(packs[b]).to_bytes(8, "little") + eff[b].tobytes() + live[b].tobytes()
+               + bytes([int(shared_q[b]) + 1, int(threads[b])]))
+        if key not in memo:
             tiles = [{x: int(eff[b, k, j]) for j, x in enumerate(loops)} for k in range(eff.shape[1])]
             code = [(k, loops[j], 0) for k, j in positions if live[b, k, j]]
             q = int(shared_q[b])
             shared = None if q < 0 else (positions[q][0], loops[positions[q][1]])
-            memo[key] = copy_cycles(pack_copies(model, mapping, extents, tiles, code, shared, int(threads[b])))
+            memo[key] = copy_cycles(pack_copies(model, mapping, extents, tiles, code, shared, int(threads[b]),
+                                                packs=packs[b]))
         out[b] = memo[key]
     return out
 

@@ -76,6 +76,18 @@ class Pack:
         return bool(self.dims) and self.dims[-1].loop == loop and self.dims[-1].divisor == 1
 
 
+def reads_panel(packs: MappingT[tuple[str, tuple[str, ...]], Pack], ref: ir.Ref, loop: str) -> bool:
+    """Is ``ref`` read from one of ``packs`` (:func:`plan_packs`' answer) whose last, unit-stride
+    dimension is ``loop``: a register tile in vectors along ``loop`` loads it from consecutive
+    elements (syrk's ``A[j, k]`` under the row rule). The one test for regtile's vectors and the cost
+    model's lanes (``execution.vectorises(tile=True, packed=...)``): a read the code does not pack
+    is loaded strided, and the tile falls back to scalars (syrk at PolyBench MINI, whose ``j`` is
+    whole at the level above the registers and has no one extent: no panel, no vectors)."""
+    view = _bare(ref)
+    pack = None if view is None else packs.get((ref.tensor, view))
+    return pack is not None and pack.unit_last(loop)
+
+
 def _bare(ref: ir.Ref) -> tuple[str, ...] | None:
     names = tuple(s.name for s in ref.indices if isinstance(s, ir.Var))
     if len(names) != len(ref.indices) or len(set(names)) != len(names):
