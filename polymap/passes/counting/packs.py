@@ -116,12 +116,13 @@ def plan_packs(model: KernelModel, mapping: Mapping, whole: MappingT[str, Count]
             level = keeping[-1]
             # the levels just above that keep it too, walk no spatial loop and hold a constant box:
             # the copy is made there, and the inner level's tile is a contiguous part of that panel
+            above = None  # (the pack at ``level`` once the test below has built it: not built twice)
             while (level - 1 in keeping and not mapping.levels[level - 1].spatial
-                   and _pack(mapping, tensor, loops, level - 1) is not None):
+                   and (above := _pack(mapping, tensor, loops, level - 1)) is not None):
                 level -= 1
             if level == n - 2 and _broadcast_rows(mapping, loops):
                 continue
-            pack = _pack(mapping, tensor, loops, level)
+            pack = above if above is not None and above.level == level else _pack(mapping, tensor, loops, level)
             if pack is not None:
                 out[pack.key] = pack
     # a read strided along the register tile's row loop is packed at the level above the registers,
