@@ -27,7 +27,7 @@ from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
 from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.counting.execution import (
-    _statements, batch_execution, code_packs, effective_tiles, execution, packable, scalar_share,
+    _statements, batch_execution, code_packs, effective_tiles, execution, packable, panels_along, scalar_share,
 )
 from polymap.passes.search.register_mapping import register_mapping
 from polymap.poly import build_model
@@ -67,7 +67,7 @@ def _in_vectors(name: str, mapping: Mapping, params: dict) -> bool:
     extents = mapping_loop_extents(KERNELS[name], mapping, params)
     row = mapping.levels[-1].order[-1]
     share = scalar_share(_statements(model, mapping), row, extents, HOST.vector.lanes("f64"), tile=True,
-                         packs=code_packs(model, mapping, extents))
+                         panel=panels_along(code_packs(model, mapping, extents), row))
     return share == 1.0
 
 
@@ -116,3 +116,50 @@ def test_batch_equals_one_by_one_with_and_without_panels(name, sizes):
         ex = execution(model, mp, HOST, extents)
         assert int(units[b]) == ex.units
         assert float(slowdown[b]) == pytest.approx(ex.slowdown, rel=1e-12), (b, ex.why)
+
+
+def _every_row_counted(model, space, budget, objective, copies=True):
+    """The ranking with every row's copies counted (what ``_rank_fast`` gave before it counted them
+    lazily; none with ``copies`` False): the candidates sorted by (key, tie-breaker, order found)."""
+    from polymap.passes.counting.cost_model import rank_key
+    from polymap.passes.counting.fastcount import evaluator_for
+    from polymap.passes.search.space import candidate_tiles
+
+    scored = []
+    for template in space.structures():
+        tiles = candidate_tiles(space, template, budget)
+        if not len(tiles):
+            continue
+        batch = evaluator_for(model, template, space.params).evaluate(tiles)
+        energy, cycles, ok = space.batch_objective(batch, template, tiles, copies=copies)
+        for b in np.flatnonzero(ok):
+            scored.append((*rank_key(objective, float(energy[b]), float(cycles[b])), len(scored), template, tiles[b]))
+    scored.sort(key=lambda s: s[:3])
+    return [space.with_tiles(t, row) for *_, t, row in scored]
+
+
+@pytest.mark.parametrize("path, sizes", [
+    ("examples/gemm.loop", {}),  # gemm's panels: A's and B's, copied per tile
+    ("examples/gemm.loop", {"M": 101, "N": 67, "K": 203}),  # sizes no tile divides
+    ("examples/gemm_tiled.loop", {}),  # where the copies moved the pick (design.md)
+])
+@pytest.mark.parametrize("objective", ["CYCLES", "ENERGY"])
+def test_the_lazy_count_of_the_copies_ranks_as_counting_every_row(path, sizes, objective, monkeypatch):
+    """``_rank_fast`` counts the panels' copies only for rows whose lower bound may put them first: the
+    whole order it gives is the one every row counted gives, with small chunks (many rounds of the
+    bound against the counted keys) and the search's own."""
+    from polymap.passes.counting.cost_model import Objective
+    from polymap.passes.search import search as search_module
+    from polymap.passes.search.space import SearchSpace
+
+    kernel = load_program(ROOT / path).kernels[0]
+    model = build_model(kernel)
+    params = param_values(kernel, sizes)
+    space = SearchSpace.build(model, 0, HOST, params)
+    want = _every_row_counted(model, space, 200, Objective[objective])
+    if objective == "CYCLES" and path == "examples/gemm.loop":  # the copies move rows (else the test shows nothing)
+        assert _every_row_counted(model, space, 200, Objective[objective], copies=False) != want
+    for chunk in (search_module.COPY_CHUNK, 5):
+        monkeypatch.setattr(search_module, "COPY_CHUNK", chunk)
+        got = list(search_module._rank_fast(model, space, 200, Objective[objective]))
+        assert got == want

@@ -288,7 +288,7 @@ def unit_stride(ref: ir.Ref, loop: str) -> bool:
 
 
 def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: MappingT[str, int],
-                 lanes: int, *, tile: bool = False, packs: MappingT[tuple[str, tuple[str, ...]], Pack] | None = None
+                 lanes: int, *, tile: bool = False, panel: Callable[[ir.Ref], bool] | None = None
                  ) -> float | None:
     """How much longer than in ``lanes`` lanes the statements take when ``loop`` is the vector loop
     (>= 1), or None when no statement runs in vectors along it.
@@ -298,17 +298,14 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
     vectors when the compiler vectorises every one of its statements along ``loop``
     (:func:`vectorises`, the C backend's ``omp simd`` rule; with ``tile``, a register tile's box along
-    ``loop``, that of its explicit vectors, with the reads it loads from ``packs``, the panels the code
-    copies: :func:`~polymap.passes.counting.packs.reads_panel`), else one lane. Weighted by instances (the loops' extents): covariance's
+    ``loop``, that of its explicit vectors, with the reads ``panel`` says it loads from a panel whose
+    last dimension is ``loop``: :func:`panels_along` of the panels the code copies), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
     vectorised (they are not in the loop).
     """
     stmts = list(stmts)
-
-    def panel(ref: ir.Ref) -> bool:
-        return packs is not None and reads_panel(packs, ref, loop)
     groups: list[tuple[frozenset[str], list[ir.StatementContext]]] = []
     rest = 0
     for c in stmts:
@@ -335,6 +332,12 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     if not fast or fast == rest:
         return None
     return (fast + slow * lanes) / (fast + slow)
+
+
+def panels_along(packs: MappingT[tuple[str, tuple[str, ...]], Pack], loop: str) -> Callable[[ir.Ref], bool]:
+    """:func:`scalar_share`'s ``panel`` for the panels ``packs`` (:func:`code_packs`): the reads the code
+    loads from a panel whose last, unit-stride dimension is ``loop`` (the rule regtile applies)."""
+    return lambda ref: reads_panel(packs, ref, loop)
 
 
 def accumulates(stmt: ir.Assign) -> bool:
@@ -928,7 +931,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     elif walk:
         k, x, _ = walk[-1]
         box = tile and k == last and box_loop(mapping, x)
-        scalar = (scalar_share(stmts, x, extents, width, tile=box, packs=planned)
+        scalar = (scalar_share(stmts, x, extents, width, tile=box, panel=panels_along(planned, x))
                   if width > 1 and x in parallel and stmts else None)
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
@@ -972,7 +975,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
-                    eff: np.ndarray, declared: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    eff: np.ndarray, declared: np.ndarray | None = None, *,
+                    copies: bool | np.ndarray = True) -> tuple[np.ndarray, np.ndarray]:
     """:func:`execution` over a batch: ``(units, slowdown)`` arrays for the rows of ``eff``
     (:attr:`Execution.slowdown`: the waste times the latency factor).
 
@@ -982,6 +986,11 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     enclosing tile), which says which loops of one trip the code prints (:func:`printed_loop`);
     without it, the template's tiles. The same rules as :func:`execution`, row by row (a test holds
     them equal).
+
+    ``copies``: the rows whose panels' copies are counted (True: all). The others' slowdown leaves
+    them out, a lower bound of theirs (the copies only add cycles), which the search ranks by before
+    it counts the copies of the rows that may come first (``search._rank_fast``): planning each row's
+    panels costs about 0.1 ms in Python, gemm's default compile 1.7 -> 2.4 s for every row.
     """
     B, n1, m = eff.shape
     last = n1 - 2
@@ -1087,7 +1096,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     innermost = np.full(B, -1)
     for q, (k, j) in enumerate(positions):
         innermost = np.where(trips[:, k, j] > 1, q, innermost)
-    mappings, packs = _batch_packs(model, template, extents, declared)
+    row_packs = _batch_packs(model, template, extents, declared)
+    written = {c.stmt.target.tensor for c in stmts}
     for q, (k, j) in enumerate(positions):
         x = loops[j]
         if not (width > 1 and x in parallel and stmts):
@@ -1098,11 +1108,17 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         boxed_here = boxed & (k == last and box_loop(template, x))
         boxes = np.full(B, np.nan)  # nan: no statement in vectors
         if boxed_here.any():
+            # the panels plan_packs may make are packable reads: where those change nothing (gemm, whose
+            # rows are unit stride or invariant along x), no row's panels need planning
+            bare = scalar_share(stmts, x, extents, width, tile=True)
+            same = bare == scalar_share(stmts, x, extents, width, tile=True, panel=lambda r: packable(r, written))
+            boxes[boxed_here] = np.nan if bare is None else bare
             memo: dict[frozenset, float] = {}
-            for b in np.flatnonzero(boxed_here):
-                key = frozenset(v for v, p in packs[b].items() if p.unit_last(x))
+            for b in ([] if same else np.flatnonzero(boxed_here)):
+                packs = row_packs(b)[1]
+                key = frozenset(v for v, p in packs.items() if p.unit_last(x))
                 if key not in memo:
-                    got = scalar_share(stmts, x, extents, width, tile=True, packs=packs[b])
+                    got = scalar_share(stmts, x, extents, width, tile=True, panel=panels_along(packs, x))
                     memo[key] = np.nan if got is None else got
                 boxes[b] = memo[key]
         runs = np.where(boxed_here, ~np.isnan(boxes), plain is not None)
@@ -1184,22 +1200,20 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     busy = twaste * vwaste * latency * passes
     sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
                        arch.compute.ops_per_cycle, arch)
-    copied = _batch_copy_cycles(model, mappings, packs, extents, eff, code_live, positions, shared_q, threads)
+    counted = np.flatnonzero(np.broadcast_to(np.asarray(copies, dtype=bool), (B,)))
+    copied = _batch_copy_cycles(model, row_packs, counted, extents, eff, code_live, positions, shared_q, threads)
     packs = copied / np.maximum(_work(instances, threads * lanes, busy, arch.compute.ops_per_cycle), 1e-300)
     return threads * lanes, busy * (sync + packs)
 
 
 def _batch_packs(model: KernelModel, template: Mapping, extents: MappingT[str, int], declared: np.ndarray
-                 ) -> tuple[list[Mapping | None], list[dict[tuple[str, tuple[str, ...]], Pack]]]:
-    """Each row's mapping (the template with its ``declared`` tiles) and :func:`code_packs`, rows with
-    the same tiles sharing one answer; no mappings (None) and no panels below three levels
-    (:func:`~polymap.passes.counting.packs.plan_packs`: no level between the backing store and the
-    registers)."""
-    B = declared.shape[0]
+                 ) -> Callable[[int], tuple[Mapping | None, dict[tuple[str, tuple[str, ...]], Pack]]]:
+    """``row(b)``: row ``b``'s mapping (the template with its ``declared`` tiles) and :func:`code_packs`,
+    built when first asked, rows with the same tiles sharing one answer; no mapping (None) and no
+    panels below three levels (:func:`~polymap.passes.counting.packs.plan_packs`: no level between the
+    backing store and the registers)."""
     levels = template.levels
-    if len(levels) < 3:
-        return [None] * B, [{}] * B
-    memo: dict[bytes, tuple[Mapping, dict]] = {}
+    memo: dict[bytes, tuple[Mapping | None, dict]] = {}
     level_memo: dict[tuple, LevelMapping] = {}  # rows share most of their levels' tiles
 
     def level(k: int, tile: tuple[int | None, ...]) -> LevelMapping:
@@ -1207,35 +1221,33 @@ def _batch_packs(model: KernelModel, template: Mapping, extents: MappingT[str, i
             level_memo[(k, tile)] = dataclasses.replace(levels[k], tile=tile)
         return level_memo[(k, tile)]
 
-    mappings, packs = [], []
-    for b in range(B):
-        row = declared[b]
-        key = row.tobytes()
+    def row(b: int) -> tuple[Mapping | None, dict]:
+        if len(levels) < 3:
+            return None, {}
+        key = declared[b].tobytes()
         if key not in memo:
             mapping = dataclasses.replace(template, levels=tuple(
-                level(k, tuple(int(t) if t > 0 else None for t in row[k])) for k in range(len(levels))))
+                level(k, tuple(int(t) if t > 0 else None for t in declared[b, k])) for k in range(len(levels))))
             memo[key] = (mapping, code_packs(model, mapping, extents))
-        mappings.append(memo[key][0])
-        packs.append(memo[key][1])
-    return mappings, packs
+        return memo[key]
+    return row
 
 
-def _batch_copy_cycles(model: KernelModel, mappings: list[Mapping | None], packs: list[dict],
-                       extents: MappingT[str, int], eff: np.ndarray, live: np.ndarray,
+def _batch_copy_cycles(model: KernelModel, row_packs: Callable[[int], tuple[Mapping | None, dict]],
+                       rows: Iterable[int], extents: MappingT[str, int], eff: np.ndarray, live: np.ndarray,
                        positions: list[tuple[int, int]], shared_q: np.ndarray, threads: np.ndarray) -> np.ndarray:
-    """:func:`copy_cycles` of :func:`pack_copies` row by row: each row's mapping and panels
-    (:func:`_batch_packs`), effective tiles, the loops its code prints (``live``), its shared-out loop
-    (``shared_q``, an index into ``positions``) and threads. Rows with the same tiles and the same walk
-    share one answer."""
-    B = eff.shape[0]
-    out = np.zeros(B)
+    """:func:`copy_cycles` of :func:`pack_copies` for ``rows`` (0 for the others): each row's mapping
+    and panels (:func:`_batch_packs`), effective tiles, the loops its code prints (``live``), its
+    shared-out loop (``shared_q``, an index into ``positions``) and threads. Rows with the same tiles
+    and the same walk share one answer."""
+    out = np.zeros(eff.shape[0])
     memo: dict[bytes, float] = {}
-    for b in range(B):
-        mapping = mappings[b]
-        if mapping is None or not packs[b]:
+    for b in rows:
+        mapping, packs = row_packs(b)
+        if mapping is None or not packs:
             continue
         loops = mapping.loops
-        key = (id(packs[b]).to_bytes(8, "little") + eff[b].tobytes() + live[b].tobytes()
+        key = (id(packs).to_bytes(8, "little") + eff[b].tobytes() + live[b].tobytes()
                + bytes([int(shared_q[b]) + 1, int(threads[b])]))
         if key not in memo:
             tiles = [{x: int(eff[b, k, j]) for j, x in enumerate(loops)} for k in range(eff.shape[1])]
@@ -1243,7 +1255,7 @@ def _batch_copy_cycles(model: KernelModel, mappings: list[Mapping | None], packs
             q = int(shared_q[b])
             shared = None if q < 0 else (positions[q][0], loops[positions[q][1]])
             memo[key] = copy_cycles(pack_copies(model, mapping, extents, tiles, code, shared, int(threads[b]),
-                                                packs=packs[b]))
+                                                packs=packs))
         out[b] = memo[key]
     return out
 
