@@ -20,7 +20,8 @@ the mapping, by the same rules it applies:
   when it carries no dependence and the C compiler vectorises its accesses
   (:func:`vectorises`: unit-stride or invariant, reads also a constant stride,
   as conv2d's ``I[.., 2*q + s]``; ``#pragma omp simd``, or a register tile's
-  vector accumulators, :mod:`polymap.codegen.c.regtile`); else one lane.
+  vector accumulators, :mod:`polymap.codegen.c.regtile`, whose rows read from a panel count only
+  where the code copies one, :func:`code_packs`); else one lane.
 * **latency**: a statement that accumulates (``C[i, j] += ...``) updates each
   element in a chain, one link per iteration of a loop its target does not
   depend on (a reduction loop); the code neither splits nor reassociates it
@@ -263,10 +264,11 @@ def vectorises(stmt: ir.Assign, loop: str, *, tile: bool = False,
 
 def packable(ref: ir.Ref, written: Iterable[str]) -> bool:
     """May a read be copied into a panel (:mod:`polymap.codegen.c.packing`): a tensor no statement of
-    the nest writes (``written``), read by distinct bare loop variables? The register tile's row is then
-    read from a panel whose last dimension is the row loop (packing's row rule), which
-    :func:`vectorises` takes as unit stride: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along ``k``
-    (``find_roles`` asks it of the reads it would vectorise)."""
+    the nest writes (``written``), read by distinct bare loop variables? What ``find_roles`` builds a
+    register tile by (the reads it would vectorise: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along
+    ``k``), a wish: whether the code copies the panel is ``plan_packs``' answer for the mapping
+    (:func:`code_packs`), which the lanes count (:func:`panels_along`). Every panel is of a packable
+    read, so it bounds them (``batch_execution`` plans no row's panels where it changes nothing)."""
     names = [x.name for x in ref.indices if isinstance(x, ir.Var)]
     return ref.tensor not in set(written) and len(names) == len(ref.indices) and len(set(names)) == len(names)
 
