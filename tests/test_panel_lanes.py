@@ -25,6 +25,7 @@ from polymap import ir
 from polymap.codegen.c.emitter import emit_c
 from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
+from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.counting.execution import (
     _statements, batch_execution, code_packs, effective_tiles, execution, packable, panels_along, scalar_share,
@@ -57,7 +58,11 @@ def _rows(name: str, sizes: dict) -> tuple[list[Mapping], dict]:
     params = param_values(kernel, sizes)
     mapping = register_mapping(model, 0, HOST, params)
     assert mapping is not None
-    return [mapping] + [_tiled_j(mapping, t) for t in (8, 16, 24)], params
+    row = mapping.tile(len(mapping.levels) - 1)["j"]  # (a tile above may not be smaller: checked below)
+    rows = [mapping] + [_tiled_j(mapping, t * row) for t in (1, 2, 3)]
+    for mp in rows:
+        mapping_from_dict(mp.to_dict(), kernel=kernel, arch=HOST)  # a valid mapping, as a file would give
+    return rows, params
 
 
 def _in_vectors(name: str, mapping: Mapping, params: dict) -> bool:
