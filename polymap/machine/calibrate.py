@@ -276,7 +276,8 @@ class Sample:
     measured_s: float
     predicted_before_s: float  # under the architecture calibration started from
     group: str = ""  # the kernel and sizes whose candidates these are ("": a group of its own)
-    # cycles of the compute term no factor scales (the team's start and barriers, Execution.sync_cycles)
+    # cycles of the compute term no factor scales (the team's start and barriers, Execution.sync_cycles;
+    # the panels' copies, Execution.pack_cycles)
     fixed: float = 0.0
     # the cycle terms under the architecture calibration started from (its assumed rates; empty: unknown)
     terms_before: tuple[tuple[str, float], ...] = ()
