@@ -377,8 +377,9 @@ def fit(samples: Sequence[Sample], measured_arch: Architecture, bw: Bandwidths, 
     (:func:`choose_ridge`), and report the error before and after, in sample and held out."""
     names = term_names(measured_arch)
     f = measured_arch.compute.frequency
-    # the compute term's work only: its team start and barriers (Sample.fixed) are a time no factor scales
-    rows = [[(dict(s.terms).get(t, 0.0) - (s.fixed if t == "compute" else 0.0)) / f for t in names] for s in samples]
+    # each term's work or traffic only: the team's start and barriers (Sample.fixed), which every term
+    # carries (cost_model.level_term), are a time no factor scales, added after the max (derating.predict)
+    rows = [[max(dict(s.terms).get(t, 0.0) - s.fixed, 0.0) / f for t in names] for s in samples]
     offsets = [s.fixed / f for s in samples]
     measured = [s.measured_s for s in samples]
     ridge, scores = choose_ridge(samples, rows, offsets)

@@ -17,13 +17,15 @@ bandwidth is 3x optimistic and compute 2x::
     T = [[10, 2], [10, 40], [1, 50]]   (columns: compute, L1), measured = [20, 120, 150]
     fit_derating(T, measured) -> (2.0, 3.0)
 
-The compute term may carry an offset per kernel that no factor scales (the
-team's start and barriers: cycles of waiting, not of work)::
+A kernel may carry an offset that no factor scales (the team's start and
+barriers: cycles of waiting, not of work or traffic, which no term hides:
+``cost_model.level_term``)::
 
-    predicted[k] = max(d_compute * T[k, compute] + offset[k], max over levels d_t * T[k, t])
+    predicted[k] = max_t d_t * T[k, t] + offset[k]
 
-its derivative in ``log d_compute`` is then the work's share of the term,
-so a kernel whose time is mostly the team's start barely moves the factor.
+its derivative in ``log d_t`` of the binding term is then that term's share
+of the prediction, so a kernel whose time is mostly the team's start barely
+moves the factor.
 """
 from __future__ import annotations
 
@@ -42,30 +44,28 @@ class DeratingFit:
 
 
 def predict(terms: np.ndarray, factors: Sequence[float], offsets: Sequence[float] | None = None) -> np.ndarray:
-    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind), the first term (compute)
-    plus ``offsets[k]`` when given: cycles no factor scales (the team's start and barriers)."""
+    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind), plus ``offsets[k]`` when
+    given: cycles no factor scales (the team's start and barriers, which no term hides)."""
     scaled = np.asarray(terms, dtype=float) * np.asarray(factors, dtype=float)[None, :]
-    if offsets is not None:
-        scaled[:, 0] += np.asarray(offsets, dtype=float)
-    return np.max(scaled, axis=1)
+    out = np.max(scaled, axis=1)
+    return out if offsets is None else out + np.asarray(offsets, dtype=float)
 
 
 def _residuals(logt: np.ndarray, logm: np.ndarray, theta: np.ndarray, offsets: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Residuals, the binding term of each row, and d log(predicted) / d theta of that term (1, or
-    less for the compute term by the share of its offset)."""
+    """Residuals, the binding term of each row, and d log(predicted) / d theta of that term (its
+    share of the prediction: 1 without an offset)."""
     scored = logt + theta[None, :]
-    scaled0 = np.exp(scored[:, 0])
-    scored[:, 0] = np.log(scaled0 + offsets)
     binding = np.argmax(scored, axis=1)
-    slope = np.where(binding == 0, scaled0 / np.maximum(scaled0 + offsets, 1e-300), 1.0)
-    return scored[np.arange(len(logm)), binding] - logm, binding, slope
+    top = np.exp(scored[np.arange(len(logm)), binding])
+    slope = top / np.maximum(top + offsets, 1e-300)
+    return np.log(top + offsets) - logm, binding, slope
 
 
 def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *, ridge: float = 1e-3,
                  iterations: int = 100, offsets: Sequence[float] | None = None, common: bool = False) -> DeratingFit:
-    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t]`` (the first term plus
-    ``offsets[k]``, which no factor scales) against ``measured``; ``common``: one factor for every
+    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t] + offsets[k]`` (cycles
+    no factor scales) against ``measured``; ``common``: one factor for every
     term (it corrects the bias and, without offsets, reorders nothing), no ridge."""
     t = np.asarray(terms, dtype=float)
     m = np.asarray(measured, dtype=float)

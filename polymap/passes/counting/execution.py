@@ -857,9 +857,12 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
-                    eff: np.ndarray, declared: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    eff: np.ndarray, declared: np.ndarray | None = None, *, team: bool = False
+                    ) -> tuple[np.ndarray, ...]:
     """:func:`execution` over a batch: ``(units, slowdown)`` arrays for the rows of ``eff``
-    (:attr:`Execution.slowdown`: the waste times the latency factor).
+    (:attr:`Execution.slowdown`: the waste times the latency factor); ``team``: a third array, the
+    team's cycles (:attr:`Execution.sync_cycles`), which the cost adds to every level's term too
+    (:func:`~polymap.passes.counting.cost_model.level_term`).
 
     ``eff[b, k, j]`` is row ``b``'s effective tile (:func:`effective_tiles`) of ``template.loops[j]``
     at level ``k``, with a last level of ones; orders, spatial loops and statements are the
@@ -1052,8 +1055,10 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         passes = np.where(found, np.maximum(passes, 1.0 + cost * arch.compute.ops_per_cycle
                                             / (work * latency)), passes)
     busy = twaste * vwaste * latency * passes
-    sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
-                       arch.compute.ops_per_cycle, arch)
+    syncs = np.where(threads > 1, executions, 0)
+    sync = sync_factor(syncs, threads, instances, threads * lanes, busy, arch.compute.ops_per_cycle, arch)
+    if team:
+        return threads * lanes, busy * sync, np.broadcast_to(team_cycles(syncs, threads, arch), (B,))
     return threads * lanes, busy * sync
 
 

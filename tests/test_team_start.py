@@ -1,0 +1,102 @@
+"""The team's start and barriers in the cycles: a time no term hides (cost_model.level_term).
+
+Counts from the brute-force simulator (tests/simulator.py), the team's costs set in the architecture
+file, so the expected cycles are written from those two alone, not read off the model."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simulator import simulate
+
+from polymap.driver import param_values, parse
+from polymap.machine.arch import VectorUnit
+from polymap.machine.presets import load_architecture
+from polymap.mapping.files import mapping_from_dict
+from polymap.mapping.model import loop_extents
+from polymap.passes.counting.cost_model import array_cost, evaluate, mapping_execution
+from polymap.passes.counting.counting import count_mapping
+from polymap.passes.counting.execution import batch_execution, effective_tiles
+from polymap.poly import build_model
+
+# correlation's mean nest without its initialisation: every element of data read once, whatever the order
+COLSUM = parse("""
+kernel colsum(M = 96, N = 40) {
+  in    data[N, M] : f64
+  inout mean[M]    : f64
+  for j in 0..M, i in 0..N {
+    acc: mean[j] += data[i, j]
+  }
+}
+""").kernels[0]
+MODEL = build_model(COLSUM)
+START, BARRIER = 12_345.0, 678.0
+
+
+def arch(dram_bandwidth: float):
+    """``host`` fixed to 2 cores x AVX2 (as test_execution's), the team's costs given, DRAM's bandwidth
+    ``dram_bandwidth`` elements a cycle."""
+    h = load_architecture("host")
+    levels = tuple(replace(lv, instances=2) if k >= 2 else lv for k, lv in enumerate(h.levels))
+    levels = (replace(levels[0], bandwidth=dram_bandwidth),) + levels[1:]
+    compute = replace(h.compute, instances=16, team_start_cycles=START, barrier_cycles=BARRIER)
+    return replace(h, levels=levels, compute=compute, vector=VectorUnit("avx2", 32, 16, True))
+
+
+def mapping(a, *, spatial: bool):
+    names = [lv.name for lv in a.levels]
+    levels = [{"level": names[0], "order": ["j", "i"]},
+              {"level": names[1], "order": ["j", "i"], "spatial": ["j"] if spatial else []},
+              {"level": names[2], "tile": {"j": 48}, "order": ["j", "i"]},
+              {"level": names[3], "tile": {"j": 16}, "order": ["j", "i"]},
+              {"level": names[4], "tile": {"j": 16, "i": 1}, "order": ["i", "j"]}]
+    return mapping_from_dict({"kernel": "colsum", "levels": levels}, kernel=COLSUM, arch=a)
+
+
+def dram_crossing(sim: dict) -> int:
+    return sum(t["reads"] + t["updates"] for t in sim["levels"][0]["tensors"].values())
+
+
+@pytest.mark.parametrize("bandwidth", [1e-3, 1e3])
+def test_the_team_start_is_paid_on_top_of_whatever_binds(bandwidth):
+    """Memory-bound (DRAM at a thousandth of an element a cycle) and compute-bound: the two-thread
+    mapping's cycles are the binding term's plus the team's start (one execution: no barrier), the
+    one-thread mapping's the binding term alone. Before session 29 the start sat inside the compute
+    term only, so a memory-bound two-thread nest had it for free and won on energy (correlation and
+    covariance's mean nests at PolyBench LARGE, measured slower on two threads)."""
+    a = arch(bandwidth)
+    values = param_values(COLSUM, {})
+    ext = loop_extents(COLSUM, 0, values)
+    for spatial, threads in ((True, 2), (False, 1)):
+        mp = mapping(a, spatial=spatial)
+        ex = mapping_execution(MODEL, mp, a, ext)
+        assert (ex.threads, ex.syncs) == (threads, 1 if threads > 1 else 0)
+        sim = simulate(COLSUM, mp, values)
+        report = evaluate(count_mapping(MODEL, mp, a, params=values), a, execution=ex)
+        team = START if threads > 1 else 0.0
+        memory = dram_crossing(sim) / bandwidth
+        work = dict(report.cycle_terms)["compute"] - team
+        assert work > 0
+        assert report.cycles == pytest.approx(max(memory, work) + team, rel=1e-12)
+        assert report.bottleneck == ("DRAM" if memory > work else "compute")
+
+
+def test_batch_form_equals_one_by_one():
+    """The search's batch ranking (batch_execution's team array into array_cost) gives evaluate's cycles."""
+    values = param_values(COLSUM, {})
+    ext = loop_extents(COLSUM, 0, values)
+    for bandwidth in (1e-3, 1e3):
+        a = arch(bandwidth)
+        for spatial in (True, False):
+            mp = mapping(a, spatial=spatial)
+            counts = count_mapping(MODEL, mp, a, params=values)
+            one = evaluate(counts, a, execution=mapping_execution(MODEL, mp, a, ext))
+            eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
+            units, waste, team = batch_execution(MODEL, mp, a, ext, eff, team=True)
+            sim = simulate(COLSUM, mp, values)
+            _, cycles = array_cost(a, sim["instances"], [lv["tensors"] for lv in sim["levels"]], units, waste,
+                                   team=team)
+            assert float(np.asarray(cycles).ravel()[0]) == pytest.approx(one.cycles, rel=1e-12)
+            assert float(team[0]) == (START if spatial else 0.0)
