@@ -123,9 +123,11 @@ LANEWISE_CYCLES = 2.0
 #: Cycles a call's shared-out loop costs the team before its threads compute: waking the idle OpenMP
 #: threads (``OMP_WAIT_POLICY=passive``, timing's default: they sleep in the kernel) and the processors
 #: they sleep on (a virtual machine that halts an idle vCPU at once, ``guest_halt_poll_ns=0``, wakes it
-#: through the hypervisor). Assumed from measurements on the session's Zen 4 VM (design.md, "The team's
-#: start and barriers"): about 0.15 ms; not measured by ``polymap calibrate``.
-FORK_CYCLES = 400_000.0
+#: through the hypervisor). What ``polymap calibrate`` measures on the sessions 26-29 Xeon VM, quiet
+#: (1.64e5-1.81e5 cycles, ~65 us at 2.6 GHz; an empty region after 0.5 ms asleep: 54-61 us, session 29);
+#: until session 28 400,000, assumed from the session-20 Zen 4 VM (design.md, "The team's start and
+#: barriers"). A file's ``compute.team_start_cycles`` (calibrate's) overrides it.
+FORK_CYCLES = 170_000.0
 #: Cycles each further execution of the shared-out loop costs (the barrier at its end and the wake-up
 #: of the sleeping thread at the next): gemm's codes on that VM, ~25 us each. Assumed as FORK_CYCLES.
 BARRIER_CYCLES = 65_000.0
