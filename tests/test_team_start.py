@@ -100,3 +100,54 @@ def test_batch_form_equals_one_by_one():
                                    team=team)
             assert float(np.asarray(cycles).ravel()[0]) == pytest.approx(one.cycles, rel=1e-12)
             assert float(team[0]) == (START if spatial else 0.0)
+
+
+GEMM_ACC = parse("""
+kernel gemm(M = 256, N = 256, K = 256) {
+  in    A[M, K] : f32
+  in    B[K, N] : f32
+  inout C[M, N] : f32
+  for i in 0..M, j in 0..N, k in 0..K {
+    acc: C[i, j] += A[i, k] * B[k, j]
+  }
+}
+""").kernels[0]
+
+
+def gemm_mapping(a, l2_order, tiles_l2):
+    names = [lv.name for lv in a.levels]
+    levels = [{"level": names[0], "order": ["i", "j", "k"]},
+              {"level": names[1], "order": list(l2_order)},
+              {"level": names[2], "tile": tiles_l2, "order": ["i", "j", "k"]},
+              {"level": names[3], "tile": {"i": 48, "j": 16, "k": 64}, "order": ["i", "j", "k"]},
+              {"level": names[4], "tile": {"i": 6, "j": 16, "k": 1}, "order": ["i", "j"]}]
+    return mapping_from_dict({"kernel": "gemm", "levels": levels}, kernel=GEMM_ACC, arch=a)
+
+
+def test_the_barriers_charged_are_the_ones_the_c_has():
+    """One execution of the shared-out loop: the C is one ``omp parallel for`` (its join is the start's:
+    no barrier charged). Several (k tiled outside i): an ``omp parallel`` around the k loop with an
+    ``omp for`` inside, without ``nowait``, so each execution ends in a barrier and the region's join
+    follows the last: ``executions`` barriers charged, not ``executions - 1`` (region_barriers)."""
+    import re
+
+    from polymap.codegen.c.emitter import emit_c
+
+    a = arch(1e3)
+    values = param_values(GEMM_ACC, {})
+    ext = loop_extents(GEMM_ACC, 0, values)
+    model = build_model(GEMM_ACC)
+    for l2_order, tiles_l2, executions in ((("i", "j", "k"), {}, 1), (("k", "i", "j"), {"k": 64}, 4)):
+        mp = gemm_mapping(a, l2_order, tiles_l2)
+        ex = mapping_execution(model, mp, a, ext)
+        assert (ex.threads, ex.syncs) == (2, executions)
+        assert ex.sync_cycles == START + (executions if executions > 1 else 0) * BARRIER
+        pragmas = re.findall(r"#pragma omp [^\n]*", emit_c(GEMM_ACC, model, (mp,), params=values, threads=2))
+        parallel = [p for p in pragmas if "simd" not in p]
+        assert not any("nowait" in p for p in parallel)
+        if executions == 1:
+            assert len(parallel) == 1 and parallel[0].startswith("#pragma omp parallel for"), parallel
+        else:
+            assert parallel[0].strip() == "#pragma omp parallel", parallel
+            assert sum(p.startswith("#pragma omp for") for p in parallel) == 1, parallel
+        assert f"{executions} execution(s)" in ex.why

@@ -48,9 +48,10 @@ the mapping, by the same rules it applies:
   walked on the loops the code prints, one trip or more (:func:`printed_loop`).
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
-  for each further execution of the shared-out loop (the product of the trips
-  of the loops around it: gemm with OpenMP on ``i`` inside a loop of 4 ``k``
-  tiles has 4 executions, 3 more barriers than with ``i`` outermost), as a
+  for each execution of the shared-out loop when it runs more than once (the
+  product of the trips of the loops around it: gemm with OpenMP on ``i`` inside
+  a loop of 4 ``k`` tiles has 4 executions, each an ``omp for`` with its barrier,
+  4 more barriers than with ``i`` outermost; :func:`region_barriers`), as a
   factor ``1 + those cycles / the compute cycles`` (:func:`sync_factor`). A small
   nest (conv2d 16 x 16 x 14 x 14: 0.45M instances, 0.23 ms on one core) runs
   slower on two threads than on one, as measured.
@@ -572,11 +573,25 @@ def team_constants(arch: Architecture | None) -> tuple[float, float]:
     return fork, barrier
 
 
+def region_barriers(syncs: Num) -> Num:
+    """Barriers a call's team passes beyond its start, for ``syncs`` executions of the shared-out loop:
+    none for one (``omp parallel for``: its join is the start's), else one per execution. Run more
+    than once, the loop is an ``omp for`` inside an ``omp parallel`` around the loops outside it
+    (:mod:`polymap.codegen.c.parallel`): each ``omp for`` ends in its own barrier and the region's join
+    comes after the last, one more than the executions less one counted until session 29. Measured
+    (session 29, ``OMP_WAIT_POLICY=passive``, load 2, medians of 301 calls, the threads asleep before
+    each): ``parallel for`` 63 us, the same loop as ``omp for`` in a region around 1, 2 and 4
+    executions 75, 99 and 134 us: 12-18 us a barrier, ``executions`` of them. (A region around a loop
+    of one trip has one too, which ``syncs`` cannot tell from ``parallel for``: left out.)"""
+    return np.where(np.asarray(syncs) > 1, syncs, 0)
+
+
 def team_cycles(syncs: Num, threads: Num, arch: Architecture | None = None) -> Num:
-    """``start + (syncs - 1) x barrier`` with more than one thread, else 0: what starting the team and
-    each further barrier cost a call (:func:`team_constants` of ``arch``). Numbers or NumPy arrays."""
+    """``start + barriers x barrier`` with more than one thread, else 0: what starting the team and
+    its barriers (:func:`region_barriers`) cost a call (:func:`team_constants` of ``arch``). Numbers
+    or NumPy arrays."""
     fork, barrier = team_constants(arch)
-    out = np.where(np.asarray(threads) > 1, fork + np.maximum(syncs - 1, 0) * barrier, 0.0)
+    out = np.where(np.asarray(threads) > 1, fork + region_barriers(syncs) * barrier, 0.0)
     return out if out.ndim else float(out)
 
 
@@ -853,7 +868,8 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes,
                        arch.compute.ops_per_cycle, arch)
     if sync > 1:
-        why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
+        why.append(f"team start and {int(region_barriers(syncs))} barrier(s) ({syncs} execution(s) of the "
+                   f"shared-out loop{', an omp for each, then the join' if syncs > 1 else ''}): x{sync:.3g}")
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
                      team_cycles(syncs, threads, arch), passes)
 
