@@ -7,6 +7,7 @@ The formulas are those of ``mapping.md`` (after the counts)::
               + instances * compute energy
     cycles    = max(instances * waste / (active units * ops_per_cycle),
                     max over levels of (reads + updates) / bandwidth)
+              + the team's start and barriers (two threads or more: no term hides them)
     intensity = instances / (reads + updates) per level
 
 ``active units`` and the compute term's waste are what the generated code
@@ -20,7 +21,8 @@ to accumulation chains too short to hide the add's latency), by the ops per
 cycle, and adds the cycles of the team's start and barriers (the
 execution's barriers at this architecture's cost of a start and a barrier,
 :func:`~polymap.passes.counting.execution.team_cycles`: a time, which neither
-the ops per cycle nor calibration's compute factor scales); utilization is active units over the compute instances.
+the ops per cycle nor calibration's compute factor scales), and so does every level's term
+(:func:`level_term`: nothing moves while the team starts); utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
