@@ -151,3 +151,17 @@ def test_the_barriers_charged_are_the_ones_the_c_has():
             assert parallel[0].strip() == "#pragma omp parallel", parallel
             assert sum(p.startswith("#pragma omp for") for p in parallel) == 1, parallel
         assert f"{executions} execution(s)" in ex.why
+
+
+def test_no_team_without_openmp():
+    """An architecture without a vector unit (an accelerator: spatial units, no OpenMP threads) charges
+    no team, in the batch as one by one."""
+    a = replace(arch(1e-3), vector=None)
+    values = param_values(COLSUM, {})
+    ext = loop_extents(COLSUM, 0, values)
+    mp = mapping(a, spatial=True)
+    ex = mapping_execution(MODEL, mp, a, ext)
+    assert ex.sync_cycles == 0.0
+    eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
+    units, _, team = batch_execution(MODEL, mp, a, ext, eff, team=True)
+    assert int(units[0]) == ex.units and float(team[0]) == 0.0

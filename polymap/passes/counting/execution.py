@@ -913,8 +913,10 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 any_ |= many
         return units, waste, any_
 
-    if arch.vector is None:
+    if arch.vector is None:  # an accelerator's spatial units: no OpenMP team to start
         units, waste, _ = spatial(range(last + 1))
+        if team:
+            return np.clip(units, 1, arch.compute.instances), waste, np.zeros(B)
         return np.clip(units, 1, arch.compute.instances), waste
     cores = max(1, arch.levels[-1].instances)
     parallel = _parallel(model, template.mapped_nests)
