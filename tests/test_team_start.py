@@ -125,10 +125,12 @@ def gemm_mapping(a, l2_order, tiles_l2):
 
 
 def test_the_barriers_charged_are_the_ones_the_c_has():
-    """One execution of the shared-out loop: the C is one ``omp parallel for`` (its join is the start's:
-    no barrier charged). Several (k tiled outside i): an ``omp parallel`` around the k loop with an
-    ``omp for`` inside, without ``nowait``, so each execution ends in a barrier and the region's join
-    follows the last: ``executions`` barriers charged, not ``executions - 1`` (region_barriers)."""
+    """Nothing the code prints around the shared-out loop: one ``omp parallel for`` (its join is the
+    start's: no barrier charged). A printed k loop outside i, of 4 trips or of one (a tile of 256 in a
+    loop of 256: the code prints it, the sizes being its parameters): an ``omp parallel`` around it
+    with an ``omp for`` inside, without ``nowait``, so each execution ends in a barrier and the
+    region's join follows the last: ``executions`` barriers charged (region_barriers), in the batch
+    as one by one."""
     import re
 
     from polymap.codegen.c.emitter import emit_c
@@ -137,20 +139,25 @@ def test_the_barriers_charged_are_the_ones_the_c_has():
     values = param_values(GEMM_ACC, {})
     ext = loop_extents(GEMM_ACC, 0, values)
     model = build_model(GEMM_ACC)
-    for l2_order, tiles_l2, executions in ((("i", "j", "k"), {}, 1), (("k", "i", "j"), {"k": 64}, 4)):
+    cases = ((("i", "j", "k"), {}, 1, False), (("k", "i", "j"), {"k": 64}, 4, True),
+             (("k", "i", "j"), {"k": 256}, 1, True))
+    for l2_order, tiles_l2, executions, region in cases:
         mp = gemm_mapping(a, l2_order, tiles_l2)
         ex = mapping_execution(model, mp, a, ext)
-        assert (ex.threads, ex.syncs) == (2, executions)
-        assert ex.sync_cycles == START + (executions if executions > 1 else 0) * BARRIER
+        assert (ex.threads, ex.syncs, ex.region) == (2, executions, region)
+        assert ex.sync_cycles == START + (executions if region else 0) * BARRIER
+        eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
+        _, _, team = batch_execution(model, mp, a, ext, eff, team=True)
+        assert float(team[0]) == ex.sync_cycles
         pragmas = re.findall(r"#pragma omp [^\n]*", emit_c(GEMM_ACC, model, (mp,), params=values, threads=2))
         parallel = [p for p in pragmas if "simd" not in p]
         assert not any("nowait" in p for p in parallel)
-        if executions == 1:
+        if not region:
             assert len(parallel) == 1 and parallel[0].startswith("#pragma omp parallel for"), parallel
         else:
             assert parallel[0].strip() == "#pragma omp parallel", parallel
             assert sum(p.startswith("#pragma omp for") for p in parallel) == 1, parallel
-        assert f"{executions} execution(s)" in ex.why
+        assert f"{executions} execution(s)" in ex.why and ("omp for in a region" in ex.why) == region
 
 
 def test_no_team_without_openmp():

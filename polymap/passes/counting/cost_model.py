@@ -221,7 +221,8 @@ def team_term(arch: Architecture, execution: Execution) -> float:
     """The team's cycles ``execution`` pays on ``arch``: its start and barriers at this architecture's
     costs (:func:`~polymap.passes.counting.execution.team_cycles`; a calibrated file's measured ones),
     none with one thread or where a ranking leaves them out (``Execution.team``)."""
-    return team_cycles(execution.syncs, execution.threads, arch) if execution.team else 0.0
+    return (team_cycles(execution.syncs, execution.threads, arch, region=execution.region)
+            if execution.team else 0.0)
 
 
 def compute_term(arch: Architecture, instances: int, execution: Execution) -> float:

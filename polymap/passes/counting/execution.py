@@ -48,10 +48,11 @@ the mapping, by the same rules it applies:
   walked on the loops the code prints, one trip or more (:func:`printed_loop`).
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
-  for each execution of the shared-out loop when it runs more than once (the
-  product of the trips of the loops around it: gemm with OpenMP on ``i`` inside
-  a loop of 4 ``k`` tiles has 4 executions, each an ``omp for`` with its barrier,
-  4 more barriers than with ``i`` outermost; :func:`region_barriers`), as a
+  for each execution of the shared-out loop when the code prints loops around it
+  (the executions: the product of their trips; gemm with OpenMP on ``i`` inside a
+  loop of 4 ``k`` tiles has 4, each an ``omp for`` in an ``omp parallel`` with its
+  barrier, 4 more barriers than with ``i`` outermost as ``omp parallel for``, and a
+  printed ``k`` loop of one trip 1 more; :func:`region_barriers`), as a
   factor ``1 + those cycles / the compute cycles`` (:func:`sync_factor`). A small
   nest (conv2d 16 x 16 x 14 x 14: 0.45M instances, 0.23 ms on one core) runs
   slower on two threads than on one, as measured.
@@ -152,6 +153,9 @@ class Execution:
     # unscaled on any architecture (another clock rate, calibration's compute factor)
     sync_cycles: float = 0.0
     passes: float = 1.0  # the stretch by loading and storing a box of accumulators every pass (pass_factor)
+    # the shared-out loop is an omp for inside an omp parallel around loops the code prints (its barriers
+    # then count: region_barriers); False: one omp parallel for, or one thread
+    region: bool = False
 
     @property
     def team(self) -> float:
@@ -172,7 +176,7 @@ class Execution:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
-                "passes": self.passes, "why": self.why}
+                "passes": self.passes, "region": self.region, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -573,35 +577,37 @@ def team_constants(arch: Architecture | None) -> tuple[float, float]:
     return fork, barrier
 
 
-def region_barriers(syncs: Num) -> Num:
+def region_barriers(syncs: Num, region: Num) -> Num:
     """Barriers a call's team passes beyond its start, for ``syncs`` executions of the shared-out loop:
-    none for one (``omp parallel for``: its join is the start's), else one per execution. Run more
-    than once, the loop is an ``omp for`` inside an ``omp parallel`` around the loops outside it
-    (:mod:`polymap.codegen.c.parallel`): each ``omp for`` ends in its own barrier and the region's join
-    comes after the last, one more than the executions less one counted until session 29. Measured
-    (session 29, ``OMP_WAIT_POLICY=passive``, load 2, medians of 301 calls, the threads asleep before
-    each): ``parallel for`` 63 us, the same loop as ``omp for`` in a region around 1, 2 and 4
-    executions 75, 99 and 134 us: 12-18 us a barrier, ``executions`` of them. (A region around a loop
-    of one trip has one too, which ``syncs`` cannot tell from ``parallel for``: left out.)"""
-    return np.where(np.asarray(syncs) > 1, syncs, 0)
+    none for ``omp parallel for`` (its join is the start's); in a ``region`` (the loop is an ``omp
+    for`` inside an ``omp parallel`` opened around the loops the code prints outside it,
+    :mod:`polymap.codegen.c.parallel`) one per execution: each ``omp for`` ends in its own barrier and
+    the region's join comes after the last, one more than the executions less one counted until
+    session 29 (a region around a loop of one trip at the sizes given, a tile loop the code prints
+    because the sizes are its parameters, has one barrier that was not counted at all: gemm 384^3's
+    thirteen region codes against its three ``parallel for`` ones, RESULTS.md session 29). Measured
+    (session 29, ``OMP_WAIT_POLICY=passive``, medians of 301 calls, the threads asleep before each):
+    ``parallel for`` 43 us, the same loop as ``omp for`` in a region around 1, 2 and 4 executions
+    44, 45.6 and 48.3 us quietly (load 1.8), 63 against 75, 99, 134 us at load 2."""
+    return np.where(np.asarray(region, dtype=bool), syncs, 0)
 
 
-def team_cycles(syncs: Num, threads: Num, arch: Architecture | None = None) -> Num:
+def team_cycles(syncs: Num, threads: Num, arch: Architecture | None = None, *, region: Num = False) -> Num:
     """``start + barriers x barrier`` with more than one thread, else 0: what starting the team and
     its barriers (:func:`region_barriers`) cost a call (:func:`team_constants` of ``arch``). Numbers
     or NumPy arrays."""
     fork, barrier = team_constants(arch)
-    out = np.where(np.asarray(threads) > 1, fork + region_barriers(syncs) * barrier, 0.0)
+    out = np.where(np.asarray(threads) > 1, fork + region_barriers(syncs, region) * barrier, 0.0)
     return out if out.ndim else float(out)
 
 
 def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float,
-                arch: Architecture | None = None) -> Num:
+                arch: Architecture | None = None, *, region: Num = False) -> Num:
     """``1 + team_cycles / compute cycles``: the compute term (``instances x busy / (units x ops)``,
     ``busy`` the waste times the latency factor) stretched by what starting the team and each
     barrier cost (:func:`team_cycles`); 1 with one thread. Numbers or NumPy arrays."""
     work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
-    out = 1.0 + team_cycles(syncs, threads, arch) / np.maximum(work, 1e-300)
+    out = 1.0 + team_cycles(syncs, threads, arch, region=region) / np.maximum(work, 1e-300)
     return out if np.ndim(out) else float(out)
 
 
@@ -827,6 +833,10 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"spatial {tloop}: {threads} threads")
     threads = max(1, min(threads, cores))
     code = _walk(mapping, eff, printed=True)  # a register tile follows the loops the code prints
+    # the region opens around the printed loops that enclose the shared-out one (codegen's parallel.py)
+    at = walk[q][:2] if tloop is not None and q < len(walk) else None
+    outside = next((code[:p] for p, (k, x, _) in enumerate(code) if (k, x) == at), [])
+    region = threads > 1 and any(around(x, tloop) for _, x, _ in outside)
     found = chains(stmts, code, last)
     if found is None and _rescheduled_chain(model, mapping, walk):
         found = (1, True)  # one accumulator along the innermost loop, in a register at best
@@ -866,12 +876,13 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"accumulators loaded and stored every pass: x{passes:.3g}")
     syncs = executions if threads > 1 else 0
     sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes,
-                       arch.compute.ops_per_cycle, arch)
+                       arch.compute.ops_per_cycle, arch, region=region)
     if sync > 1:
-        why.append(f"team start and {int(region_barriers(syncs))} barrier(s) ({syncs} execution(s) of the "
-                   f"shared-out loop{', an omp for each, then the join' if syncs > 1 else ''}): x{sync:.3g}")
+        why.append(f"team start and {int(region_barriers(syncs, region))} barrier(s) ({syncs} execution(s) of "
+                   f"the shared-out loop{', an omp for in a region: a barrier each, then the join' if region else ''}"
+                   f"): x{sync:.3g}")
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads, arch), passes)
+                     team_cycles(syncs, threads, arch, region=region), passes, region)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
@@ -934,6 +945,14 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 out = out * trips[:, k, j]
         return out
 
+    def wrapped(q: int) -> np.ndarray:  # a loop the code prints encloses it: the region opens there
+        out = np.zeros(B, dtype=bool)
+        for k, j in positions[:q]:
+            if around(loops[j], loops[positions[q][1]]):
+                out |= code_live[:, k, j]
+        return out
+
+    region = np.zeros(B, dtype=bool)
     for q, (k, j) in enumerate(positions):
         t = trips[:, k, j]
         if loops[j] in parallel:
@@ -946,13 +965,17 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             threads = np.where(take, p, threads)
             twaste = np.where(take, share * p / size, twaste)
             executions = np.where(take, mine, executions)
+            region = np.where(take, wrapped(q), region)
             chosen |= take
     spatial_executions, reached = np.ones(B, dtype=np.int64), np.zeros(B, dtype=bool)
+    spatial_region = np.zeros(B, dtype=bool)
     for q, (k, j) in enumerate(positions):  # a spatial loop is shared out once per iteration of the loops around it
         first = ~reached & (k < last) & (loops[j] in template.levels[k].spatial) & (trips[:, k, j] > 1)
         spatial_executions = np.where(first, starts(q), spatial_executions)
+        spatial_region = np.where(first, wrapped(q), spatial_region)
         reached |= first
     executions = np.where(has, spatial_executions, executions)
+    region = np.where(has, spatial_region, region)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
     vidx = np.full(B, -1)  # the vector loop's position in ``loops`` (-1: none)
@@ -1076,9 +1099,10 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                                             / (work * latency)), passes)
     busy = twaste * vwaste * latency * passes
     syncs = np.where(threads > 1, executions, 0)
-    sync = sync_factor(syncs, threads, instances, threads * lanes, busy, arch.compute.ops_per_cycle, arch)
+    sync = sync_factor(syncs, threads, instances, threads * lanes, busy, arch.compute.ops_per_cycle, arch,
+                       region=region)
     if team:
-        return threads * lanes, busy * sync, np.broadcast_to(team_cycles(syncs, threads, arch), (B,))
+        return threads * lanes, busy * sync, np.broadcast_to(team_cycles(syncs, threads, arch, region=region), (B,))
     return threads * lanes, busy * sync
 
 
