@@ -2,6 +2,7 @@
    Build: gcc -O2 -fopenmp benchmarks/omp_barriers.c -o /tmp/omp_barriers
    Run:   OMP_WAIT_POLICY=passive /tmp/omp_barriers [gap_us=500] [work=20000]
    (design.md, "The team's start on top of every term ... a region's barriers"; execution.region_barriers) */
+#include <stdio.h>
 #include <stdlib.h>
 #include <omp.h>
 /* The region's extra barrier: the same shared-out loop of 2 x threads iterations as
