@@ -172,3 +172,22 @@ def test_no_team_without_openmp():
     eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
     units, _, team = batch_execution(MODEL, mp, a, ext, eff, team=True)
     assert int(units[0]) == ex.units and float(team[0]) == 0.0
+
+
+def test_calibration_takes_the_team_after_the_max():
+    """Kernels whose memory term binds and that start a team: a machine whose memory is 3x slower than
+    the model says and whose team costs what it is charged. The team is added after the max (no term
+    hides it), so the fit finds 3 for that level and predicts every time exactly; a fit that puts the
+    team in the compute term alone (until session 29) cannot, since there it never binds."""
+    from polymap.machine.derating import fit_derating, predict
+
+    work = np.array([1.0, 0.5, 2.0, 0.2, 0.4])
+    memory = np.array([2.0, 3.0, 1.0, 4.0, 0.5])
+    team = np.array([0.0, 1.0, 0.5, 2.0, 0.0])
+    terms = np.stack([work, memory], axis=1)
+    measured = np.maximum(work, 3 * memory) + team
+    fitted = fit_derating(terms, measured, offsets=team, ridge=0.0)
+    assert fitted.factors[1] == pytest.approx(3.0, rel=1e-6)
+    assert predict(terms, fitted.factors, team) == pytest.approx(measured, rel=1e-6)
+    inside = fit_derating(np.stack([work + team, memory], axis=1), measured, ridge=0.0)
+    assert inside.error_after > 0.05
