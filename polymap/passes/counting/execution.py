@@ -882,7 +882,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
                    f"the shared-out loop{', an omp for in a region: a barrier each, then the join' if region else ''}"
                    f"): x{sync:.3g}")
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads, arch, region=region), passes, region)
+                     team_cycles(syncs, threads, arch, region=region), passes, region=region)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
