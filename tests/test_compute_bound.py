@@ -5,7 +5,7 @@ the original order 2.4 s, an interchange 2.1 s, of 7 s of CPU) although the cycl
 least its compute term, which needs no counts (``choice.compute_bound``). A candidate whose compute
 term is more than ``NEAR_TIE`` above a counted candidate's cycles cannot be chosen, so it is left
 uncounted. Checked here against the route that counts everything (``count_losers=True``): the bound
-is the counted report's own compute term (so a lower bound on its cycles), the choice is the same, and
+is the counted report's own compute term less its panels' copies (so a lower bound on its cycles), the choice is the same, and
 which candidates are left uncounted does not depend on how the pieces raced (one core or two).
 """
 from __future__ import annotations
@@ -62,7 +62,8 @@ def test_the_bound_is_the_counted_compute_term_and_the_choice_stays(name, params
                 continue  # counted by the search, not by compile's pieces
             bound = compute_bound(model, c.counted, HOST, params)
             assert mapped_instances(model, c.counted, params) == c.report.counts.instances
-            assert bound.cycles == pytest.approx(_compute(c.report), rel=1e-12)
+            # the counted compute term less its panels' copies (which the fit's keeps may change)
+            assert bound.cycles == pytest.approx(_compute(c.report) - c.report.execution.pack_cycles, rel=1e-12)
             assert bound.threads == c.report.execution.threads
             assert bound.cycles <= c.report.cycles
         best = min(c.report.cycles for c in counted.values() if c.legal)

@@ -35,7 +35,7 @@ from polymap.machine.arch import VectorUnit
 from polymap.machine.hostinfo import CPUINFO, cpu_flags
 from polymap.machine.presets import load_architecture
 from polymap.passes.counting.counting import count_mapping, isl_count_mapping
-from polymap.passes.counting.execution import packable, vectorises
+from polymap.passes.counting.execution import execution, packable, vectorises
 from polymap.passes.legality.legality import is_legal
 from polymap.passes.search.choice import choose
 from polymap.passes.search.register_mapping import find_roles
@@ -303,3 +303,18 @@ def test_the_weights_panel_has_run_time_extents():
     assert pack.unit_last("k") and pack.dims[-1].count == nr
     assert [d.count for d in pack.dims[1:4]] == ["(C - (0))", "(R - (0))", "(S - (0))"]
     assert isinstance(pack.size, str)  # the buffer on the heap, sized at run time
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_the_model_counts_the_packed_rows_lanes(dtype):
+    """Issue 10: the pick reads ``W[k, c, r, s]`` from its panel in vectors along ``k`` (the code's
+    ``polymap_fma_f32x16``), so the model counts the registers' lanes for it, as for ``W[c, r, s, k]``
+    read in place: the same threads, lanes, waste and chains for the same tile in either layout."""
+    got = {}
+    for layout in sorted(LAYOUTS):
+        kernel, model, mp, source = _pick(_kernel(2, dtype, 16, 14, 14, layout))
+        assert source == "register tiles"
+        ex = execution(model, mp, HOST, loop_extents(kernel, 0, _defaults(kernel)))
+        assert ex.vector_loop == "k" and ex.lanes == HOST.vector.lanes(dtype), (layout, ex)
+        got[layout] = (dict(zip(mp.loops, mp.levels[-1].tile)), ex.threads, ex.lanes, ex.waste, ex.chains)
+    assert got["kcrs"] == got["crsk"]

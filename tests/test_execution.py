@@ -76,6 +76,14 @@ def no_pass_costs(monkeypatch):
     monkeypatch.setattr(execution_module, "PASS_CYCLES", 0.0)
 
 
+@pytest.fixture
+def no_pack_costs(monkeypatch):
+    """Copying a panel costs nothing: tests of the other compute terms' formulas (test_pack_cost.py
+    checks the copies against the generated code)."""
+    monkeypatch.setattr(execution_module, "PACK_CYCLES", 0.0)
+    monkeypatch.setattr(execution_module, "PACK_UNIT_CYCLES", 0.0)
+
+
 def gemm_mapping(order_rf, tiles_l1, tiles_rf, *, l2_order=("i", "j", "k"), spatial=(), tiles_l2=None, kernel=GEMM):
     names = [lv.name for lv in HOST.levels]
     levels = [{"level": names[0], "order": ["i", "j", "k"]},
@@ -181,7 +189,7 @@ def test_accelerator_keeps_spatial_units():
     assert (ex.threads, ex.lanes, ex.waste) == (16, 1, 1.0)
 
 
-def test_compute_term_sees_the_lanes(no_team_costs, no_pass_costs):
+def test_compute_term_sees_the_lanes(no_team_costs, no_pass_costs, no_pack_costs):
     """Same tiles, j or k innermost: the compute terms differ by the lanes and the waste, exactly."""
     values = param_values(GEMM, {"M": 64, "N": 64, "K": 64})
     ext = loop_extents(GEMM, 0, values)
@@ -304,7 +312,7 @@ def test_chain_elements_simulated(order_rf, ti, tj, tk, sizes):
         assert fewest == n
 
 
-def test_latency_stretches_short_chains_only(no_team_costs, no_pass_costs):
+def test_latency_stretches_short_chains_only(no_team_costs, no_pass_costs, no_pack_costs):
     values = param_values(GEMM_ACC, {"M": 256, "N": 256, "K": 256})
     model = build_model(GEMM_ACC)
     ext = loop_extents(GEMM_ACC, 0, values)

@@ -191,3 +191,24 @@ def test_calibration_takes_the_team_after_the_max():
     assert predict(terms, fitted.factors, team) == pytest.approx(measured, rel=1e-6)
     inside = fit_derating(np.stack([work + team, memory], axis=1), measured, ridge=0.0)
     assert inside.error_after > 0.05
+
+
+def test_the_copies_stay_on_the_compute_term_and_the_team_after_the_max():
+    """Offsets in pairs (after the max, on the compute term): the team's cycles every term carries, the
+    panels' copies the compute term alone. A machine whose memory is 2x slower than modelled: the fit
+    finds 2 and predicts every time; the copies, had they gone after the max too, would have been
+    added to memory-bound rows that do not pay them."""
+    from polymap.machine.derating import fit_derating, predict
+
+    work = np.array([1.0, 0.5, 2.0, 0.2, 0.4, 3.0])
+    memory = np.array([2.0, 3.0, 0.5, 4.0, 0.5, 0.2])
+    team = np.array([0.0, 1.0, 0.5, 2.0, 0.0, 0.3])
+    copies = np.array([0.5, 0.0, 1.0, 0.3, 0.2, 0.4])
+    terms = np.stack([work, memory], axis=1)
+    measured = np.maximum(work + copies, 2 * memory) + team
+    offsets = np.stack([team, copies], axis=1)
+    fitted = fit_derating(terms, measured, offsets=offsets, ridge=0.0)
+    assert fitted.factors == pytest.approx((1.0, 2.0), rel=1e-6)
+    assert predict(terms, fitted.factors, offsets) == pytest.approx(measured, rel=1e-6)
+    lumped = predict(terms, fitted.factors, team + copies)
+    assert not np.allclose(lumped, measured)

@@ -99,5 +99,6 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                     # the fastest sample: what the machine can do, not what the other users leave of it
                     group = f"{name} {','.join(f'{k}={v}' for k, v in size.items())} nest {nc.nest}"
                     samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds, group,
-                                          cand.report.execution.team, tuple(old.cycle_terms)))
+                                          cand.report.execution.team + cand.report.execution.pack_cycles,
+                                          tuple(old.cycle_terms), team=cand.report.execution.team))
     return samples

@@ -39,18 +39,21 @@ That panel may span loops whole at that level (conv2d's ``W[k, c, r, s]`` under 
 output channels ``k``, with ``c, r, s`` whole: ``[k / 16][c][r][s][k % 16]``): a whole loop whose
 bounds are the sizes only is a dimension of its run-time extent (counts, strides and size as C
 text, the buffer on the heap).
+
+What is packed, in which layout and where the copy sits is decided in
+:mod:`polymap.passes.counting.packs`, which the cost model calls too (it counts the copies' cycles);
+this module prints the decision.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from math import inf
-from typing import TYPE_CHECKING, Mapping as MappingT
+from typing import TYPE_CHECKING
 
-from polymap import ir
 from polymap.islcheck import isl
 from polymap.codegen.ast_build import LoopInfo, user_statement
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.mapping.model import Mapping
+from polymap.passes.counting import packs
+from polymap.passes.counting.packs import Count, Pack, PackDim, source_order, whole_loops
 from polymap.poly import KernelModel, StatementModel
 
 
@@ -64,193 +67,18 @@ STACK_BYTES = 64 * 1024
 BUFFER_ALIGN = 64
 
 
-Count = int | str  # a number of elements; C text where it is the run-time extent of a whole loop
-
-
-@dataclass(frozen=True)
-class PackDim:
-    """One dimension of a packed buffer: digit ``((x - origin) % modulus) / divisor`` of loop ``loop``.
-
-    ``count`` and ``stride`` are C text (parenthesised) where a loop is whole at the keeping level (the
-    row rule's panels: conv2d's ``W[k, c, r, s]`` with ``c, r, s`` whole, :func:`plan_packs`)."""
-
-    level: int
-    loop: str
-    count: Count
-    divisor: int
-    modulus: int | None
-    stride: Count
-
-
-def _times(a: Count, b: Count) -> Count:
-    """``a * b``: a number, or parenthesised C text when either is text."""
-    if isinstance(a, int) and isinstance(b, int):
-        return a * b
-    if a == 1 or b == 1:
-        return b if a == 1 else a
-    return f"({a} * {b})"
-
-
-@dataclass(frozen=True)
-class Pack:
-    """Reads ``tensor[loops...]`` of one nest packed at the entry of level ``level``'s tiles."""
-
-    tensor: str
-    loops: tuple[str, ...]  # the subscripts, in the tensor's dimension order
-    level: int
-    tiles: tuple[int | None, ...]  # the level's tile extent along each of ``loops`` (None: whole)
-    dims: tuple[PackDim, ...]
-
-    @property
-    def size(self) -> Count:
-        out: Count = 1
-        for d in self.dims:
-            out = _times(out, d.count)
-        return out
-
-    @property
-    def key(self) -> tuple[str, tuple[str, ...]]:
-        return (self.tensor, self.loops)
-
-    def unit_last(self, loop: str) -> bool:
-        """Is ``loop`` the buffer's last, unit-stride dimension (its lanes contiguous)?"""
-        return bool(self.dims) and self.dims[-1].loop == loop and self.dims[-1].divisor == 1
-
-
-def _bare(ref: ir.Ref) -> tuple[str, ...] | None:
-    names = tuple(s.name for s in ref.indices if isinstance(s, ir.Var))
-    if len(names) != len(ref.indices) or len(set(names)) != len(names):
-        return None
-    return names
+def whole_extents(model: KernelModel, nest: int) -> dict[str, str]:
+    """C text of the run-time extent of each loop of ``nest`` a panel may span whole
+    (:func:`~polymap.passes.counting.packs.whole_loops`: ``for c in 0..C``: ``C``)."""
+    printer = ValuePrinter(model.kernel, {}, None)
+    return {x: f"({printer.index(lp.upper[0])} - ({printer.index(lp.lower[0])}))"
+            for x, lp in whole_loops(model, nest).items()}
 
 
 def plan_packs(model: KernelModel, mapping: Mapping) -> dict[tuple[str, tuple[str, ...]], Pack]:
-    """The packed references of ``mapping``'s nest (see the module docstring)."""
-    n = len(mapping.levels)
-    if n < 3:
-        return {}
-    stmts = model.nest_statements(mapping.nest)
-    written = {s.stmt.target.tensor for s in stmts}
-    refs: dict[str, set] = {}
-    once: dict[tuple[str, tuple[str, ...] | None], bool] = {}
-    for s in stmts:
-        for r in ir.subexpressions(s.stmt.value):
-            if isinstance(r, ir.Ref) and r.indices:
-                view = _bare(r)
-                refs.setdefault(r.tensor, set()).add(view)
-                # distinct bare subscripts over every loop of the statement: each element read once
-                key = (r.tensor, view)
-                once[key] = once.get(key, True) and view is not None and set(view) == set(s.loops)
-    # a view read once per element in the whole nest has no reuse a copy could serve: the copy only adds
-    # a pass over the tensor (and a buffer to fault in). mvt's A at LARGE: 16 MB panels malloc'd per tile
-    refs = {t: {v for v in views if v is None or not once[(t, v)]} for t, views in refs.items()}
-    out = {}
-    for tensor, views in refs.items():
-        if tensor in written or None in views:
-            continue
-        keeping = [lv for lv in range(1, n - 1) if tensor in mapping.levels[lv].keep]
-        if not keeping:
-            continue
-        for loops in views:
-            level = keeping[-1]
-            # the levels just above that keep it too, walk no spatial loop and hold a constant box:
-            # the copy is made there, and the inner level's tile is a contiguous part of that panel
-            while (level - 1 in keeping and not mapping.levels[level - 1].spatial
-                   and _pack(mapping, tensor, loops, level - 1) is not None):
-                level -= 1
-            if level == n - 2 and _broadcast_rows(mapping, loops):
-                continue
-            pack = _pack(mapping, tensor, loops, level)
-            if pack is not None:
-                out[pack.key] = pack
-    # a read strided along the register tile's row loop is packed at the level above the registers,
-    # so that the row is contiguous (syrk's A[j, k] under a tile over i, j)
-    row = mapping.levels[-1].order[-1] if mapping.levels[-1].order else None
-    if row is not None and (mapping.tile(n - 1).get(row) or 1) > 1:
-        for tensor, views in refs.items():
-            if tensor in written or None in views:
-                continue
-            for loops in views:
-                if row not in loops or loops[-1] == row or (tensor, loops) in out:
-                    continue
-                pack = _pack(mapping, tensor, loops, n - 2, _whole_extents(model, mapping.nest))
-                if pack is not None and pack.unit_last(row):
-                    out[pack.key] = pack
-    return out
-
-
-def _whole_extents(model: KernelModel, nest: int) -> dict[str, str]:
-    """C text of the extent of each loop of ``nest`` whose bounds are one expression each of the sizes
-    only (``for c in 0..C``: ``C``): the run-time extent of a dimension whole at the keeping level."""
-    out: dict[str, str] = {}
-    loops = {lp.var for s in model.nest_statements(nest) for lp in s.context.loops}
-    printer = ValuePrinter(model.kernel, {}, None)
-    for s in model.nest_statements(nest):
-        for lp in s.context.loops:
-            if len(lp.lower) != 1 or len(lp.upper) != 1 or lp.step != 1:
-                continue
-            if (ir.variables(lp.lower[0]) | ir.variables(lp.upper[0])) & loops:
-                continue  # (a triangle's bound: no one extent)
-            out[lp.var] = f"({printer.index(lp.upper[0])} - ({printer.index(lp.lower[0])}))"
-    return out
-
-
-def _broadcast_rows(mapping: Mapping, loops: tuple[str, ...]) -> bool:
-    """Is a view kept only just above the registers read there in place: the register tile broadcasts
-    it (it does not move along the tile's row loop) and each of its rows is a contiguous run along a
-    loop the tile steps through one at a time (gemm's A[i, k] under a 6 x 64 tile: six streams along
-    k, which the hardware prefetches)? A copy there is made per tile of the level and serves only
-    its few panels of reuse: the streamed form's A (register_mapping.stream_blocks) measured 15%
-    slower packed (session 26)."""
-    n = len(mapping.levels)
-    rf = mapping.tile(n - 1)
-    row = mapping.levels[-1].order[-1] if mapping.levels[-1].order else None
-    return (row is not None and (rf.get(row) or 1) > 1 and row not in loops
-            and (rf.get(loops[-1]) or 1) == 1)
-
-
-def _pack(mapping: Mapping, tensor: str, loops: tuple[str, ...], level: int,
-          whole: MappingT[str, str] | None = None) -> Pack | None:
-    """The pack of ``tensor[loops]`` at ``level``, or None. A loop whole at ``level`` (a ``None`` tile
-    there or at every level above it) makes the box depend on the sizes: refused, unless ``whole``
-    gives its run-time extent as C text, which then counts its digits at run time."""
-    n = len(mapping.levels)
-    tiles = [mapping.tile(lv) for lv in range(level, n)]
-    if any(tiles[0].get(x) is None and (whole is None or x not in whole) for x in loops):
-        return None  # a whole loop: the box would depend on the sizes
-    if whole is None and any(t.get(x) is None for t in tiles for x in loops):
-        return None
-    # each level's tile, a whole one the enclosing level's (inf: the loop's run-time extent)
-    eff: list[dict[str, float]] = []
-    for t in tiles:
-        eff.append({x: (eff[-1][x] if eff else inf) if t.get(x) is None else t[x] for x in loops})
-    bound: dict[str, float] = dict(eff[0])
-    raw = []
-    pending: dict[str, int] = {}  # a tile narrower than the one above: the next digit of its loop wraps
-    for lv in range(level, n):
-        here = eff[lv - level]
-        inner = eff[lv - level + 1] if lv + 1 < n else {x: 1 for x in loops}
-        for x in mapping.levels[lv].order:
-            if x not in loops:
-                continue
-            if lv > level and here[x] < bound[x]:
-                pending[x] = bound[x] = here[x]
-            span = min(bound[x], here[x])
-            if span == inf and inner[x] == inf:
-                continue  # one tile
-            count: Count = -(-int(span) // int(inner[x])) if span != inf else \
-                (whole[x] if inner[x] == 1 else f"(({whole[x]} + {int(inner[x]) - 1}) / {int(inner[x])})")
-            if not isinstance(count, int) or count > 1:
-                # the modulus of a level whose own digit is 1 (one tile) belongs to the next digit
-                raw.append((lv, x, count, int(inner[x]), pending.pop(x, None)))
-    if all(b == 1 for b in bound.values()):
-        return None
-    dims = []
-    stride: Count = 1
-    for lv, x, count, div, mod in reversed(raw):
-        dims.append(PackDim(lv, x, count, div, mod, stride))
-        stride = _times(stride, count)
-    return Pack(tensor, loops, level, tuple(tiles[0].get(x) for x in loops), tuple(reversed(dims)))
+    """The packed references of ``mapping``'s nest (:func:`~polymap.passes.counting.packs.plan_packs`),
+    whole loops' extents as C text."""
+    return packs.plan_packs(model, mapping, whole_extents(model, mapping.nest))
 
 
 # --------------------------------------------------------------------------- printing
@@ -405,51 +233,37 @@ def _span(pack: Pack, loop: str) -> Count:
     return "(1" + "".join(f" + ({d.count} - 1) * {d.divisor}" for d in dims) + ")"
 
 
-def source_order(pack: Pack) -> list[PackDim]:
-    """The buffer's digits in the source's memory order: tensor dimension first, larger divisor outer."""
-    return sorted(pack.dims, key=lambda d: (pack.loops.index(d.loop), -d.divisor))
-
-
 def pack_points(printer: Printer, node: isl.AstNode, info: LoopInfo) -> list[Pack]:
-    """The packs whose tiles start inside loop ``node``.
-
-    That is the innermost loop of the levels above the pack's that indexes the tensor: the loops of
-    those levels inside it (which do not index it) walk tiles that hold the same box, which the
-    counts fill once (``mapping.md``: fills are what a residency holds that the previous did not),
-    so the copy is made once for all of them. gemm with B's columns kept at L2 in groups, the last
-    level walking ``i, k, j``: A's rows x KC block is packed once per ``k`` step, not once per
-    group of ``j``. When no loop of those levels indexes the tensor, the innermost one does.
-    """
-    packs = printer.packs_by_rank.get(info.rank)
-    if not packs or info.level < 0:
+    """The packs whose tiles start inside loop ``node``: :func:`~polymap.passes.counting.packs.copies_here`
+    of its loops (the innermost loop of the levels above the pack's that indexes the tensor)."""
+    packs_here = printer.packs_by_rank.get(info.rank)
+    if not packs_here or info.level < 0:
         return []
     out = []
     body = node.for_get_body()
-    for pack in packs.values():
+    for pack in packs_here.values():
         if pack.key in printer.active_packs:
             continue  # copied once before the nest (hoisted_packs)
-        if info.level >= pack.level or _outer_loop_inside(printer, body, pack.level, pack.loops):
+        if info.level >= pack.level:
             continue
-        if info.loop in pack.loops or (
-                not _outer_loop_inside(printer, body, pack.level, None)
-                and not any(lv < pack.level and x in pack.loops for lv, x in printer.loop_stack)):
+        if packs.copies_here(pack, info.level, info.loop,
+                             indexing_inside=_outer_loop_inside(printer, body, pack.level, pack.loops),
+                             outer_inside=_outer_loop_inside(printer, body, pack.level, None),
+                             indexing_around=any(lv < pack.level and x in pack.loops
+                                                 for lv, x in printer.loop_stack)):
             out.append(pack)
     return out
 
 
 def hoisted_packs(printer: Printer, node: isl.AstNode, info: LoopInfo, mode: str) -> list[Pack]:
     """The packs copied once, right before ``node``, the outermost loop of its nest (printed outside
-    any parallel region): those whose tensor no loop of the levels above the pack's indexes anywhere
-    in the nest. Every tile of those levels then holds the same box, which the counts fill once; a
-    copy per iteration of the innermost of those loops (:func:`pack_points`) repeated it: conv2d's
-    ``W`` panel, 36 K elements, once per row ``p`` of a 28 x 28 layer. The panel is only read, and
-    shared by the threads."""
-    packs = printer.packs_by_rank.get(info.rank)
-    if not packs or info.level < 0 or mode != "serial" or printer.loop_stack:
+    any parallel region): :func:`~polymap.passes.counting.packs.hoisted` of the nest's loops."""
+    packs_here = printer.packs_by_rank.get(info.rank)
+    if not packs_here or info.level < 0 or mode != "serial" or printer.loop_stack:
         return []
-    return [pack for pack in packs.values() if pack.key not in printer.active_packs
-            and not _outer_loop_inside(printer, node, pack.level, pack.loops)
-            and _outer_loop_inside(printer, node, pack.level, None)]
+    return [pack for pack in packs_here.values() if pack.key not in printer.active_packs
+            and packs.hoisted(indexing_anywhere=_outer_loop_inside(printer, node, pack.level, pack.loops),
+                              outer_anywhere=_outer_loop_inside(printer, node, pack.level, None))]
 
 
 def _outer_loop_inside(printer: Printer, node: isl.AstNode, level: int, loops: tuple[str, ...] | None) -> bool:

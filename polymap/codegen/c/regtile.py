@@ -67,6 +67,7 @@ from polymap.codegen.c import packing
 from polymap.codegen.c.expr import C_TYPES, ValuePrinter, ast_expr, c_name
 from polymap.codegen.c.parallel import Path, child_paths
 from polymap.passes.counting.execution import loads_lanewise, loop_coefficient, vectorises
+from polymap.passes.counting.packs import reads_panel
 from polymap.passes.frontend.types import combine_type
 
 
@@ -373,14 +374,10 @@ def _foldable(printer: Printer, init: FoldedInit, name: str, args: tuple) -> boo
     return target(im, init.args) == target(sm, args)
 
 
-def _view(r: ir.Ref) -> tuple[str, tuple[str, ...]]:
-    return (r.tensor, tuple(getattr(x, "name", "") for x in r.indices))
-
-
 def _packed_unit(packs: dict, r: ir.Ref, loop: str) -> bool:
-    """Is ``r`` read from a packed panel whose last, unit-stride dimension is ``loop``?"""
-    pack = packs.get(_view(r))
-    return pack is not None and pack.unit_last(loop)
+    """Is ``r`` read from a packed panel whose last, unit-stride dimension is ``loop``? (the model's rule:
+    :func:`~polymap.passes.counting.packs.reads_panel`)"""
+    return reads_panel(packs, r, loop)
 
 
 def _vector_refs_ready(printer: Printer, tile: RegisterTile) -> bool:

@@ -21,8 +21,9 @@ to accumulation chains too short to hide the add's latency), by the ops per
 cycle, and adds the cycles of the team's start and barriers (the
 execution's barriers at this architecture's cost of a start and a barrier,
 :func:`~polymap.passes.counting.execution.team_cycles`: a time, which neither
-the ops per cycle nor calibration's compute factor scales), and so does every level's term
-(:func:`level_term`: nothing moves while the team starts); utilization is active units over the compute instances.
+the ops per cycle nor calibration's compute factor scales) and those of the
+panels the code copies (``Execution.pack_cycles``, likewise); the team's also go on every
+level's term (:func:`level_term`: nothing moves while the team starts); utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -234,7 +235,8 @@ def compute_term(arch: Architecture, instances: int, execution: Execution) -> fl
     # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
     # compute rate (on the one the execution was found for, the same as stretching by execution.sync), at
     # this architecture's cost of a start and a barrier (a calibrated file's measured ones)
-    return work + team_term(arch, execution)
+    # the panels' copies (execution.pack_cycles) likewise: cycles of the copy loops, not of the work
+    return work + team_term(arch, execution) + execution.pack_cycles
 
 
 def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,

@@ -20,7 +20,8 @@ the mapping, by the same rules it applies:
   when it carries no dependence and the C compiler vectorises its accesses
   (:func:`vectorises`: unit-stride or invariant, reads also a constant stride,
   as conv2d's ``I[.., 2*q + s]``; ``#pragma omp simd``, or a register tile's
-  vector accumulators, :mod:`polymap.codegen.c.regtile`); else one lane.
+  vector accumulators, :mod:`polymap.codegen.c.regtile`, whose rows read from a panel count only
+  where the code copies one, :func:`code_packs`); else one lane.
 * **latency**: a statement that accumulates (``C[i, j] += ...``) updates each
   element in a chain, one link per iteration of a loop its target does not
   depend on (a reduction loop); the code neither splits nor reassociates it
@@ -56,6 +57,13 @@ the mapping, by the same rules it applies:
   factor ``1 + those cycles / the compute cycles`` (:func:`sync_factor`). A small
   nest (conv2d 16 x 16 x 14 x 14: 0.45M instances, 0.23 ms on one core) runs
   slower on two threads than on one, as measured.
+* **packs**: the panels the code copies (:mod:`polymap.passes.counting.packs`, the rule the C
+  backend's packing applies): each copy writes the panel's elements, the busiest thread makes the
+  copies of the loops around the copy's place (split over the threads when the place is inside the
+  shared-out loop; all of them when it is outside, or once when hoisted before the nest), each
+  element :data:`PACK_CYCLES` (strided writes) or :data:`PACK_UNIT_CYCLES` (consecutive); added to the compute term as cycles (:func:`pack_copies`). conv2d
+  C = K = 32 at 28 x 28 with W's panel copied per ``(q, p, c)`` tile: 56 copies of 4608 elements a
+  thread, +194K cycles (measured 0.07-0.18 ms slower than the same tiles with the panel hoisted).
 * **waste**: the busiest unit's work over an even share, exact from tiles and
   extents. Partial vectors: the vector loop's tiles (edges included) in whole
   vectors, the remainder of each tile one iteration per issue (the scalar
@@ -80,8 +88,9 @@ import numpy as np
 from polymap import ir
 from polymap.pretty import expr as print_expr
 from polymap.machine.arch import Architecture
-from polymap.mapping.model import Mapping, resolved_tile
+from polymap.mapping.model import LevelMapping, Mapping, resolved_tile
 from polymap.mapping.schedule import coordinate_map, statement_loops
+from polymap.passes.counting.packs import BEFORE, Pack, copy_place, plan_packs, reads_panel, unit_writes, whole_loops
 from polymap.passes.dependences.loop_classes import loop_classes
 from polymap.islcheck import isl
 from polymap.poly import Access, KernelModel, StatementModel, cached
@@ -133,6 +142,18 @@ FORK_CYCLES = 170_000.0
 #: Cycles each further execution of the shared-out loop costs (the barrier at its end and the wake-up
 #: of the sleeping thread at the next): gemm's codes on that VM, ~25 us each. Assumed as FORK_CYCLES.
 BARRIER_CYCLES = 65_000.0
+#: Cycles one element of a panel copy costs (:mod:`polymap.passes.counting.packs`) when the copy's
+#: innermost loop writes the buffer strided (``packs.unit_writes`` false). Measured once on this
+#: session's host (Xeon, 2.6 GHz, load 2) with benchmarks/pack_copy.c, conv2d's W panel as the code
+#: prints it (C = K = 32, ``[k / 32][c][r][s][k % 32]`` over a c tile of 16, R = S = 3 at run time,
+#: aligned_alloc'd and freed per copy, every write 128 bytes from the last): 0.28 ns an element, 0.73
+#: cycles. gemm's A panels (``[i / MR][k][i % MR]``, writes MR apart) measured 0.22-0.24 ns (MR 6, 8).
+PACK_CYCLES = 0.75
+#: The same when the innermost loop writes consecutive elements (gemm's B panels, ``[j / NR][k][j % NR]``:
+#: runs of NR, copied in vectors): 0.02 ns an element hot in L1, 0.12 ns from L2 and memory (a KC 256 x
+#: 128 panel of a 1024 x 1024 B), i.e. 0.05-0.31 cycles (benchmarks/pack_copy.c, same run); the middle
+#: of that range is assumed.
+PACK_UNIT_CYCLES = 0.15
 
 
 @dataclass(frozen=True)
@@ -153,6 +174,11 @@ class Execution:
     # unscaled on any architecture (another clock rate, calibration's compute factor)
     sync_cycles: float = 0.0
     passes: float = 1.0  # the stretch by loading and storing a box of accumulators every pass (pass_factor)
+    # the busiest thread's cycles copying panels (pack_copies): a time added to the compute term as it is
+    pack_cycles: float = 0.0
+    packs: float = 1.0  # those cycles as a stretch of the compute term: 1 + pack_cycles / its cycles
+    # (panel, elements the busiest thread copies into it) for each panel the code copies (pack_copies)
+    copied: tuple[tuple[str, int], ...] = ()
     # the shared-out loop is an omp for inside an omp parallel around loops the code prints (its barriers
     # then count: region_barriers); False: one omp parallel for, or one thread
     region: bool = False
@@ -165,8 +191,9 @@ class Execution:
 
     @property
     def slowdown(self) -> float:
-        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x sync."""
-        return self.waste * self.latency * self.passes * self.sync
+        """What the compute term multiplies an even, fully issued share by: waste x latency x passes x
+        (sync + packs - 1), the team's and the copies' cycles both added to the compute cycles."""
+        return self.waste * self.latency * self.passes * (self.sync + self.packs - 1.0)
 
     @property
     def units(self) -> int:
@@ -176,7 +203,8 @@ class Execution:
         return {"threads": self.threads, "lanes": self.lanes, "thread_loop": self.thread_loop,
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
-                "passes": self.passes, "region": self.region, "why": self.why}
+                "passes": self.passes, "pack_cycles": self.pack_cycles, "packs": self.packs,
+                "copied": [list(c) for c in self.copied], "region": self.region, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -243,10 +271,11 @@ def vectorises(stmt: ir.Assign, loop: str, *, tile: bool = False,
 
 def packable(ref: ir.Ref, written: Iterable[str]) -> bool:
     """May a read be copied into a panel (:mod:`polymap.codegen.c.packing`): a tensor no statement of
-    the nest writes (``written``), read by distinct bare loop variables? The register tile's row is then
-    read from a panel whose last dimension is the row loop (packing's row rule), which
-    :func:`vectorises` takes as unit stride: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along ``k``
-    (``find_roles`` asks it of the reads it would vectorise)."""
+    the nest writes (``written``), read by distinct bare loop variables? What ``find_roles`` builds a
+    register tile by (the reads it would vectorise: syrk's ``A[j, k]``, conv2d's ``W[k, c, r, s]`` along
+    ``k``), a wish: whether the code copies the panel is ``plan_packs``' answer for the mapping
+    (:func:`code_packs`), which the lanes count (:func:`panels_along`). Every panel is of a packable
+    read, so it bounds them (``batch_execution`` plans no row's panels where it changes nothing)."""
     names = [x.name for x in ref.indices if isinstance(x, ir.Var)]
     return ref.tensor not in set(written) and len(names) == len(ref.indices) and len(set(names)) == len(names)
 
@@ -268,7 +297,8 @@ def unit_stride(ref: ir.Ref, loop: str) -> bool:
 
 
 def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: MappingT[str, int],
-                 lanes: int, *, tile: bool = False) -> float | None:
+                 lanes: int, *, tile: bool = False, panel: Callable[[ir.Ref], bool] | None = None
+                 ) -> float | None:
     """How much longer than in ``lanes`` lanes the statements take when ``loop`` is the vector loop
     (>= 1), or None when no statement runs in vectors along it.
 
@@ -277,7 +307,8 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     ``init; for k { acc }; copy`` walked ``i, k, j`` has three ``j`` loops). Such a group runs in
     vectors when the compiler vectorises every one of its statements along ``loop``
     (:func:`vectorises`, the C backend's ``omp simd`` rule; with ``tile``, a register tile's box along
-    ``loop``, that of its explicit vectors), else one lane. Weighted by instances (the loops' extents): covariance's
+    ``loop``, that of its explicit vectors, with the reads ``panel`` says it loads from a panel whose
+    last dimension is ``loop``: :func:`panels_along` of the panels the code copies), else one lane. Weighted by instances (the loops' extents): covariance's
     ``for i { for k { for j: cov[i, j] += data[k, i] * data[k, j] } for j: mirror cov[j, i] = ... }``
     has its N M^2 / 2 updates in vectors and only the M^2 / 2 mirror copies in one lane: x1.006 with
     8 lanes, where the whole nest in one lane would be x8. Statements without ``loop`` count as
@@ -298,18 +329,24 @@ def scalar_share(stmts: Iterable[ir.StatementContext], loop: str, extents: Mappi
     fast, slow = rest, 0
     for own, members in groups:
         n = len(members) * prod(max(1, extents.get(x, 1)) for x in own)
-        # the tile's rule for the statements it holds in registers; any other statement is GCC's loop.
-        # Without the mapping's panels (``packed``): a row read from one counts one lane here (syrk's
-        # A[j, k], conv2d's W[k, c, r, s]), where the code has vectors. Passing ``packable`` made the
-        # counts see them, and changed syrk's and syr2k's picks at PolyBench MINI (isl's schedule ->
-        # register tiles, session 27): left for a measured decision (docs/design.md, conv2d step 3)
-        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt)) for c in members):
+        # the tile's rule for the statements it holds in registers, with the reads the code packs
+        # into a panel whose row is ``loop`` (conv2d's W[k, c, r, s]; regtile asks the same panels):
+        # not packable, find_roles' wish, which syrk at PolyBench MINI (its j whole above the registers,
+        # a triangle's bound: no panel) does not get: its tile runs in scalars, measured 1.18x slower
+        # than isl's schedule where 8 lanes were counted (design.md, "The panels' lanes")
+        if all(vectorises(c.stmt, loop, tile=tile and accumulates(c.stmt), packed=panel) for c in members):
             fast += n
         else:
             slow += n
     if not fast or fast == rest:
         return None
     return (fast + slow * lanes) / (fast + slow)
+
+
+def panels_along(packs: MappingT[tuple[str, tuple[str, ...]], Pack], loop: str) -> Callable[[ir.Ref], bool]:
+    """:func:`scalar_share`'s ``panel`` for the panels ``packs`` (:func:`code_packs`): the reads the code
+    loads from a panel whose last, unit-stride dimension is ``loop`` (the rule regtile applies)."""
+    return lambda ref: reads_panel(packs, ref, loop)
 
 
 def accumulates(stmt: ir.Assign) -> bool:
@@ -606,9 +643,80 @@ def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num,
     """``1 + team_cycles / compute cycles``: the compute term (``instances x busy / (units x ops)``,
     ``busy`` the waste times the latency factor) stretched by what starting the team and each
     barrier cost (:func:`team_cycles`); 1 with one thread. Numbers or NumPy arrays."""
-    work = instances * busy / (np.maximum(units, 1) * ops_per_cycle)
-    out = 1.0 + team_cycles(syncs, threads, arch, region=region) / np.maximum(work, 1e-300)
+    out = 1.0 + team_cycles(syncs, threads, arch, region=region) / np.maximum(_work(instances, units, busy, ops_per_cycle), 1e-300)
     return out if np.ndim(out) else float(out)
+
+
+def _work(instances: int, units: Num, busy: Num, ops_per_cycle: float) -> Num:
+    """The compute term's cycles before the team's and the copies': ``instances x busy / (units x ops)``."""
+    return instances * busy / (np.maximum(units, 1) * ops_per_cycle)
+
+
+def code_packs(model: KernelModel, mapping: Mapping, extents: MappingT[str, int]
+               ) -> dict[tuple[str, tuple[str, ...]], Pack]:
+    """The panels the code copies for ``mapping`` at ``extents``: :func:`~polymap.passes.counting.packs.plan_packs`
+    with a whole loop's extent from ``extents`` (the numbers codegen prints as C text)."""
+    whole = cached(model, ("execution", "whole", mapping.nest, tuple(sorted(extents.items()))),
+                   lambda: {x: extents[x] for x in whole_loops(model, mapping.nest) if x in extents})
+    return plan_packs(model, mapping, whole)
+
+
+def pack_copies(model: KernelModel, mapping: Mapping, extents: MappingT[str, int], eff: list[dict[str, int]],
+                code: list[tuple[int, str, int]], shared: tuple[int, str] | None, threads: int, *,
+                packs: MappingT[tuple[str, tuple[str, ...]], Pack] | None = None) -> list[tuple[Pack, int]]:
+    """The panels the code copies for ``mapping`` (``packs``, else :func:`code_packs`) and how many
+    copies of each the busiest thread makes.
+
+    The copy sits where :func:`~polymap.passes.counting.packs.copy_place` says among ``code`` (the loops
+    the code prints, :func:`_walk` with ``printed``) around the first statement that has the panel's
+    loops (the one the code copies for), and runs once per iteration of the loops around and at its
+    place: per loop of them, the tiles of the next level it walks in all (edge tiles included:
+    :func:`pieces` of ``eff``, :func:`effective_tiles`), the deepest such loop of each kernel loop
+    counting. When the place is inside ``shared`` (the shared-out loop, over ``threads``), the busiest
+    thread (a static schedule's first) walks the first ``ceil(trips / threads)`` tiles of each of its
+    runs; outside it, or hoisted before the nest (once), the copies are serial, all the thread's."""
+    stmts = model.nest_statements(mapping.nest)
+    out = []
+    for pack in (code_packs(model, mapping, extents) if packs is None else packs).values():
+        own = next((s.loops for s in stmts if all(x in s.loops for x in pack.loops)), None)
+        if own is None:
+            continue
+        chain = [(k, x) for k, x, _ in code if x in own]
+        place = copy_place(pack, chain)
+        if place is None:
+            continue
+        around = chain[:place + 1] if place != BEFORE else []
+        deepest: dict[str, int] = {}
+        for k, x in around:
+            deepest[x] = max(k, deepest.get(x, k))
+        copies = 1
+        for x, k in deepest.items():
+            tiles = [eff[j][x] for j in range(1, k + 2)]
+            if shared is None or shared not in around or shared[1] != x or threads <= 1:
+                copies *= sum(pieces(extents[x], tiles).values())
+                continue
+            ks = shared[0]  # the busiest thread's part of each run of the shared loop, then the loops inside
+            t, inner = eff[ks + 1][x], [eff[j][x] for j in range(ks + 1, k + 2)]
+            copies *= sum(n * sum(pieces(static_share(size, t, threads), inner).values())
+                          for size, n in pieces(extents[x], [eff[j][x] for j in range(1, ks + 1)]).items())
+        out.append((pack, copies))
+    return out
+
+
+def panel_name(pack: Pack) -> str:
+    """``W[k, c, r, s]``: the read a panel holds, as reports name it."""
+    return f"{pack.tensor}[{', '.join(pack.loops)}]"
+
+
+def element_cycles(pack: Pack) -> float:
+    """Cycles one element of ``pack``'s copy costs: :data:`PACK_UNIT_CYCLES` when the copy writes
+    consecutive elements (:func:`~polymap.passes.counting.packs.unit_writes`), else :data:`PACK_CYCLES`."""
+    return PACK_UNIT_CYCLES if unit_writes(pack) else PACK_CYCLES
+
+
+def copy_cycles(copies: Iterable[tuple[Pack, int]]) -> float:
+    """The busiest thread's cycles copying panels: elements x copies x :func:`element_cycles`."""
+    return sum(int(pack.size) * n * element_cycles(pack) for pack, n in copies)
 
 
 def vector_issues(size: Num, lanes: int | np.ndarray) -> Num:
@@ -812,9 +920,11 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     instances = statement_instances(stmts, extents) if stmts else prod(extents.get(x, 1) for x in mapping.loops)
     executions = 1
     around = _around(stmts)
+    shared: tuple[int, str] | None = None  # (level, loop) of the shared-out loop
     if tloop is not None:  # the spatial loop is shared out once per iteration of the loops around it
         q = next((q for q, (k, x, _) in enumerate(walk) if k < last and x in mapping.levels[k].spatial), len(walk))
         executions = _executions(walk[:q], walk[q][1] if q < len(walk) else tloop, around)
+        shared = walk[q][:2] if q < len(walk) else None
     if tloop is None:
         for q, (k, x, trips) in enumerate(walk):
             executions = _executions(walk[:q], x, around)
@@ -824,7 +934,7 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
                 threads = min(cores, trips)
                 size = eff[k][x]
                 twaste = static_share(size, eff[k + 1][x], threads) * threads / size
-                tloop = x
+                tloop, shared = x, (k, x)
                 why.append(f"OpenMP on {x} at {mapping.levels[k].level} ({trips} tiles over {threads} threads)")
                 break
         else:
@@ -843,13 +953,15 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     elements, registers = found if found is not None else (None, True)
     tile = registers and elements is not None and elements > 1  # a register tile's box (chains)
     width, short = _widths(model, mapping, arch)
+    planned = code_packs(model, mapping, extents)  # the panels: a register tile's rows and the copies
     lanes, vwaste, vloop = _spatial(mapping, eff, range(last, last + 1))
     if vloop is not None:
         why.append(f"spatial {vloop} at {mapping.levels[last].level}: {lanes} lanes")
     elif walk:
         k, x, _ = walk[-1]
         box = tile and k == last and box_loop(mapping, x)
-        scalar = scalar_share(stmts, x, extents, width, tile=box) if width > 1 and x in parallel and stmts else None
+        scalar = (scalar_share(stmts, x, extents, width, tile=box, panel=panels_along(planned, x))
+                  if width > 1 and x in parallel and stmts else None)
         if scalar is not None:
             sizes = pieces(extents[x], [eff[j][x] for j in range(1, k + 1)])
             slots = sum(n * run_slots(s, width, tile) for s, n in sizes.items())
@@ -881,13 +993,21 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"team start and {int(region_barriers(syncs, region))} barrier(s) ({syncs} execution(s) of "
                    f"the shared-out loop{', an omp for in a region: a barrier each, then the join' if region else ''}"
                    f"): x{sync:.3g}")
+    copies = pack_copies(model, mapping, extents, eff, code, shared, threads, packs=planned)
+    copied = copy_cycles(copies)
+    for pack, n in copies:
+        why.append(f"panel {panel_name(pack)} copied {n} time(s) ({pack.size} elements): "
+                   f"+{int(pack.size) * n * element_cycles(pack):.3g} cycles")
+    work = _work(instances, threads * lanes, twaste * vwaste * latency * passes, arch.compute.ops_per_cycle)
+    packs = 1.0 + copied / max(float(work), 1e-300)
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads, arch, region=region), passes, region=region)
+                     team_cycles(syncs, threads, arch, region=region), passes, copied, packs,
+                     tuple((panel_name(pack), int(pack.size) * n) for pack, n in copies), region=region)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
-                    eff: np.ndarray, declared: np.ndarray | None = None, *, team: bool = False
-                    ) -> tuple[np.ndarray, ...]:
+                    eff: np.ndarray, declared: np.ndarray | None = None, *,
+                    copies: bool | np.ndarray = True, team: bool = False) -> tuple[np.ndarray, ...]:
     """:func:`execution` over a batch: ``(units, slowdown)`` arrays for the rows of ``eff``
     (:attr:`Execution.slowdown`: the waste times the latency factor); ``team``: a third array, the
     team's cycles (:attr:`Execution.sync_cycles`), which the cost adds to every level's term too
@@ -899,6 +1019,11 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     enclosing tile), which says which loops of one trip the code prints (:func:`printed_loop`);
     without it, the template's tiles. The same rules as :func:`execution`, row by row (a test holds
     them equal).
+
+    ``copies``: the rows whose panels' copies are counted (True: all). The others' slowdown leaves
+    them out, a lower bound of theirs (the copies only add cycles), which the search ranks by before
+    it counts the copies of the rows that may come first (``search._rank_fast``): planning each row's
+    panels costs about 0.1 ms in Python, gemm's default compile 1.7 -> 2.4 s for every row.
     """
     B, n1, m = eff.shape
     last = n1 - 2
@@ -936,6 +1061,7 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     instances = statement_instances(stmts, extents) if stmts else prod(extents.get(x, 1) for x in loops)
     executions = np.ones(B, dtype=np.int64)
     chosen = has.copy()
+    shared_q = np.full(B, -1)  # the shared-out loop's index in ``positions`` (-1: none)
     around = _around(stmts)
 
     def starts(q: int) -> np.ndarray:  # how often the loop at ``positions[q]`` starts (_executions)
@@ -966,15 +1092,19 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             twaste = np.where(take, share * p / size, twaste)
             executions = np.where(take, mine, executions)
             region = np.where(take, wrapped(q), region)
+            shared_q = np.where(take, q, shared_q)
             chosen |= take
     spatial_executions, reached = np.ones(B, dtype=np.int64), np.zeros(B, dtype=bool)
+    spatial_q = np.full(B, -1)
     spatial_region = np.zeros(B, dtype=bool)
     for q, (k, j) in enumerate(positions):  # a spatial loop is shared out once per iteration of the loops around it
         first = ~reached & (k < last) & (loops[j] in template.levels[k].spatial) & (trips[:, k, j] > 1)
         spatial_executions = np.where(first, starts(q), spatial_executions)
+        spatial_q = np.where(first, q, spatial_q)
         spatial_region = np.where(first, wrapped(q), spatial_region)
         reached |= first
     executions = np.where(has, spatial_executions, executions)
+    shared_q = np.where(has, spatial_q, shared_q)
     region = np.where(has, spatial_region, region)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
@@ -1013,19 +1143,36 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     innermost = np.full(B, -1)
     for q, (k, j) in enumerate(positions):
         innermost = np.where(trips[:, k, j] > 1, q, innermost)
+    row_packs = _batch_packs(model, template, extents, declared)
+    written = {c.stmt.target.tensor for c in stmts}
     for q, (k, j) in enumerate(positions):
         x = loops[j]
-        plain = scalar_share(stmts, x, extents, width) if width > 1 and x in parallel and stmts else None
-        boxes = scalar_share(stmts, x, extents, width, tile=True) if width > 1 and x in parallel and stmts else None
-        if plain is None and boxes is None:
+        if not (width > 1 and x in parallel and stmts):
             continue
-        # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)), as execution
+        plain = scalar_share(stmts, x, extents, width)
+        # a register tile's box takes the rule of its explicit vectors (vectorises(tile=True)) with
+        # each row's panels, as execution
         boxed_here = boxed & (k == last and box_loop(template, x))
-        runs = np.where(boxed_here, boxes is not None, plain is not None)
+        boxes = np.full(B, np.nan)  # nan: no statement in vectors
+        if boxed_here.any():
+            # the panels plan_packs may make are packable reads: where those change nothing (gemm, whose
+            # rows are unit stride or invariant along x), no row's panels need planning
+            bare = scalar_share(stmts, x, extents, width, tile=True)
+            same = bare == scalar_share(stmts, x, extents, width, tile=True, panel=lambda r: packable(r, written))
+            boxes[boxed_here] = np.nan if bare is None else bare
+            memo: dict[frozenset, float] = {}
+            for b in ([] if same else np.flatnonzero(boxed_here)):
+                packs = row_packs(b)[1]
+                key = frozenset(v for v, p in packs.items() if p.unit_last(x))
+                if key not in memo:
+                    got = scalar_share(stmts, x, extents, width, tile=True, panel=panels_along(packs, x))
+                    memo[key] = np.nan if got is None else got
+                boxes[b] = memo[key]
+        runs = np.where(boxed_here, ~np.isnan(boxes), plain is not None)
         here = ~explicit & (innermost == q) & runs
         if not here.any():
             continue
-        scalar = np.where(boxed_here, boxes if boxes is not None else 1.0, plain if plain is not None else 1.0)
+        scalar = np.where(boxed_here, np.nan_to_num(boxes, nan=1.0), plain if plain is not None else 1.0)
         sizes = np.full((B, 1), extents[x], dtype=np.int64)
         counts = np.ones((B, 1), dtype=np.int64)
         for level in range(1, k + 1):
@@ -1101,9 +1248,67 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     syncs = np.where(threads > 1, executions, 0)
     sync = sync_factor(syncs, threads, instances, threads * lanes, busy, arch.compute.ops_per_cycle, arch,
                        region=region)
+    counted = np.flatnonzero(np.broadcast_to(np.asarray(copies, dtype=bool), (B,)))
+    copied = _batch_copy_cycles(model, row_packs, counted, extents, eff, code_live, positions, shared_q, threads)
+    packs = copied / np.maximum(_work(instances, threads * lanes, busy, arch.compute.ops_per_cycle), 1e-300)
     if team:
-        return threads * lanes, busy * sync, np.broadcast_to(team_cycles(syncs, threads, arch, region=region), (B,))
-    return threads * lanes, busy * sync
+        return (threads * lanes, busy * (sync + packs),
+                np.broadcast_to(team_cycles(syncs, threads, arch, region=region), (B,)))
+    return threads * lanes, busy * (sync + packs)
+
+
+def _batch_packs(model: KernelModel, template: Mapping, extents: MappingT[str, int], declared: np.ndarray
+                 ) -> Callable[[int], tuple[Mapping | None, dict[tuple[str, tuple[str, ...]], Pack]]]:
+    """``row(b)``: row ``b``'s mapping (the template with its ``declared`` tiles) and :func:`code_packs`,
+    built when first asked, rows with the same tiles sharing one answer; no mapping (None) and no
+    panels below three levels (:func:`~polymap.passes.counting.packs.plan_packs`: no level between the
+    backing store and the registers)."""
+    levels = template.levels
+    memo: dict[bytes, tuple[Mapping | None, dict]] = {}
+    level_memo: dict[tuple, LevelMapping] = {}  # rows share most of their levels' tiles
+
+    def level(k: int, tile: tuple[int | None, ...]) -> LevelMapping:
+        if (k, tile) not in level_memo:
+            level_memo[(k, tile)] = dataclasses.replace(levels[k], tile=tile)
+        return level_memo[(k, tile)]
+
+    def row(b: int) -> tuple[Mapping | None, dict]:
+        if len(levels) < 3:
+            return None, {}
+        key = declared[b].tobytes()
+        if key not in memo:
+            mapping = dataclasses.replace(template, levels=tuple(
+                level(k, tuple(int(t) if t > 0 else None for t in declared[b, k])) for k in range(len(levels))))
+            memo[key] = (mapping, code_packs(model, mapping, extents))
+        return memo[key]
+    return row
+
+
+def _batch_copy_cycles(model: KernelModel, row_packs: Callable[[int], tuple[Mapping | None, dict]],
+                       rows: Iterable[int], extents: MappingT[str, int], eff: np.ndarray, live: np.ndarray,
+                       positions: list[tuple[int, int]], shared_q: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """:func:`copy_cycles` of :func:`pack_copies` for ``rows`` (0 for the others): each row's mapping
+    and panels (:func:`_batch_packs`), effective tiles, the loops its code prints (``live``), its
+    shared-out loop (``shared_q``, an index into ``positions``) and threads. Rows with the same tiles
+    and the same walk share one answer."""
+    out = np.zeros(eff.shape[0])
+    memo: dict[bytes, float] = {}
+    for b in rows:
+        mapping, packs = row_packs(b)
+        if mapping is None or not packs:
+            continue
+        loops = mapping.loops
+        key = (id(packs).to_bytes(8, "little") + eff[b].tobytes() + live[b].tobytes()
+               + bytes([int(shared_q[b]) + 1, int(threads[b])]))
+        if key not in memo:
+            tiles = [{x: int(eff[b, k, j]) for j, x in enumerate(loops)} for k in range(eff.shape[1])]
+            code = [(k, loops[j], 0) for k, j in positions if live[b, k, j]]
+            q = int(shared_q[b])
+            shared = None if q < 0 else (positions[q][0], loops[positions[q][1]])
+            memo[key] = copy_cycles(pack_copies(model, mapping, extents, tiles, code, shared, int(threads[b]),
+                                                packs=packs))
+        out[b] = memo[key]
+    return out
 
 
 def batch_printed(declared: np.ndarray, extents: np.ndarray) -> np.ndarray:

@@ -301,11 +301,14 @@ def mapped_instances(model: KernelModel, mapping: Mapping, params: MappingT[str,
 
 
 def compute_bound(model: KernelModel, mapping: Mapping, arch: Architecture, params: MappingT[str, int]) -> ComputeBound:
-    """``mapping``'s compute term as :func:`_evaluate` counts it (the same execution), without its traffic:
-    a lower bound on its cycles (:func:`~polymap.passes.counting.cost_model.compute_term`).
+    """``mapping``'s compute term as :func:`_evaluate` counts it (the same execution, less the panels'
+    copies), without its traffic: a lower bound on its cycles (:func:`~polymap.passes.counting.cost_model.compute_term`).
     Milliseconds where the counts take seconds (gramschmidt's original order: 2.4 s)."""
     extents = mapping_loop_extents(model.kernel, mapping, params, model=model)
-    execution = mapping_execution(model, mapping, arch, extents)
+    # without the panels' copies: which tensors are packed follows the keeps, which the fit may change
+    # (fit_keeps), so the counted mapping may copy less; the term without them bounds it either way
+    # (trmm at LARGE: the register tiles' bound with A's panel, 1.97e7, beat their own count, 1.953e7)
+    execution = dataclasses.replace(mapping_execution(model, mapping, arch, extents), packs=1.0, pack_cycles=0.0)
     return ComputeBound(compute_term(arch, mapped_instances(model, mapping, params), execution), execution.threads)
 
 
@@ -756,7 +759,8 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     ``per_call=False`` leaves out what a call costs whatever its size (the team's start and
     barriers, :func:`~polymap.passes.counting.execution.sync_factor`): at :func:`reduced_sizes` those
     fixed cycles outweigh a nest shrunk a thousandfold, and would rank mappings by their thread
-    count instead of by what scales to the given sizes. For the same reason it shares out a loop
+    count instead of by what scales to the given sizes. The panels' copies likewise (their boxes are
+    the given sizes' tiles). For the same reason it shares out a loop
     however little work one execution covers (``min_work=0``): the fork that does not pay at reduced
     sizes does at the given ones."""
     params = dict(params)
@@ -784,7 +788,10 @@ def _evaluate(model: KernelModel, source: str, mapping: Mapping | None, counted:
     # beyond per_call, whether a loop is worth a fork at all (MIN_WORK) is a question of the given sizes
     execution = mapping_execution(model, counted, arch, extents, **({} if per_call else {"min_work": 0}))
     if not per_call:
-        execution = dataclasses.replace(execution, sync=1.0)
+        # nor the panels' copies (execution.pack_cycles): a copy writes its tile's whole box, which the
+        # mapping keeps at the given sizes' tiles while reduced_sizes shrink the loops (gemm at LARGE:
+        # the register tiles' 352 x 32 panels for k of 18 made isl's schedule, 2x slower, look best)
+        execution = dataclasses.replace(execution, sync=1.0, packs=1.0, pack_cycles=0.0)
     report = evaluate(counts, arch, execution=execution)
     return Candidate(source, mapping, counted, True, (), report)
 

@@ -105,9 +105,10 @@ class SearchSpace:
                        for k, lm in enumerate(template.levels))
         return Mapping(template.kernel, template.nest, template.loops, levels)
 
-    def batch_objective(self, batch: BatchCounts, template: Mapping, tiles: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(energy, cycles, ok)`` arrays: ok = exact, fitting, and within fan-out.
+    def batch_objective(self, batch: BatchCounts, template: Mapping, tiles: np.ndarray, *,
+                        copies: bool | np.ndarray = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(energy, cycles, ok)`` arrays: ok = exact, fitting, and within fan-out. ``copies``: the rows
+        whose panels' copies count (``batch_execution``; the others' cycles are a lower bound).
 
         The formulas are :mod:`~polymap.passes.counting.cost_model`'s and the
         fit rules :mod:`~polymap.passes.counting.fit`'s, applied to arrays.
@@ -125,7 +126,8 @@ class SearchSpace:
                 need = need * -(-ev_T[:, k, j] // ev_T[:, k + 1, j])
             ok &= need <= fanout_available(arch, k)
         # the active units: the spatial loops' trips, or on a CPU the code's threads x lanes (one rule)
-        units, waste, team = batch_execution(self.model, template, arch, self.extents, ev_T, tiles, team=True)
+        units, waste, team = batch_execution(self.model, template, arch, self.extents, ev_T, tiles, copies=copies,
+                                             team=True)
         energy, cycles = array_cost(arch, batch.instances, batch.counts, units, waste, team=team)
         return np.broadcast_to(energy, (len(tiles),)).astype(float), cycles, ok
 
