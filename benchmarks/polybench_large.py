@@ -319,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds below which a kernel (its first runs) is short: at least --short-runs runs")
     p.add_argument("--short-runs", type=int, default=15,
                    help="runs of each version of a short kernel (at least; --max-runs if larger)")
+    p.add_argument("--wait-policy", choices=("passive", "active"), default=None,
+                   help="OMP_WAIT_POLICY of the runs (default: the environment's, else libgomp's own, which "
+                        "spins ~3 ms after each region: on two shared vCPUs a code of several regions then "
+                        "waits a scheduler slice per region whenever anything else runs; design.md, session 29)")
     args = p.parse_args(argv)
+    if args.wait_policy:
+        os.environ["OMP_WAIT_POLICY"] = args.wait_policy  # run() passes os.environ on
     results = Path(args.results)
     done = [json.loads(line) for line in results.read_text().splitlines() if line.strip()] if results.exists() else []
     if not args.report:
@@ -329,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"unknown kernels: {', '.join(unknown)}")
         if args.resume:
             kernels = [x for x in kernels if x not in {r["kernel"] for r in done}]
-        print(f"{processor()}; OMP_NUM_THREADS={args.threads}; {args.dataset}; load average "
+        print(f"{processor()}; OMP_NUM_THREADS={args.threads}; "
+              f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(libgomp default)')}; {args.dataset}; load average "
               f"{os.getloadavg()[0]:.1f}", flush=True)
         start = time.monotonic()
         for kernel in kernels:
@@ -340,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                     # one kernel must not hide the others: report it and go on
                     r = {"kernel": kernel, "dataset": args.dataset, "error": f"{type(exc).__name__}: {exc}"}
             r["processor"] = processor()
+            r["wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
             with results.open("a") as f:
                 f.write(json.dumps(r) + "\n")
             done = [d for d in done if d["kernel"] != kernel] + [r]

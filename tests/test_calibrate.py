@@ -311,7 +311,8 @@ def test_calibration_on_a_uniformly_optimistic_model_removes_the_bias_it_measure
                 predicted[c] = (cand.report, evaluate(cand.report.counts, host, execution=cand.report.execution).seconds)
                 ex = cand.report.execution
                 team = ex.sync_cycles if ex.sync > 1 else 0.0
-                work = max(2 * (v - team) + team if n == "compute" else 2 * v for n, v in cand.report.cycle_terms)
+                # every term carries the team's cycles (cost_model.level_term), which run at their own cost
+                work = max(2 * (v - team) for _, v in cand.report.cycle_terms) + team
                 truth[c] = work / host.compute.frequency
                 near[c] = cand.report.seconds <= NEAR_BEST * min(x.report.seconds for x in usable_candidates(nc)
                                                                  if x.report is not None)
@@ -409,8 +410,9 @@ def test_calibration_charges_the_team_it_measured_and_fits_the_work_alone():
                 c = emit_c(choice.kernel, choice.model, (cand.mapping,) if cand.mapping else (), params=values)
                 ex = cand.report.execution
                 team = ex.sync_cycles if ex.sync > 1 else 0.0
-                true_team = start + max(ex.syncs - 1, 0) * barrier if team else 0.0
-                cycles = max(2 * (v - team) + true_team if n == "compute" else 2 * v for n, v in cand.report.cycle_terms)
+                # in a region (an omp parallel around printed loops): an omp for and its barrier each execution
+                true_team = start + (ex.syncs if ex.region else 0) * barrier if team else 0.0
+                cycles = max(2 * (v - team) for _, v in cand.report.cycle_terms) + true_team
                 truth[c], reports[c] = cycles / host.compute.frequency, cand.report
     assert any(r.execution.team for r in reports.values())  # some candidates start a team
 

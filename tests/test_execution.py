@@ -669,7 +669,8 @@ def test_an_architectures_team_costs_are_the_ones_charged():
     """An architecture that gives ``team_start_cycles`` and ``barrier_cycles`` (a calibrated file) is
     charged those for the team: the execution found on it (one by one and in the batch) and
     :func:`evaluate` of an execution found on another architecture (how ``--tune`` and bench_fidelity
-    re-rank with a calibrated file) add ``start + (syncs - 1) x barrier`` to the work. Without them,
+    re-rank with a calibrated file) add ``start + syncs x barrier`` to the work (in a region: an omp for
+    and its barrier each execution, then the region's join; region_barriers). Without them,
     the assumed FORK_CYCLES and BARRIER_CYCLES."""
     values = param_values(GEMM, {"M": 256, "N": 256, "K": 256})
     ext = loop_extents(GEMM, 0, values)
@@ -677,11 +678,11 @@ def test_an_architectures_team_costs_are_the_ones_charged():
     mp = gemm_mapping(("i", "j"), {"i": 96, "j": 16, "k": 64}, {"i": 6, "j": 16, "k": 1}, l2_order=("k", "i", "j"),
                       tiles_l2={"k": 64})
     on_host = execution(MODEL, mp, HOST, ext)
-    assert on_host.threads == 2 and on_host.syncs > 1
-    assert on_host.sync_cycles == execution_module.FORK_CYCLES + (on_host.syncs - 1) * execution_module.BARRIER_CYCLES
+    assert on_host.threads == 2 and on_host.syncs > 1 and on_host.region
+    assert on_host.sync_cycles == execution_module.FORK_CYCLES + on_host.syncs * execution_module.BARRIER_CYCLES
     cal = replace(HOST, compute=replace(HOST.compute, team_start_cycles=1000.0, barrier_cycles=10.0))
     on_cal = execution(MODEL, mp, cal, ext)
-    assert on_cal.syncs == on_host.syncs and on_cal.sync_cycles == 1000.0 + (on_cal.syncs - 1) * 10.0
+    assert on_cal.syncs == on_host.syncs and on_cal.sync_cycles == 1000.0 + on_cal.syncs * 10.0
     eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, ext)]], dtype=np.int64)
     _, slowdown = batch_execution(MODEL, mp, cal, ext, eff)
     assert abs(float(slowdown[0]) - on_cal.slowdown) < 1e-12 * on_cal.slowdown

@@ -281,6 +281,9 @@ class Sample:
     fixed: float = 0.0
     # the cycle terms under the architecture calibration started from (its assumed rates; empty: unknown)
     terms_before: tuple[tuple[str, float], ...] = ()
+    # the part of ``fixed`` every term carries (the team's, cost_model.level_term); the rest (the panels'
+    # copies) the compute term alone
+    team: float = 0.0
 
     @property
     def kernel(self) -> str:
@@ -378,9 +381,12 @@ def fit(samples: Sequence[Sample], measured_arch: Architecture, bw: Bandwidths, 
     (:func:`choose_ridge`), and report the error before and after, in sample and held out."""
     names = term_names(measured_arch)
     f = measured_arch.compute.frequency
-    # the compute term's work only: its team start and barriers (Sample.fixed) are a time no factor scales
-    rows = [[(dict(s.terms).get(t, 0.0) - (s.fixed if t == "compute" else 0.0)) / f for t in names] for s in samples]
-    offsets = [s.fixed / f for s in samples]
+    # each term's work or traffic only: the team's start and barriers (Sample.team), which every term
+    # carries (cost_model.level_term), are a time no factor scales, added after the max, the panels'
+    # copies (the rest of Sample.fixed) likewise on the compute term alone (derating.predict's pairs)
+    rows = [[max(dict(s.terms).get(t, 0.0) - (s.fixed if t == "compute" else s.team), 0.0) / f for t in names]
+            for s in samples]
+    offsets = [(s.team / f, (s.fixed - s.team) / f) for s in samples]
     measured = [s.measured_s for s in samples]
     ridge, scores = choose_ridge(samples, rows, offsets)
     factors = dict(zip(names, _factors(rows, measured, ridge, offsets)))

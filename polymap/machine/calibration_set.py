@@ -100,5 +100,5 @@ def calibration_samples(before: Architecture, measured: Architecture, timer: Tim
                     group = f"{name} {','.join(f'{k}={v}' for k, v in size.items())} nest {nc.nest}"
                     samples.append(Sample(label, tuple(cand.report.cycle_terms), min(m.samples), old.seconds, group,
                                           cand.report.execution.team + cand.report.execution.pack_cycles,
-                                          tuple(old.cycle_terms)))
+                                          tuple(old.cycle_terms), team=cand.report.execution.team))
     return samples

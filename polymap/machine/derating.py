@@ -17,13 +17,19 @@ bandwidth is 3x optimistic and compute 2x::
     T = [[10, 2], [10, 40], [1, 50]]   (columns: compute, L1), measured = [20, 120, 150]
     fit_derating(T, measured) -> (2.0, 3.0)
 
-The compute term may carry an offset per kernel that no factor scales (the
-team's start and barriers: cycles of waiting, not of work)::
+A kernel may carry an offset that no factor scales (the team's start and
+barriers: cycles of waiting, not of work or traffic, which no term hides:
+``cost_model.level_term``)::
 
-    predicted[k] = max(d_compute * T[k, compute] + offset[k], max over levels d_t * T[k, t])
+    predicted[k] = max_t d_t * T[k, t] + offset[k]
 
-its derivative in ``log d_compute`` is then the work's share of the term,
-so a kernel whose time is mostly the team's start barely moves the factor.
+its derivative in ``log d_t`` of the binding term is then that term's share
+of the prediction, so a kernel whose time is mostly the team's start barely
+moves the factor. An offset may also have a part that only the compute term
+carries (the panels' copies: copy loops, not traffic), given as a second
+column, ``offsets[k] = (after the max, on the compute term)``::
+
+    predicted[k] = max(d_compute * T[k, compute] + inside[k], max over levels d_t * T[k, t]) + after[k]
 """
 from __future__ import annotations
 
@@ -42,30 +48,43 @@ class DeratingFit:
 
 
 def predict(terms: np.ndarray, factors: Sequence[float], offsets: Sequence[float] | None = None) -> np.ndarray:
-    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind), the first term (compute)
-    plus ``offsets[k]`` when given: cycles no factor scales (the team's start and barriers)."""
+    """``max_t factors[t] * terms[k, t]`` per row (zero terms never bind), plus ``offsets[k]`` when
+    given: cycles no factor scales (the team's start and barriers, which no term hides); a pair per
+    row puts its second part on the compute term, inside the max (:func:`_split`)."""
     scaled = np.asarray(terms, dtype=float) * np.asarray(factors, dtype=float)[None, :]
-    if offsets is not None:
-        scaled[:, 0] += np.asarray(offsets, dtype=float)
-    return np.max(scaled, axis=1)
+    after, inside = _split(offsets, scaled.shape[0])
+    scaled[:, 0] += inside
+    return np.max(scaled, axis=1) + after
 
 
-def _residuals(logt: np.ndarray, logm: np.ndarray, theta: np.ndarray, offsets: np.ndarray
+def _split(offsets, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(after the max, on the compute term)`` from ``offsets``: none, one number a row (after), or a
+    pair a row."""
+    if offsets is None:
+        return np.zeros(n), np.zeros(n)
+    off = np.asarray(offsets, dtype=float)
+    if off.ndim == 2:
+        return off[:, 0], off[:, 1]
+    return off, np.zeros(n)
+
+
+def _residuals(logt: np.ndarray, logm: np.ndarray, theta: np.ndarray, after: np.ndarray, inside: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Residuals, the binding term of each row, and d log(predicted) / d theta of that term (1, or
-    less for the compute term by the share of its offset)."""
+    """Residuals, the binding term of each row, and d log(predicted) / d theta of that term (its
+    scaled share of the prediction: 1 without offsets)."""
     scored = logt + theta[None, :]
     scaled0 = np.exp(scored[:, 0])
-    scored[:, 0] = np.log(scaled0 + offsets)
+    scored[:, 0] = np.log(scaled0 + inside)
     binding = np.argmax(scored, axis=1)
-    slope = np.where(binding == 0, scaled0 / np.maximum(scaled0 + offsets, 1e-300), 1.0)
-    return scored[np.arange(len(logm)), binding] - logm, binding, slope
+    top = np.exp(scored[np.arange(len(logm)), binding])
+    slope = np.where(binding == 0, scaled0, top) / np.maximum(top + after, 1e-300)
+    return np.log(top + after) - logm, binding, slope
 
 
 def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *, ridge: float = 1e-3,
                  iterations: int = 100, offsets: Sequence[float] | None = None, common: bool = False) -> DeratingFit:
-    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t]`` (the first term plus
-    ``offsets[k]``, which no factor scales) against ``measured``; ``common``: one factor for every
+    """Factors ``d`` minimising the log-space error of ``max_t d_t * terms[k, t] + offsets[k]`` (cycles
+    no factor scales) against ``measured``; ``common``: one factor for every
     term (it corrects the bias and, without offsets, reorders nothing), no ridge."""
     t = np.asarray(terms, dtype=float)
     m = np.asarray(measured, dtype=float)
@@ -74,8 +93,9 @@ def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *,
     if np.any(m <= 0) or np.any(t < 0):
         raise ValueError("fit_derating: measurements must be positive and terms non-negative")
     off = np.zeros(len(m)) if offsets is None else np.asarray(offsets, dtype=float)
-    if off.shape != m.shape or np.any(off < 0):
-        raise ValueError("fit_derating: one non-negative offset per measurement")
+    if off.shape[:1] != m.shape or off.ndim > 2 or (off.ndim == 2 and off.shape[1] != 2) or np.any(off < 0):
+        raise ValueError("fit_derating: one non-negative offset (or pair) per measurement")
+    after, inside = _split(off, len(m))
     with np.errstate(divide="ignore"):
         logt = np.where(t > 0, np.log(np.where(t > 0, t, 1.0)), -np.inf)
     logm = np.log(m)
@@ -84,12 +104,12 @@ def fit_derating(terms: Sequence[Sequence[float]], measured: Sequence[float], *,
         ridge = 0.0
 
     def objective(th: np.ndarray) -> float:
-        r, _, _ = _residuals(logt, logm, th, off)
+        r, _, _ = _residuals(logt, logm, th, after, inside)
         return float(r @ r + ridge * th @ th)
 
     done = 0
     for done in range(1, iterations + 1):
-        r, binding, slope = _residuals(logt, logm, theta, off)
+        r, binding, slope = _residuals(logt, logm, theta, after, inside)
         if common:  # one parameter, every term's log factor
             g = float(slope @ slope)
             step = np.full(t.shape[1], -float(slope @ r) / g if g > 0 else 0.0)

@@ -32,7 +32,8 @@ and energies are assumed. ``polymap calibrate`` measures the bandwidths and
 the FMA rate (its FMA loop: independent chains in registers on every thread)
 and writes them over these. The team's start and barrier cycles the model
 charges two-thread code (``execution.FORK_CYCLES``, ``BARRIER_CYCLES``) are
-assumed too; calibrate measures the bare ones and writes them into its
+constants (the start what calibrate measured on the session-26-29 Xeon VM,
+the barrier assumed); calibrate measures the bare ones and writes them into its
 architecture (``compute.team_start_cycles``, ``barrier_cycles``), unfitted.
 """
 from __future__ import annotations

@@ -7,6 +7,7 @@ The formulas are those of ``mapping.md`` (after the counts)::
               + instances * compute energy
     cycles    = max(instances * waste / (active units * ops_per_cycle),
                     max over levels of (reads + updates) / bandwidth)
+              + the team's start and barriers (two threads or more: no term hides them)
     intensity = instances / (reads + updates) per level
 
 ``active units`` and the compute term's waste are what the generated code
@@ -21,7 +22,8 @@ cycle, and adds the cycles of the team's start and barriers (the
 execution's barriers at this architecture's cost of a start and a barrier,
 :func:`~polymap.passes.counting.execution.team_cycles`: a time, which neither
 the ops per cycle nor calibration's compute factor scales) and those of the
-panels the code copies (``Execution.pack_cycles``, likewise); utilization is active units over the compute instances.
+panels the code copies (``Execution.pack_cycles``, likewise); the team's also go on every
+level's term (:func:`level_term`: nothing moves while the team starts); utilization is active units over the compute instances.
 
 Each formula is written once, over numbers or NumPy arrays alike
 (:func:`level_energy`, :func:`compute_cycles`, :func:`level_cycles`,
@@ -181,10 +183,12 @@ def _traffic(level: LevelCounts) -> int:
 
 
 def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str, MappingT[str, Num]]],
-               active_units: Num, waste: Num = 1.0) -> tuple[Num, Num]:
+               active_units: Num, waste: Num = 1.0, *, team: Num = 0.0) -> tuple[Num, Num]:
     """``(energy pJ, cycles)`` of batches of candidates: :func:`evaluate`'s formulas over arrays
     (``active_units`` and ``waste`` as :func:`mapping_execution` gives them, or
-    :func:`~polymap.passes.counting.execution.batch_execution` over arrays).
+    :func:`~polymap.passes.counting.execution.batch_execution` over arrays; ``team``: the team's
+    cycles, which ``waste`` already stretches the compute term by, added to every level's term as
+    :func:`level_term` adds them).
 
     ``counts[level][tensor]`` holds ``"reads"``, ``"updates"`` and (below the backing store)
     ``"fills"`` and ``"writebacks"``, as numbers or arrays of one value per candidate.
@@ -197,10 +201,29 @@ def array_cost(arch: Architecture, instances: Num, counts: Sequence[MappingT[str
             out, into, across = level_flows(c["reads"], c.get("writebacks", 0), c.get("fills", 0), c["updates"])
             energy = energy + level_energy(spec, out, into)
             crossing = crossing + across
-        term = level_cycles(spec, crossing)
+        term = level_term(spec, crossing, team)
         if term is not None:
             cycles = np.maximum(cycles, term)
     return energy, cycles
+
+
+def level_term(spec: Level, crossing: Num, team: Num = 0.0) -> Num | None:
+    """A level's term of the cycles: moving ``crossing`` elements over its inner boundary
+    (:func:`level_cycles`) plus the team's start and barriers (``team``, :func:`team_term`), which no
+    traffic hides: while the threads wake and wait for each other nothing moves for the work they
+    have not started, so a nest that memory binds on two threads still pays them on top (correlation
+    and covariance's mean and deviation nests at PolyBench LARGE, design.md "The team's start and
+    barriers"). None: the level is unbounded."""
+    term = level_cycles(spec, crossing)
+    return None if term is None else term + team
+
+
+def team_term(arch: Architecture, execution: Execution) -> float:
+    """The team's cycles ``execution`` pays on ``arch``: its start and barriers at this architecture's
+    costs (:func:`~polymap.passes.counting.execution.team_cycles`; a calibrated file's measured ones),
+    none with one thread or where a ranking leaves them out (``Execution.team``)."""
+    return (team_cycles(execution.syncs, execution.threads, arch, region=execution.region)
+            if execution.team else 0.0)
 
 
 def compute_term(arch: Architecture, instances: int, execution: Execution) -> float:
@@ -212,9 +235,8 @@ def compute_term(arch: Architecture, instances: int, execution: Execution) -> fl
     # the team's start and barriers are cycles, not work: added as they are, whatever this architecture's
     # compute rate (on the one the execution was found for, the same as stretching by execution.sync), at
     # this architecture's cost of a start and a barrier (a calibrated file's measured ones)
-    team = team_cycles(execution.syncs, execution.threads, arch) if execution.team else 0.0
     # the panels' copies (execution.pack_cycles) likewise: cycles of the copy loops, not of the work
-    return work + team + execution.pack_cycles
+    return work + team_term(arch, execution) + execution.pack_cycles
 
 
 def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
@@ -234,8 +256,9 @@ def evaluate(counts: Counts, arch: Architecture, *, active_units: int = 1,
     breakdown.append(("compute", compute_energy(arch, counts.instances)))
     units = capped_units(arch, execution.units)
     terms = [("compute", compute_term(arch, counts.instances, execution))]
+    team = team_term(arch, execution)
     for lv, spec in zip(counts.levels, arch.levels):
-        c = level_cycles(spec, _traffic(lv))
+        c = level_term(spec, _traffic(lv), team)
         if c is not None:
             terms.append((lv.name, c))
     bottleneck, cycles = max(terms, key=lambda t: t[1])

@@ -49,9 +49,11 @@ the mapping, by the same rules it applies:
   walked on the loops the code prints, one trip or more (:func:`printed_loop`).
 * **sync**: the team's start and barriers. With more than one thread the
   compute term gains :data:`FORK_CYCLES` for the call plus :data:`BARRIER_CYCLES`
-  for each further execution of the shared-out loop (the product of the trips
-  of the loops around it: gemm with OpenMP on ``i`` inside a loop of 4 ``k``
-  tiles has 4 executions, 3 more barriers than with ``i`` outermost), as a
+  for each execution of the shared-out loop when the code prints loops around it
+  (the executions: the product of their trips; gemm with OpenMP on ``i`` inside a
+  loop of 4 ``k`` tiles has 4, each an ``omp for`` in an ``omp parallel`` with its
+  barrier, 4 more barriers than with ``i`` outermost as ``omp parallel for``, and a
+  printed ``k`` loop of one trip 1 more; :func:`region_barriers`), as a
   factor ``1 + those cycles / the compute cycles`` (:func:`sync_factor`). A small
   nest (conv2d 16 x 16 x 14 x 14: 0.45M instances, 0.23 ms on one core) runs
   slower on two threads than on one, as measured.
@@ -132,9 +134,11 @@ LANEWISE_CYCLES = 2.0
 #: Cycles a call's shared-out loop costs the team before its threads compute: waking the idle OpenMP
 #: threads (``OMP_WAIT_POLICY=passive``, timing's default: they sleep in the kernel) and the processors
 #: they sleep on (a virtual machine that halts an idle vCPU at once, ``guest_halt_poll_ns=0``, wakes it
-#: through the hypervisor). Assumed from measurements on the session's Zen 4 VM (design.md, "The team's
-#: start and barriers"): about 0.15 ms; not measured by ``polymap calibrate``.
-FORK_CYCLES = 400_000.0
+#: through the hypervisor). What ``polymap calibrate`` measures on the sessions 26-29 Xeon VM, quiet
+#: (1.64e5-1.81e5 cycles, ~65 us at 2.6 GHz; an empty region after 0.5 ms asleep: 54-61 us, session 29);
+#: until session 28 400,000, assumed from the session-20 Zen 4 VM (design.md, "The team's start and
+#: barriers"). A file's ``compute.team_start_cycles`` (calibrate's) overrides it.
+FORK_CYCLES = 170_000.0
 #: Cycles each further execution of the shared-out loop costs (the barrier at its end and the wake-up
 #: of the sleeping thread at the next): gemm's codes on that VM, ~25 us each. Assumed as FORK_CYCLES.
 BARRIER_CYCLES = 65_000.0
@@ -175,6 +179,9 @@ class Execution:
     packs: float = 1.0  # those cycles as a stretch of the compute term: 1 + pack_cycles / its cycles
     # (panel, elements the busiest thread copies into it) for each panel the code copies (pack_copies)
     copied: tuple[tuple[str, int], ...] = ()
+    # the shared-out loop is an omp for inside an omp parallel around loops the code prints (its barriers
+    # then count: region_barriers); False: one omp parallel for, or one thread
+    region: bool = False
 
     @property
     def team(self) -> float:
@@ -197,7 +204,7 @@ class Execution:
                 "vector_loop": self.vector_loop, "waste": self.waste, "latency": self.latency,
                 "chains": self.chains, "syncs": self.syncs, "sync": self.sync, "sync_cycles": self.sync_cycles,
                 "passes": self.passes, "pack_cycles": self.pack_cycles, "packs": self.packs,
-                "copied": [list(c) for c in self.copied], "why": self.why}
+                "copied": [list(c) for c in self.copied], "region": self.region, "why": self.why}
 
 
 def loop_coefficient(e: ir.Expr, loop: str) -> int | None:
@@ -607,20 +614,36 @@ def team_constants(arch: Architecture | None) -> tuple[float, float]:
     return fork, barrier
 
 
-def team_cycles(syncs: Num, threads: Num, arch: Architecture | None = None) -> Num:
-    """``start + (syncs - 1) x barrier`` with more than one thread, else 0: what starting the team and
-    each further barrier cost a call (:func:`team_constants` of ``arch``). Numbers or NumPy arrays."""
+def region_barriers(syncs: Num, region: Num) -> Num:
+    """Barriers a call's team passes beyond its start, for ``syncs`` executions of the shared-out loop:
+    none for ``omp parallel for`` (its join is the start's); in a ``region`` (the loop is an ``omp
+    for`` inside an ``omp parallel`` opened around the loops the code prints outside it,
+    :mod:`polymap.codegen.c.parallel`) one per execution: each ``omp for`` ends in its own barrier and
+    the region's join comes after the last, one more than the executions less one counted until
+    session 29 (a region around a loop of one trip at the sizes given, a tile loop the code prints
+    because the sizes are its parameters, has one barrier that was not counted at all: gemm 384^3's
+    thirteen region codes against its three ``parallel for`` ones, RESULTS.md session 29). Measured
+    (session 29, ``OMP_WAIT_POLICY=passive``, medians of 301 calls, the threads asleep before each):
+    ``parallel for`` 43 us, the same loop as ``omp for`` in a region around 1, 2 and 4 executions
+    44, 45.6 and 48.3 us quietly (load 1.8), 63 against 75, 99, 134 us at load 2."""
+    return np.where(np.asarray(region, dtype=bool), syncs, 0)
+
+
+def team_cycles(syncs: Num, threads: Num, arch: Architecture | None = None, *, region: Num = False) -> Num:
+    """``start + barriers x barrier`` with more than one thread, else 0: what starting the team and
+    its barriers (:func:`region_barriers`) cost a call (:func:`team_constants` of ``arch``). Numbers
+    or NumPy arrays."""
     fork, barrier = team_constants(arch)
-    out = np.where(np.asarray(threads) > 1, fork + np.maximum(syncs - 1, 0) * barrier, 0.0)
+    out = np.where(np.asarray(threads) > 1, fork + region_barriers(syncs, region) * barrier, 0.0)
     return out if out.ndim else float(out)
 
 
 def sync_factor(syncs: Num, threads: Num, instances: int, units: Num, busy: Num, ops_per_cycle: float,
-                arch: Architecture | None = None) -> Num:
+                arch: Architecture | None = None, *, region: Num = False) -> Num:
     """``1 + team_cycles / compute cycles``: the compute term (``instances x busy / (units x ops)``,
     ``busy`` the waste times the latency factor) stretched by what starting the team and each
     barrier cost (:func:`team_cycles`); 1 with one thread. Numbers or NumPy arrays."""
-    out = 1.0 + team_cycles(syncs, threads, arch) / np.maximum(_work(instances, units, busy, ops_per_cycle), 1e-300)
+    out = 1.0 + team_cycles(syncs, threads, arch, region=region) / np.maximum(_work(instances, units, busy, ops_per_cycle), 1e-300)
     return out if np.ndim(out) else float(out)
 
 
@@ -920,6 +943,10 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"spatial {tloop}: {threads} threads")
     threads = max(1, min(threads, cores))
     code = _walk(mapping, eff, printed=True)  # a register tile follows the loops the code prints
+    # the region opens around the printed loops that enclose the shared-out one (codegen's parallel.py)
+    at = walk[q][:2] if tloop is not None and q < len(walk) else None
+    outside = next((code[:p] for p, (k, x, _) in enumerate(code) if (k, x) == at), [])
+    region = threads > 1 and any(around(x, tloop) for _, x, _ in outside)
     found = chains(stmts, code, last)
     if found is None and _rescheduled_chain(model, mapping, walk):
         found = (1, True)  # one accumulator along the innermost loop, in a register at best
@@ -961,9 +988,11 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
         why.append(f"accumulators loaded and stored every pass: x{passes:.3g}")
     syncs = executions if threads > 1 else 0
     sync = sync_factor(syncs, threads, instances, threads * lanes, twaste * vwaste * latency * passes,
-                       arch.compute.ops_per_cycle, arch)
+                       arch.compute.ops_per_cycle, arch, region=region)
     if sync > 1:
-        why.append(f"team start and {syncs} barrier(s): x{sync:.3g}")
+        why.append(f"team start and {int(region_barriers(syncs, region))} barrier(s) ({syncs} execution(s) of "
+                   f"the shared-out loop{', an omp for in a region: a barrier each, then the join' if region else ''}"
+                   f"): x{sync:.3g}")
     copies = pack_copies(model, mapping, extents, eff, code, shared, threads, packs=planned)
     copied = copy_cycles(copies)
     for pack, n in copies:
@@ -972,15 +1001,17 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     work = _work(instances, threads * lanes, twaste * vwaste * latency * passes, arch.compute.ops_per_cycle)
     packs = 1.0 + copied / max(float(work), 1e-300)
     return Execution(threads, lanes, tloop, vloop, twaste * vwaste, "; ".join(why), latency, elements, syncs, sync,
-                     team_cycles(syncs, threads, arch), passes, copied, packs,
-                     tuple((panel_name(pack), int(pack.size) * n) for pack, n in copies))
+                     team_cycles(syncs, threads, arch, region=region), passes, copied, packs,
+                     tuple((panel_name(pack), int(pack.size) * n) for pack, n in copies), region=region)
 
 
 def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, extents: MappingT[str, int],
                     eff: np.ndarray, declared: np.ndarray | None = None, *,
-                    copies: bool | np.ndarray = True) -> tuple[np.ndarray, np.ndarray]:
+                    copies: bool | np.ndarray = True, team: bool = False) -> tuple[np.ndarray, ...]:
     """:func:`execution` over a batch: ``(units, slowdown)`` arrays for the rows of ``eff``
-    (:attr:`Execution.slowdown`: the waste times the latency factor).
+    (:attr:`Execution.slowdown`: the waste times the latency factor); ``team``: a third array, the
+    team's cycles (:attr:`Execution.sync_cycles`), which the cost adds to every level's term too
+    (:func:`~polymap.passes.counting.cost_model.level_term`).
 
     ``eff[b, k, j]`` is row ``b``'s effective tile (:func:`effective_tiles`) of ``template.loops[j]``
     at level ``k``, with a last level of ones; orders, spatial loops and statements are the
@@ -1018,8 +1049,10 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 any_ |= many
         return units, waste, any_
 
-    if arch.vector is None:
+    if arch.vector is None:  # an accelerator's spatial units: no OpenMP team to start
         units, waste, _ = spatial(range(last + 1))
+        if team:
+            return np.clip(units, 1, arch.compute.instances), waste, np.zeros(B)
         return np.clip(units, 1, arch.compute.instances), waste
     cores = max(1, arch.levels[-1].instances)
     parallel = _parallel(model, template.mapped_nests)
@@ -1038,6 +1071,14 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
                 out = out * trips[:, k, j]
         return out
 
+    def wrapped(q: int) -> np.ndarray:  # a loop the code prints encloses it: the region opens there
+        out = np.zeros(B, dtype=bool)
+        for k, j in positions[:q]:
+            if around(loops[j], loops[positions[q][1]]):
+                out |= code_live[:, k, j]
+        return out
+
+    region = np.zeros(B, dtype=bool)
     for q, (k, j) in enumerate(positions):
         t = trips[:, k, j]
         if loops[j] in parallel:
@@ -1050,17 +1091,21 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
             threads = np.where(take, p, threads)
             twaste = np.where(take, share * p / size, twaste)
             executions = np.where(take, mine, executions)
+            region = np.where(take, wrapped(q), region)
             shared_q = np.where(take, q, shared_q)
             chosen |= take
     spatial_executions, reached = np.ones(B, dtype=np.int64), np.zeros(B, dtype=bool)
     spatial_q = np.full(B, -1)
+    spatial_region = np.zeros(B, dtype=bool)
     for q, (k, j) in enumerate(positions):  # a spatial loop is shared out once per iteration of the loops around it
         first = ~reached & (k < last) & (loops[j] in template.levels[k].spatial) & (trips[:, k, j] > 1)
         spatial_executions = np.where(first, starts(q), spatial_executions)
         spatial_q = np.where(first, q, spatial_q)
+        spatial_region = np.where(first, wrapped(q), spatial_region)
         reached |= first
     executions = np.where(has, spatial_executions, executions)
     shared_q = np.where(has, spatial_q, shared_q)
+    region = np.where(has, spatial_region, region)
     threads = np.clip(threads, 1, cores)
     lanes, vwaste, explicit = spatial(range(last, last + 1))
     vidx = np.full(B, -1)  # the vector loop's position in ``loops`` (-1: none)
@@ -1200,11 +1245,15 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         passes = np.where(found, np.maximum(passes, 1.0 + cost * arch.compute.ops_per_cycle
                                             / (work * latency)), passes)
     busy = twaste * vwaste * latency * passes
-    sync = sync_factor(np.where(threads > 1, executions, 0), threads, instances, threads * lanes, busy,
-                       arch.compute.ops_per_cycle, arch)
+    syncs = np.where(threads > 1, executions, 0)
+    sync = sync_factor(syncs, threads, instances, threads * lanes, busy, arch.compute.ops_per_cycle, arch,
+                       region=region)
     counted = np.flatnonzero(np.broadcast_to(np.asarray(copies, dtype=bool), (B,)))
     copied = _batch_copy_cycles(model, row_packs, counted, extents, eff, code_live, positions, shared_q, threads)
     packs = copied / np.maximum(_work(instances, threads * lanes, busy, arch.compute.ops_per_cycle), 1e-300)
+    if team:
+        return (threads * lanes, busy * (sync + packs),
+                np.broadcast_to(team_cycles(syncs, threads, arch, region=region), (B,)))
     return threads * lanes, busy * (sync + packs)
 
 

@@ -48,7 +48,8 @@ from polymap.budget import Budget, Pending, Piece
 from polymap.machine.arch import Architecture
 from polymap.mapping.model import (LevelMapping, Mapping, mapping_loop_extents, nest_loops, nest_tensors,
                                    resolved_tile)
-from polymap.passes.counting.cost_model import CostReport, Objective, compute_term, mapping_execution, evaluate
+from polymap.passes.counting.cost_model import (CostReport, Objective, compute_term, mapping_execution, evaluate,
+                                                team_term)
 from polymap.passes.counting.counting import count_mapping
 from polymap.passes.counting.fastcount import fast_counts
 from polymap.passes.counting.footprint import DTYPE_BYTES
@@ -271,8 +272,8 @@ def gains_on_original(model: KernelModel, nest: int, arch: Architecture, params:
     if candidate.report is None or (original.report is None and original.bound is None) or arch.vector is None:
         return True  # an accelerator's spatial units are what it is built for, not OpenMP's threads
 
-    def memory(r: CostReport) -> float:
-        return max((c for name, c in r.cycle_terms if name != "compute"), default=0.0)
+    def memory(r: CostReport) -> float:  # the traffic's cycles: a level's term less the team's (level_term)
+        return max((c for name, c in r.cycle_terms if name != "compute"), default=0.0) - team_term(arch, r.execution)
 
     def per_thread(r: CostReport) -> float:
         return dict(r.cycle_terms)["compute"] * r.execution.threads

@@ -126,8 +126,9 @@ class SearchSpace:
                 need = need * -(-ev_T[:, k, j] // ev_T[:, k + 1, j])
             ok &= need <= fanout_available(arch, k)
         # the active units: the spatial loops' trips, or on a CPU the code's threads x lanes (one rule)
-        units, waste = batch_execution(self.model, template, arch, self.extents, ev_T, tiles, copies=copies)
-        energy, cycles = array_cost(arch, batch.instances, batch.counts, units, waste)
+        units, waste, team = batch_execution(self.model, template, arch, self.extents, ev_T, tiles, copies=copies,
+                                             team=True)
+        energy, cycles = array_cost(arch, batch.instances, batch.counts, units, waste, team=team)
         return np.broadcast_to(energy, (len(tiles),)).astype(float), cycles, ok
 
 
