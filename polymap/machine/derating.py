@@ -57,7 +57,8 @@ def predict(terms: np.ndarray, factors: Sequence[float], offsets: Sequence[float
     return np.max(scaled, axis=1) + after
 
 
-def _split(offsets, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _split(offsets: Sequence[float] | Sequence[Sequence[float]] | np.ndarray | None, n: int
+           ) -> tuple[np.ndarray, np.ndarray]:
     """``(after the max, on the compute term)`` from ``offsets``: none, one number a row (after), or a
     pair a row."""
     if offsets is None:
