@@ -802,6 +802,24 @@ def pieces(extent: int, tiles: Iterable[int]) -> dict[int, int]:
     return out
 
 
+def tile_count(extent: Num, tiles: Iterable[Num]) -> Num:
+    """How many pieces ``extent`` is cut into by nested tiles (each inside the last): the sum of
+    :func:`pieces`, in arithmetic that numbers and arrays alike take (the batch form's rows). A loop
+    over the tiles of ``x`` at level ``k`` runs ``tile_count(E, tiles[1..k+1])`` iterations in all over
+    ``tile_count(E, tiles[1..k])`` executions: its trips per execution are their ratio (the C's rule,
+    ``codegen/c/parallel.py``), fewer than the full tile's where a tile does not divide its parent's."""
+    parts = [(extent, np.ones_like(extent) if isinstance(extent, np.ndarray) else 1)]  # (size, how many)
+    for t in tiles:
+        full = 0
+        nxt = []
+        for size, n in parts:
+            full = full + n * (size // t)
+            rest = size % t
+            nxt.append((rest, n * (rest > 0)))
+        parts = [(t, full)] + nxt
+    return sum(n for _, n in parts)
+
+
 def _walk(mapping: Mapping, eff: list[dict[str, int]], printed: bool = False) -> list[tuple[int, str, int]]:
     """``(level, loop, trips)`` of every loop that walks more than one tile, outermost first; with
     ``printed`` also those of one trip that the code prints (:func:`printed_loop`)."""
@@ -835,9 +853,19 @@ def _around(stmts: list[ir.StatementContext]) -> Callable[[str, str], bool]:
     return lambda x, y: not loops or any(x in own and y in own for own in loops)
 
 
-def _executions(before: list[tuple[int, str, int]], loop: str, around: Callable[[str, str], bool]) -> int:
-    """How often ``loop`` starts: the product of the trips of the walked loops that enclose it."""
-    return prod(trips for _, x, trips in before if around(x, loop))
+def _executions(before: list[tuple[int, str, int]], loop: str, around: Callable[[str, str], bool],
+                eff: list[dict[str, int]]) -> int:
+    """How often ``loop`` starts: the product over the walked loops that enclose it of their tiles'
+    count (:func:`tile_count`) at the deepest level each is walked: 7, not 2 x 4, for 14 rows in
+    tiles of 8 cut into tiles of 2 (the C's executions are its distinct time points)."""
+    deepest = {x: k for k, x, _ in before if around(x, loop)}
+    return prod(tile_count(eff[0][x], [eff[j][x] for j in range(1, k + 2)]) for x, k in deepest.items())
+
+
+def mean_trips(eff: list[dict[str, int]], k: int, x: str) -> float:
+    """Level ``k``'s loop over the tiles of ``x``: its trips per execution (:func:`tile_count`)."""
+    outer = tile_count(eff[0][x], [eff[j][x] for j in range(1, k + 1)])
+    return tile_count(eff[0][x], [eff[j][x] for j in range(1, k + 2)]) / outer
 
 
 def statement_instances(stmts: Iterable[ir.StatementContext], extents: MappingT[str, int],
@@ -923,13 +951,14 @@ def execution(model: KernelModel, mapping: Mapping, arch: Architecture, extents:
     shared: tuple[int, str] | None = None  # (level, loop) of the shared-out loop
     if tloop is not None:  # the spatial loop is shared out once per iteration of the loops around it
         q = next((q for q, (k, x, _) in enumerate(walk) if k < last and x in mapping.levels[k].spatial), len(walk))
-        executions = _executions(walk[:q], walk[q][1] if q < len(walk) else tloop, around)
+        executions = _executions(walk[:q], walk[q][1] if q < len(walk) else tloop, around, eff)
         shared = walk[q][:2] if q < len(walk) else None
     if tloop is None:
         for q, (k, x, trips) in enumerate(walk):
-            executions = _executions(walk[:q], x, around)
-            # one execution must cover MIN_WORK instances of the statements inside it (codegen's rule)
-            if (x in parallel and trips >= 2 * cores
+            executions = _executions(walk[:q], x, around, eff)
+            # one execution must cover MIN_WORK instances of the statements inside it, and its trips per
+            # execution be 2 a core (codegen's rules: the mean, where the tiles leave edges)
+            if (x in parallel and trips >= 2 * cores and mean_trips(eff, k, x) >= 2 * cores
                     and statement_instances(stmts, extents, x) // executions >= min_work):
                 threads = min(cores, trips)
                 size = eff[k][x]
@@ -1064,11 +1093,14 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
     shared_q = np.full(B, -1)  # the shared-out loop's index in ``positions`` (-1: none)
     around = _around(stmts)
 
+    def count(j: int, upto: int) -> np.ndarray:  # tile_count of loop j's tiles down to level ``upto``
+        return tile_count(eff[:, 0, j], [np.maximum(eff[:, i, j], 1) for i in range(1, upto + 1)])
+
     def starts(q: int) -> np.ndarray:  # how often the loop at ``positions[q]`` starts (_executions)
+        deepest = {j: k for k, j in positions[:q] if around(loops[j], loops[positions[q][1]])}
         out = np.ones(B, dtype=np.int64)
-        for k, j in positions[:q]:
-            if around(loops[j], loops[positions[q][1]]):
-                out = out * trips[:, k, j]
+        for j, k in deepest.items():
+            out = out * count(j, k + 1)
         return out
 
     def wrapped(q: int) -> np.ndarray:  # a loop the code prints encloses it: the region opens there
@@ -1084,7 +1116,8 @@ def batch_execution(model: KernelModel, template: Mapping, arch: Architecture, e
         if loops[j] in parallel:
             mine = starts(q)
             work = statement_instances(stmts, extents, loops[j])
-            take = ~chosen & (t > 1) & (t >= 2 * cores) & (work // mine >= MIN_WORK)
+            many = count(j, k + 1) >= 2 * cores * count(j, k)  # trips per execution (mean_trips)
+            take = ~chosen & (t > 1) & (t >= 2 * cores) & many & (work // mine >= MIN_WORK)
             p = np.minimum(cores, t)
             size, inner = eff[:, k, j], eff[:, k + 1, j]
             share = np.minimum(-(-(-(-size // inner)) // p) * inner, size)
