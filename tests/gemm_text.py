@@ -28,3 +28,16 @@ int main(int argc, char **argv) {
   if (fread(A, sizeof(T), M * K, in) != (size_t)(M * K) || fread(B, sizeof(T), K * N, in) != (size_t)(K * N)) return 2;
   fclose(in);
 """
+
+#: GEMM without its initialisation (only ``C += A @ B``: no ``j`` loop of its own to add pragmas), named
+#: ``gemm`` with square default sizes ``%(n)d``: the tests of the model's threads and team
+GEMM_ACC = """
+kernel gemm(M = %(n)d, N = %(n)d, K = %(n)d) {
+  in    A[M, K] : f32
+  in    B[K, N] : f32
+  inout C[M, N] : f32
+  for i in 0..M, j in 0..N, k in 0..K {
+    acc: C[i, j] += A[i, k] * B[k, j]
+  }
+}
+"""

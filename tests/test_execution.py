@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from gemm_text import GEMM_ACC as GEMM_ACC_TEXT
 from polymap.codegen.c.emitter import emit_c
 from polymap.driver import load_program, param_values, parse
 from polymap.machine.arch import VectorUnit
@@ -40,16 +41,7 @@ from polymap.poly import build_model
 GEMM = load_program(Path(__file__).resolve().parent.parent / "examples" / "gemm.loop").kernels[0]
 MODEL = build_model(GEMM)
 # the same without its initialisation, whose own j loop would add pragmas of its own
-GEMM_ACC = parse("""
-kernel gemm(M = 64, N = 64, K = 64) {
-  in    A[M, K] : f32
-  in    B[K, N] : f32
-  inout C[M, N] : f32
-  for i in 0..M, j in 0..N, k in 0..K {
-    acc: C[i, j] += A[i, k] * B[k, j]
-  }
-}
-""").kernels[0]
+GEMM_ACC = parse(GEMM_ACC_TEXT % {"n": 64}).kernels[0]
 
 
 def host():

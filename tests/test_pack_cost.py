@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from batch_rows import batch_arrays
 from polymap.codegen.build import CFunction, build_c
 from polymap.codegen.c.emitter import emit_c
 from polymap.driver import load_program, param_values, parse
@@ -227,9 +228,7 @@ def test_batch_rows_plan_their_own_panels():
             rows.append(mapping_from_dict(data, kernel=CONV_KERNEL, arch=HOST))
     template = rows[0]
     extents = mapping_loop_extents(CONV_KERNEL, template, params)
-    eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, extents)] for mp in rows], dtype=np.int64)
-    declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in mp.levels] for mp in rows],
-                        dtype=np.int64)
+    eff, declared = batch_arrays(rows, extents)
     _, slowdown = batch_execution(CONV_MODEL, template, HOST, extents, eff, declared)
     ones = [execution(CONV_MODEL, mp, HOST, extents) for mp in rows]
     assert len({one.pack_cycles for one in ones}) == len(rows)  # four different copies' costs

@@ -22,13 +22,14 @@ import numpy as np
 import pytest
 
 from polymap import ir
+from batch_rows import batch_arrays
 from polymap.codegen.c.emitter import emit_c
 from polymap.driver import load_program, param_values
 from polymap.machine.presets import load_architecture
 from polymap.mapping.files import mapping_from_dict
 from polymap.mapping.model import Mapping, mapping_loop_extents
 from polymap.passes.counting.execution import (
-    _statements, batch_execution, code_packs, effective_tiles, execution, packable, panels_along, scalar_share,
+    _statements, batch_execution, code_packs, execution, packable, panels_along, scalar_share,
 )
 from polymap.passes.search.register_mapping import register_mapping
 from polymap.poly import build_model
@@ -113,9 +114,7 @@ def test_batch_equals_one_by_one_with_and_without_panels(name, sizes):
     kernel, model = KERNELS[name], MODELS[name]
     template = rows[0]
     extents = mapping_loop_extents(kernel, template, params)
-    eff = np.array([[[e[x] for x in mp.loops] for e in effective_tiles(mp, extents)] for mp in rows], dtype=np.int64)
-    declared = np.array([[[0 if t is None else t for t in lm.tile] for lm in mp.levels] for mp in rows],
-                        dtype=np.int64)
+    eff, declared = batch_arrays(rows, extents)
     units, slowdown = batch_execution(model, template, HOST, extents, eff, declared)
     for b, mp in enumerate(rows):
         ex = execution(model, mp, HOST, extents)

@@ -11,6 +11,7 @@ import pytest
 
 from simulator import simulate
 
+from gemm_text import GEMM_ACC as GEMM_ACC_TEXT
 from polymap.driver import param_values, parse
 from polymap.machine.arch import VectorUnit
 from polymap.machine.presets import load_architecture
@@ -102,16 +103,7 @@ def test_batch_form_equals_one_by_one():
             assert float(team[0]) == (START if spatial else 0.0)
 
 
-GEMM_ACC = parse("""
-kernel gemm(M = 256, N = 256, K = 256) {
-  in    A[M, K] : f32
-  in    B[K, N] : f32
-  inout C[M, N] : f32
-  for i in 0..M, j in 0..N, k in 0..K {
-    acc: C[i, j] += A[i, k] * B[k, j]
-  }
-}
-""").kernels[0]
+GEMM_ACC = parse(GEMM_ACC_TEXT % {"n": 256}).kernels[0]
 
 
 def gemm_mapping(a, l2_order, tiles_l2):
