@@ -77,7 +77,9 @@ def _table(rows: list[list[str]]) -> list[str]:
     widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
     out = []
     for n, r in enumerate(rows):
-        out.append("  ".join(cell.ljust(w) if k == 0 else cell.rjust(w) for k, (cell, w) in enumerate(zip(r, widths))))
+        # no trailing blanks: a level's own row has empty count cells (README's tour is the output as printed)
+        out.append("  ".join(cell.ljust(w) if k == 0 else cell.rjust(w)
+                             for k, (cell, w) in enumerate(zip(r, widths))).rstrip())
         if n == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
